@@ -1,0 +1,375 @@
+//! The acquire loop shared by every exclusive primitive.
+//!
+//! A primitive describes its scripts and keys in an [`AcquireSpec`]; this
+//! module runs the first attempt alone, subscribes only when it failed, tries
+//! once more, then waits on the waiting engine for a release message or the
+//! holder's remaining TTL, whichever is sooner, and tries again.
+//!
+//! Acquire scripts share one contract:
+//! `ARGV = [owner, attempt, lease_ms, mode ('try' | 'wait'), extra...]`, reply
+//! `{1, token, pttl}` granted, `{0, pttl}` busy (nothing recorded), `{2, pttl}`
+//! queued (the attempt is recorded and must be released when the caller gives
+//! up). Release scripts take `ARGV = [attempt, extra...]` and reply 0 when the
+//! attempt held nothing.
+//!
+//! Every acquire carries an attempt id. While a request of the attempt may
+//! have been recorded by the server (in flight, `Indeterminate`, or queued),
+//! the attempt is *armed*: if the future is dropped, or the call ends, the
+//! release-by-attempt is handed to the background releaser, exactly once.
+//! A retry of the attempt is idempotent on the server.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::client::Client;
+use crate::config::lease_ms;
+use crate::error::{Error, Result};
+use crate::lease::{Hold, HoldSpec, LeaseMode};
+use crate::scripts::{LuaScript, ScriptCall};
+use crate::wait::Woke;
+
+/// How long an acquire may wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitMode {
+    /// One attempt; never joins a queue.
+    Try,
+    /// Up to this long.
+    For(Duration),
+    /// Until acquired (rides out reconnects).
+    Forever,
+}
+
+/// What a primitive tells core about one acquire.
+#[derive(Debug, Clone)]
+pub struct AcquireSpec {
+    /// Primitive kind, for tracing.
+    pub kind: &'static str,
+    /// Acquire script (contract in the module docs).
+    pub acquire: &'static LuaScript,
+    /// KEYS of the acquire script.
+    pub keys: Vec<String>,
+    /// ARGV after the four common ones.
+    pub extra_args: Vec<String>,
+    /// Release script (by attempt id).
+    pub release: &'static LuaScript,
+    /// KEYS of the release script.
+    pub release_keys: Vec<String>,
+    /// ARGV of the release script after the attempt id.
+    pub release_extra: Vec<String>,
+    /// Renew script and the key it renews.
+    pub renew: &'static LuaScript,
+    /// Key renewed by the watchdog.
+    pub renew_key: String,
+    /// Channel the waiter subscribes to.
+    pub channel: String,
+    /// Wake tag: `Some(attempt)` makes `t:<attempt>` messages wake this waiter.
+    pub tagged: bool,
+}
+
+/// A decoded acquire reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reply {
+    Granted { token: u64, pttl: u64 },
+    Busy { pttl: i64 },
+    Queued { pttl: i64 },
+}
+
+fn decode(v: &[i64]) -> Result<Reply> {
+    match v {
+        [1, token, pttl, ..] => Ok(Reply::Granted {
+            token: token.unsigned_abs(),
+            pttl: pttl.unsigned_abs(),
+        }),
+        [0, pttl, ..] => Ok(Reply::Busy { pttl: *pttl }),
+        [2, pttl, ..] => Ok(Reply::Queued { pttl: *pttl }),
+        _ => Err(Error::InvalidArgument(format!(
+            "unexpected acquire reply {v:?}"
+        ))),
+    }
+}
+
+/// A fresh attempt id: 96 random bits in hex.
+pub fn new_attempt_id() -> String {
+    let a: u64 = rand::random();
+    let b: u32 = rand::random();
+    format!("{a:016x}{b:08x}")
+}
+
+/// Hands the release of an attempt to the releaser if dropped while armed.
+struct Attempt<'a> {
+    client: &'a Client,
+    release: ScriptCall,
+    /// The server may hold a record of this attempt (in flight, Indeterminate).
+    in_doubt: bool,
+    /// The server holds a queue entry for this attempt.
+    queued: bool,
+}
+
+impl Attempt<'_> {
+    fn armed(&self) -> bool {
+        self.in_doubt || self.queued
+    }
+
+    fn disarm(&mut self) {
+        self.in_doubt = false;
+        self.queued = false;
+    }
+
+    /// Leave the queue now (awaited), falling back to the releaser.
+    async fn give_up(&mut self) {
+        if !self.armed() {
+            return;
+        }
+        if self.client.run::<i64>(&self.release).await.is_ok() {
+            self.disarm();
+        }
+    }
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        if self.armed() && !self.client.is_shutdown() {
+            let bound = self
+                .client
+                .config()
+                .release_timeout
+                .unwrap_or(self.client.config().watchdog_timeout);
+            self.client
+                .inner
+                .releaser
+                .submit(self.release.clone(), Instant::now() + bound);
+        }
+    }
+}
+
+impl Client {
+    /// Acquire an exclusive hold as described by `spec` for `owner`.
+    ///
+    /// Returns `Ok(None)` when the wait ended without the hold.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a bad lease (nothing sent);
+    /// [`Error::Unavailable`] / [`Error::Indeterminate`] when the time ran out
+    /// while Redis could not answer (any possible grant is already with the
+    /// releaser); [`Error::WrongType`], [`Error::Redis`], [`Error::Shutdown`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe in effect: if dropped after a request may have reached
+    /// Redis, the possible grant or queue entry is released exactly once by
+    /// the background releaser (or expires with its lease).
+    pub async fn acquire(
+        &self,
+        spec: &AcquireSpec,
+        owner: &str,
+        lease: LeaseMode,
+        wait: WaitMode,
+    ) -> Result<Option<Hold>> {
+        let ms = match lease {
+            LeaseMode::Watchdog => lease_ms(self.config().watchdog_timeout)?,
+            LeaseMode::Fixed(d) => lease_ms(d)?,
+        };
+        self.check_open()?;
+        let attempt_id = new_attempt_id();
+        let span = tracing::debug_span!("acquire", kind = spec.kind, key = %spec.renew_key,
+            owner, attempt = %attempt_id);
+        let started = Instant::now();
+        let r = self
+            .acquire_inner(spec, owner, lease, ms, wait, attempt_id)
+            .instrument(span.clone())
+            .await;
+        span.in_scope(|| {
+            tracing::debug!(outcome = match &r { Ok(Some(_)) => "acquired", Ok(None) => "timed out", Err(_) => "error" },
+                waited = ?started.elapsed(), "acquire done");
+        });
+        r
+    }
+
+    async fn acquire_inner(
+        &self,
+        spec: &AcquireSpec,
+        owner: &str,
+        lease: LeaseMode,
+        ms: u64,
+        wait: WaitMode,
+        attempt_id: String,
+    ) -> Result<Option<Hold>> {
+        let deadline = match wait {
+            WaitMode::Try => Some(Instant::now()),
+            WaitMode::For(d) => Some(Instant::now() + d),
+            WaitMode::Forever => None,
+        };
+        let release = ScriptCall::new(
+            spec.release,
+            spec.release_keys.clone(),
+            std::iter::once(attempt_id.clone())
+                .chain(spec.release_extra.iter().cloned())
+                .collect(),
+        );
+        let mut attempt = Attempt {
+            client: self,
+            release: release.clone(),
+            in_doubt: false,
+            queued: false,
+        };
+        let call = |mode: &str| {
+            ScriptCall::new(
+                spec.acquire,
+                spec.keys.clone(),
+                [
+                    owner.to_string(),
+                    attempt_id.clone(),
+                    ms.to_string(),
+                    mode.to_string(),
+                ]
+                .into_iter()
+                .chain(spec.extra_args.iter().cloned())
+                .collect(),
+            )
+        };
+        let grant = |token: u64, pttl: u64, sent_at: Instant| {
+            Hold::new(
+                self,
+                HoldSpec {
+                    kind: spec.kind,
+                    renew_key: spec.renew_key.clone(),
+                    renew: spec.renew,
+                    release: release.clone(),
+                },
+                attempt_id.clone(),
+                token,
+                lease,
+                sent_at,
+                pttl,
+            )
+        };
+        let try_call = call(if wait == WaitMode::Try { "try" } else { "wait" });
+
+        // One attempt: returns the decoded reply or the error, keeping the
+        // attempt's armed state right.
+        async fn once(
+            client: &Client,
+            attempt: &mut Attempt<'_>,
+            call: &ScriptCall,
+        ) -> (Instant, Result<Reply>) {
+            attempt.in_doubt = true;
+            let sent_at = Instant::now();
+            let r = match client.run::<Vec<i64>>(call).await {
+                Ok(v) => decode(&v),
+                Err(e) => Err(e),
+            };
+            match &r {
+                Ok(Reply::Granted { .. }) => attempt.disarm(),
+                Ok(Reply::Busy { .. }) => {
+                    // A definite "not granted" settles earlier doubts too; a
+                    // queue entry is dropped by the script when it answers busy.
+                    attempt.disarm();
+                }
+                Ok(Reply::Queued { .. }) => {
+                    attempt.in_doubt = false;
+                    attempt.queued = true;
+                }
+                Err(Error::Indeterminate(_)) => {}
+                Err(Error::Unavailable(_)) | Err(_) => attempt.in_doubt = false,
+            }
+            (sent_at, r)
+        }
+
+        let (sent_at, first) = once(self, &mut attempt, &try_call).await;
+        match first {
+            Ok(Reply::Granted { token, pttl }) => return Ok(Some(grant(token, pttl, sent_at))),
+            Ok(Reply::Busy { .. }) | Ok(Reply::Queued { .. }) if wait == WaitMode::Try => {
+                attempt.give_up().await;
+                return Ok(None);
+            }
+            Ok(_) => {}
+            Err(e) if e.is_retryable() && wait != WaitMode::Try => {}
+            Err(e) => return Err(e),
+        }
+        let mut last_err: Option<Error> = None;
+
+        // Failed: subscribe, then try again at once (a release may have
+        // landed between the first try and the subscription).
+        let tag = spec.tagged.then(|| attempt_id.clone());
+        let sub = self.inner.engine.subscribe(&spec.channel, tag);
+        let confirm_by = Instant::now() + self.config().command_timeout;
+        let confirm_by = deadline.map_or(confirm_by, |d| d.min(confirm_by));
+        sub.confirmed(confirm_by).await;
+        let wait_call = call("wait");
+        loop {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            sub.begin_try();
+            let (sent_at, r) = once(self, &mut attempt, &wait_call).await;
+            match r {
+                Ok(Reply::Granted { token, pttl }) => {
+                    sub.mark_acquired();
+                    return Ok(Some(grant(token, pttl, sent_at)));
+                }
+                Ok(Reply::Busy { pttl }) | Ok(Reply::Queued { pttl }) => {
+                    last_err = None;
+                    // Sleep until a release message, the holder's TTL, or the deadline.
+                    let now = Instant::now();
+                    let by_ttl = if pttl > 0 {
+                        now + Duration::from_millis(pttl.unsigned_abs())
+                    } else if pttl == -2 {
+                        now // the key vanished between the checks: try again now
+                    } else {
+                        // No TTL known: a message or a reconnect wakes us.
+                        now + self.config().watchdog_timeout
+                    };
+                    let until = deadline.map_or(by_ttl, |d| d.min(by_ttl));
+                    // Woken or not, the next try tells: a lease that ran out is free.
+                    let _woke: Woke = sub.wait(until).await;
+                }
+                Err(e) if e.is_retryable() => {
+                    if e.is_unavailable() && !self.inner.conn.is_up() {
+                        self.inner.conn.wait_up(deadline).await;
+                        last_err = Some(e);
+                        continue;
+                    }
+                    last_err = Some(e);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // Out of time.
+        drop(sub);
+        match last_err {
+            Some(e) => Err(e), // the armed attempt's drop hands it to the releaser
+            None => {
+                attempt.give_up().await;
+                Ok(None)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_replies() {
+        assert_eq!(
+            decode(&[1, 7, 100]).unwrap(),
+            Reply::Granted {
+                token: 7,
+                pttl: 100
+            }
+        );
+        assert_eq!(decode(&[0, 50]).unwrap(), Reply::Busy { pttl: 50 });
+        assert_eq!(decode(&[2, 50]).unwrap(), Reply::Queued { pttl: 50 });
+        assert!(decode(&[]).is_err());
+    }
+
+    #[test]
+    fn attempt_ids_are_unique() {
+        let a = new_attempt_id();
+        assert_eq!(a.len(), 24);
+        assert_ne!(a, new_attempt_id());
+    }
+}

@@ -1,0 +1,118 @@
+//! Client settings and their defaults.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// Settings shared by every primitive made from one [`Client`](crate::Client).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Config {
+    /// Prefix of every key and channel (default `deadbolt`). May not contain braces.
+    pub namespace: String,
+    /// Lease of watchdog-renewed holds; renewed every third of it (default 30 s).
+    pub watchdog_timeout: Duration,
+    /// Bound on one command's round trip; past it the outcome is
+    /// `Indeterminate` (default 1 s).
+    pub command_timeout: Duration,
+    /// How long a fair-lock waiter that stopped heart-beating keeps its place,
+    /// measured on the server clock (default 5 s).
+    pub waiter_timeout: Duration,
+    /// Bound on the background releaser's retries of one release after a fault
+    /// (default: the watchdog timeout, after which the lease has run out anyway).
+    pub release_timeout: Option<Duration>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            namespace: "deadbolt".to_string(),
+            watchdog_timeout: Duration::from_secs(30),
+            command_timeout: Duration::from_secs(1),
+            waiter_timeout: Duration::from_secs(5),
+            release_timeout: None,
+        }
+    }
+}
+
+/// The largest lease deadbolt accepts, in milliseconds: 2^53 − 1, the largest
+/// integer Lua numbers carry exactly (Redis itself would take up to ~2^63 ms).
+pub const MAX_LEASE_MS: u64 = (1 << 53) - 1;
+
+impl Config {
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.namespace.is_empty() {
+            return Err(Error::InvalidArgument("namespace is empty".into()));
+        }
+        if self.namespace.contains('{') || self.namespace.contains('}') {
+            return Err(Error::InvalidArgument(
+                "namespace may not contain braces (they would break the hash tag)".into(),
+            ));
+        }
+        lease_ms(self.watchdog_timeout).map_err(|_| {
+            Error::InvalidArgument("watchdog_timeout must be between 1 ms and 2^53-1 ms".into())
+        })?;
+        if self.watchdog_timeout < Duration::from_millis(30) {
+            return Err(Error::InvalidArgument(
+                "watchdog_timeout must be at least 30 ms".into(),
+            ));
+        }
+        if self.command_timeout.is_zero() {
+            return Err(Error::InvalidArgument(
+                "command_timeout must not be zero".into(),
+            ));
+        }
+        if self.waiter_timeout < Duration::from_millis(30) {
+            return Err(Error::InvalidArgument(
+                "waiter_timeout must be at least 30 ms".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Check a lease and turn it into whole milliseconds.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a lease under one millisecond or over
+/// [`MAX_LEASE_MS`].
+pub fn lease_ms(lease: Duration) -> Result<u64> {
+    if lease < Duration::from_millis(1) {
+        return Err(Error::InvalidArgument(format!(
+            "lease {lease:?} is under one millisecond"
+        )));
+    }
+    let ms = lease.as_millis();
+    if ms > u128::from(MAX_LEASE_MS) {
+        return Err(Error::InvalidArgument(format!(
+            "lease {lease:?} is beyond the largest accepted ({MAX_LEASE_MS} ms)"
+        )));
+    }
+    Ok(u64::try_from(ms).unwrap_or(MAX_LEASE_MS))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_bounds() {
+        assert!(lease_ms(Duration::ZERO).is_err());
+        assert!(lease_ms(Duration::from_micros(999)).is_err());
+        assert_eq!(lease_ms(Duration::from_micros(1500)).unwrap(), 1);
+        assert_eq!(lease_ms(Duration::from_secs(2)).unwrap(), 2000);
+        assert!(lease_ms(Duration::MAX).is_err());
+        assert!(lease_ms(Duration::from_millis(MAX_LEASE_MS)).is_ok());
+        assert!(lease_ms(Duration::from_millis(MAX_LEASE_MS + 1)).is_err());
+    }
+
+    #[test]
+    fn namespace_rules() {
+        let mut c = Config::default();
+        assert!(c.validate().is_ok());
+        c.namespace = "a{b".into();
+        assert!(c.validate().is_err());
+        c.namespace = String::new();
+        assert!(c.validate().is_err());
+    }
+}

@@ -1,0 +1,340 @@
+//! Lease state of one granted hold, shared by every primitive's guard.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::scripts::{LuaScript, ScriptCall};
+
+/// Where a hold stands, as far as this process knows.
+///
+/// `Active` moves to one of the other three, which are terminal: a renewal
+/// never revives them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaseState {
+    /// Held, and the local validity has not run out.
+    Active,
+    /// Released by `unlock`.
+    Released,
+    /// The server said the hold is gone or belongs to another owner, or the
+    /// lease ran out (renewals kept failing, or a fixed lease ended).
+    Lost,
+    /// The last renewal or release was `Indeterminate`: it may or may not be held.
+    Unknown,
+}
+
+impl LeaseState {
+    /// True for the three terminal states.
+    pub fn is_terminal(self) -> bool {
+        self != LeaseState::Active
+    }
+}
+
+/// How long a hold lasts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseMode {
+    /// The watchdog renews it every third of the watchdog timeout until unlock.
+    Watchdog,
+    /// A fixed lease, not renewed.
+    Fixed(Duration),
+}
+
+/// Drift subtracted from every lease: `ttl·0.01 + 2 ms`.
+pub fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// The instant until which a hold is known valid, given the instant its
+/// request was sent and the PTTL in the reply.
+pub fn valid_until(sent_at: Instant, pttl_ms: u64) -> Instant {
+    let ttl = Duration::from_millis(pttl_ms);
+    sent_at + ttl.saturating_sub(drift(ttl))
+}
+
+/// What a primitive tells core about a hold it was granted.
+#[derive(Debug, Clone)]
+pub struct HoldSpec {
+    /// Primitive kind, for tracing (`lock`, `fair`, ...).
+    pub kind: &'static str,
+    /// The key renewed for this hold.
+    pub renew_key: String,
+    /// Script that renews holds of this kind (contract of `hold_renew.lua`).
+    pub renew: &'static LuaScript,
+    /// Release-by-attempt call (reply 0 = not held, > 0 = released).
+    pub release: ScriptCall,
+}
+
+/// One granted hold: fencing token, lease state, renewal and release.
+///
+/// Primitive guards wrap it. Dropping it while active hands the release to
+/// the client's background releaser.
+#[derive(Debug)]
+pub struct Hold {
+    pub(crate) inner: Arc<HoldInner>,
+    armed: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct HoldInner {
+    pub(crate) id: u64,
+    pub(crate) client: Client,
+    pub(crate) spec: HoldSpec,
+    pub(crate) attempt: String,
+    pub(crate) token: u64,
+    pub(crate) mode: LeaseMode,
+    /// Who changes it: the watchdog (Active → Lost), unlock (→ Released,
+    /// Lost, Unknown), extend (→ Lost, Unknown). Never leaves a terminal state.
+    pub(crate) state: watch::Sender<LeaseState>,
+    pub(crate) valid_until: Mutex<Instant>,
+    pub(crate) in_watchdog: AtomicBool,
+}
+
+static NEXT_HOLD: AtomicU64 = AtomicU64::new(1);
+
+impl HoldInner {
+    /// Move to `to` unless already terminal. Returns whether it moved.
+    pub(crate) fn finish(&self, to: LeaseState) -> bool {
+        let moved = self.state.send_if_modified(|s| {
+            if s.is_terminal() {
+                false
+            } else {
+                *s = to;
+                true
+            }
+        });
+        if moved && matches!(to, LeaseState::Lost | LeaseState::Unknown) {
+            tracing::warn!(kind = self.spec.kind, key = %self.spec.renew_key, state = ?to, "hold can no longer be counted on");
+        }
+        moved
+    }
+
+    pub(crate) fn renewed(&self, sent_at: Instant, pttl_ms: u64) {
+        let mut v = self.valid_until.lock();
+        let new = valid_until(sent_at, pttl_ms);
+        if new > *v {
+            *v = new;
+        }
+    }
+
+    pub(crate) fn expired(&self, now: Instant) -> bool {
+        now >= *self.valid_until.lock()
+    }
+
+    fn release_deadline(&self) -> Instant {
+        let cfg = self.client.config();
+        let bound = cfg.release_timeout.unwrap_or(match self.mode {
+            LeaseMode::Watchdog => cfg.watchdog_timeout,
+            LeaseMode::Fixed(d) => d.min(cfg.watchdog_timeout.max(Duration::from_secs(5))),
+        });
+        Instant::now() + bound
+    }
+}
+
+impl Hold {
+    /// Record a grant: `sent_at` is when the granting request was sent,
+    /// `pttl_ms` the TTL in its reply. Watchdog holds are registered for renewal.
+    pub fn new(
+        client: &Client,
+        spec: HoldSpec,
+        attempt: String,
+        token: u64,
+        mode: LeaseMode,
+        sent_at: Instant,
+        pttl_ms: u64,
+    ) -> Hold {
+        let (state, _) = watch::channel(LeaseState::Active);
+        let inner = Arc::new(HoldInner {
+            id: NEXT_HOLD.fetch_add(1, Ordering::Relaxed),
+            client: client.clone(),
+            spec,
+            attempt,
+            token,
+            mode,
+            state,
+            valid_until: Mutex::new(valid_until(sent_at, pttl_ms)),
+            in_watchdog: AtomicBool::new(false),
+        });
+        if mode == LeaseMode::Watchdog {
+            client.inner.watchdog.register(inner.clone());
+        }
+        Hold { inner, armed: true }
+    }
+
+    /// The fencing token of this hold.
+    pub fn fencing_token(&self) -> u64 {
+        self.inner.token
+    }
+
+    /// The attempt id that was granted (names the hold in Redis).
+    pub fn attempt(&self) -> &str {
+        &self.inner.attempt
+    }
+
+    /// Current lease state; a fixed lease whose validity ran out reads `Lost`.
+    pub fn state(&self) -> LeaseState {
+        let s = *self.inner.state.borrow();
+        if s == LeaseState::Active && self.inner.expired(Instant::now()) {
+            self.inner.finish(LeaseState::Lost);
+            return LeaseState::Lost;
+        }
+        s
+    }
+
+    /// How much longer the hold is known valid (zero unless `Active`).
+    pub fn valid_for(&self) -> Duration {
+        if self.state() != LeaseState::Active {
+            return Duration::ZERO;
+        }
+        self.inner
+            .valid_until
+            .lock()
+            .saturating_duration_since(Instant::now())
+    }
+
+    /// Resolves once the hold can no longer be counted on: `Lost` or `Unknown`
+    /// (also when the local validity of a lease runs out).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
+    pub fn lost(&self) -> impl std::future::Future<Output = LeaseState> + Send + 'static {
+        let inner = self.inner.clone();
+        let mut rx = inner.state.subscribe();
+        async move {
+            loop {
+                let s = *rx.borrow_and_update();
+                if matches!(s, LeaseState::Lost | LeaseState::Unknown) {
+                    return s;
+                }
+                let until = *inner.valid_until.lock();
+                tokio::select! {
+                    r = rx.changed() => if r.is_err() { return *inner.state.borrow() },
+                    () = tokio::time::sleep_until(until) => {
+                        if inner.expired(Instant::now()) {
+                            inner.finish(LeaseState::Lost);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Extend a lease to at least `lease` from now (never shortens the key's TTL).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a bad lease; [`Error::NotHeld`] when the
+    /// hold is gone (state becomes `Lost`); `Indeterminate` makes the state
+    /// `Unknown`; `Unavailable` leaves it as it was.
+    ///
+    /// # Cancel safety
+    /// If dropped after sending, the extension may or may not apply; the
+    /// state stays `Active` until its old validity runs out.
+    pub async fn extend(&self, lease: Duration) -> Result<()> {
+        let ms = crate::config::lease_ms(lease)?;
+        if self.state() != LeaseState::Active {
+            return Err(Error::NotHeld);
+        }
+        let call = ScriptCall::new(
+            self.inner.spec.renew,
+            vec![self.inner.spec.renew_key.clone()],
+            vec![ms.to_string(), self.inner.attempt.clone()],
+        );
+        let sent = Instant::now();
+        match self.inner.client.run::<Vec<i64>>(&call).await {
+            Ok(v) => match v.first().copied() {
+                Some(p) if p >= 0 => {
+                    self.inner.renewed(sent, p.unsigned_abs());
+                    Ok(())
+                }
+                _ => {
+                    self.inner.finish(LeaseState::Lost);
+                    Err(Error::NotHeld)
+                }
+            },
+            Err(e) => {
+                if e.is_indeterminate() {
+                    self.inner.finish(LeaseState::Unknown);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Stop renewal, then release this hold and wait for the server's answer.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when the hold had expired or was taken over;
+    /// [`Error::Unavailable`] / [`Error::Indeterminate`] when the release could
+    /// not be confirmed; it was then handed to the background releaser.
+    ///
+    /// # Cancel safety
+    /// If dropped before the reply, the release may or may not have run; the
+    /// background releaser runs it (again: it is idempotent).
+    pub async fn unlock(mut self) -> Result<()> {
+        let inner = self.inner.clone();
+        inner.client.inner.watchdog.unregister(&inner);
+        let started = Instant::now();
+        let result = inner.client.run::<i64>(&inner.spec.release).await;
+        let outcome = match result {
+            Ok(0) => {
+                self.armed = false;
+                inner.finish(LeaseState::Lost);
+                Err(Error::NotHeld)
+            }
+            Ok(_) => {
+                self.armed = false;
+                inner.state.send_replace(LeaseState::Released);
+                Ok(())
+            }
+            Err(e @ (Error::Unavailable(_) | Error::Indeterminate(_))) => {
+                if e.is_indeterminate() {
+                    inner.finish(LeaseState::Unknown);
+                }
+                // Drop below hands the release to the releaser.
+                Err(e)
+            }
+            Err(e) => {
+                self.armed = false;
+                Err(e)
+            }
+        };
+        tracing::debug!(kind = inner.spec.kind, key = %inner.spec.renew_key, attempt = %inner.attempt,
+            ok = outcome.is_ok(), elapsed = ?started.elapsed(), "release");
+        outcome
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let inner = &self.inner;
+        inner.client.inner.watchdog.unregister(inner);
+        if *inner.state.borrow() == LeaseState::Active {
+            tracing::warn!(kind = inner.spec.kind, key = %inner.spec.renew_key,
+                "guard dropped without unlock().await; releasing in the background");
+        }
+        if !inner.client.is_shutdown() {
+            inner
+                .client
+                .inner
+                .releaser
+                .submit(inner.spec.release.clone(), inner.release_deadline());
+        }
+        inner.state.send_if_modified(|s| {
+            if *s == LeaseState::Active {
+                *s = LeaseState::Released;
+                true
+            } else {
+                false
+            }
+        });
+    }
+}

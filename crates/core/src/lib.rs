@@ -1,0 +1,38 @@
+//! deadbolt-core: the engine under every deadbolt primitive.
+//!
+//! One [`Client`] holds a command connection, a subscriber connection with the
+//! Pub/Sub waiting engine, a watchdog that renews leases in batches, and a
+//! background releaser for holds nobody waits to release. Primitive crates
+//! (`deadbolt-lock`, `deadbolt-fair`, ...) describe their Lua scripts and keys
+//! and let core run acquires ([`Client::acquire`]), holds ([`Hold`]) and
+//! releases.
+//!
+//! Requires Redis 6 or newer: Pub/Sub runs as RESP3 push messages on a
+//! multiplexed connection.
+
+mod acquire;
+mod client;
+mod config;
+mod conn;
+mod error;
+mod keys;
+mod lease;
+mod releaser;
+pub mod scripts;
+mod wait;
+mod watchdog;
+
+pub use acquire::{new_attempt_id, AcquireSpec, WaitMode};
+pub use client::{Client, ClientBuilder};
+pub use config::{lease_ms, Config, MAX_LEASE_MS};
+pub use error::{Cause, Error, Result};
+pub use keys::Keys;
+pub use lease::{drift, valid_until, Hold, HoldSpec, LeaseMode, LeaseState};
+pub use wait::{WAKE_ALL, WAKE_ONE, WAKE_TAG_PREFIX};
+
+impl Client {
+    /// Number of holds the watchdog currently renews.
+    pub fn renewed_holds(&self) -> usize {
+        self.inner.watchdog.len()
+    }
+}

@@ -1,0 +1,90 @@
+//! The background releaser: finishes releases nobody waits for.
+//!
+//! Guards dropped without `unlock().await`, acquires cancelled after their
+//! request may have reached Redis, and acquires that ended `Indeterminate` hand
+//! a release-by-attempt call here. Release scripts are idempotent (they remove
+//! the attempt's record), so a release is retried after faults until it gets
+//! an answer or its bound passes, when the lease's own TTL takes over.
+//! Submitting never blocks and never panics.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::client::run_on;
+use crate::conn::Conn;
+use crate::error::Error;
+use crate::scripts::ScriptCall;
+
+#[derive(Debug)]
+pub(crate) struct Releaser {
+    conn: Arc<Conn>,
+    pending: Arc<AtomicUsize>,
+    idle: Arc<Notify>,
+    rt: tokio::runtime::Handle,
+}
+
+impl Releaser {
+    pub(crate) fn new(conn: Arc<Conn>) -> Releaser {
+        Releaser {
+            conn,
+            pending: Arc::new(AtomicUsize::new(0)),
+            idle: Arc::new(Notify::new()),
+            rt: tokio::runtime::Handle::current(),
+        }
+    }
+
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.load(Ordering::SeqCst)
+    }
+
+    /// Hand over a release; it runs in the background until answered or `deadline`.
+    pub(crate) fn submit(&self, call: ScriptCall, deadline: Instant) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        let conn = self.conn.clone();
+        let pending = self.pending.clone();
+        let idle = self.idle.clone();
+        self.rt.spawn(async move {
+            release_until(&conn, &call, deadline).await;
+            if pending.fetch_sub(1, Ordering::SeqCst) == 1 {
+                idle.notify_waiters();
+            }
+        });
+    }
+
+    /// Wait until nothing is pending, or `deadline`. Returns whether idle.
+    pub(crate) async fn drain(&self, deadline: Instant) -> bool {
+        loop {
+            let notified = self.idle.notified();
+            if self.pending() == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.pending() == 0;
+            }
+        }
+    }
+}
+
+async fn release_until(conn: &Arc<Conn>, call: &ScriptCall, deadline: Instant) {
+    loop {
+        match run_on::<i64>(conn, call).await {
+            Ok(_) => return,
+            Err(Error::Unavailable(_)) | Err(Error::Indeterminate(_)) if !conn.is_closed() => {
+                if Instant::now() >= deadline || !conn.wait_up(Some(deadline)).await {
+                    tracing::warn!(
+                        key = call.main_key(),
+                        "background release gave up; the lease's TTL will free it"
+                    );
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(key = call.main_key(), error = %e, "background release failed");
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! The Pub/Sub waiting engine: one subscriber connection per client, channels
+//! reference-counted across local waiters, and a per-waiter notifier that
+//! cannot lose a wake-up.
+//!
+//! # Implementation notes
+//!
+//! **Subscriptions.** A waiter registers a [`Slot`] on a channel before it
+//! subscribes. The first slot of a channel asks the engine's task to
+//! SUBSCRIBE; the last one to leave asks it to UNSUBSCRIBE. That task alone
+//! sends SUBSCRIBE/UNSUBSCRIBE, batching every request queued since its last
+//! round, and decides from the table (not from the requests) what the server
+//! must hear, so a quick unsubscribe/subscribe of one channel can never leave
+//! the server unsubscribed while a waiter counts on it. Commands on one
+//! connection run in order, so a SUBSCRIBE sent after an UNSUBSCRIBE wins.
+//!
+//! **No lost wake-up.** Each slot has a `pending` flag and a `Notify`. A
+//! message sets the flag, then calls `notify_one`, which stores a permit if
+//! nobody sleeps yet. A waiter clears the flag before each try
+//! ([`Subscription::begin_try`]); when the try fails it sleeps only while the
+//! flag is still clear, so a release that lands between the try and the sleep
+//! wakes it at once. A stale permit only causes one extra look at the flag.
+//!
+//! **What bounds a wait.** Every [`Subscription::wait`] ends at a deadline
+//! chosen by the caller: the holder's remaining TTL from the last reply, or the
+//! caller's time left, whichever is sooner. A lock whose holder died without
+//! unlocking (no message ever comes) is retried when its key has expired.
+//!
+//! **Who is woken.** A message `1` wakes one local waiter (the longest waiting
+//! one not already woken); `*` wakes every waiter on the channel (shared
+//! grants); `t:<tag>` wakes the waiter registered with that tag (fair lock
+//! hand-off). A waiter that was woken and then leaves without acquiring passes
+//! the wake on to the next waiter, so a cancelled waiter never swallows the
+//! only wake-up of a release.
+//!
+//! **Reconnects.** When the subscriber connection drops, every channel becomes
+//! unconfirmed. Once the connection is back, the engine re-subscribes every
+//! channel in its table and, when the server has confirmed, wakes every
+//! waiter to try again: a release published while the connection was down is
+//! never waited out.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use redis::{PushInfo, PushKind, Value};
+use tokio::sync::{mpsc, watch, Notify};
+use tokio::time::Instant;
+
+use crate::conn::{Conn, Health};
+
+/// Payload of a message that wakes one waiter per client.
+pub const WAKE_ONE: &str = "1";
+/// Payload of a message that wakes every waiter of the channel.
+pub const WAKE_ALL: &str = "*";
+/// Prefix of a message that wakes the waiter registered with a tag.
+pub const WAKE_TAG_PREFIX: &str = "t:";
+
+#[derive(Debug)]
+struct Slot {
+    tag: Option<String>,
+    pending: AtomicBool,
+    acquired: AtomicBool,
+    notify: Notify,
+}
+
+impl Slot {
+    fn wake(&self) {
+        self.pending.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+}
+
+#[derive(Debug, Default)]
+struct Channel {
+    slots: Vec<Arc<Slot>>,
+    /// Epoch of the subscriber connection on which SUBSCRIBE was confirmed.
+    confirmed: Option<u64>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    table: Mutex<HashMap<String, Channel>>,
+    /// Bumped after every round of (re)subscriptions.
+    confirmations: watch::Sender<u64>,
+    ops: mpsc::UnboundedSender<()>,
+}
+
+impl Shared {
+    fn deliver(&self, channel: &[u8], payload: &[u8]) {
+        let Ok(channel) = std::str::from_utf8(channel) else {
+            return;
+        };
+        let table = self.table.lock();
+        let Some(ch) = table.get(channel) else { return };
+        match payload {
+            b"*" => ch.slots.iter().for_each(|s| s.wake()),
+            p if p.starts_with(WAKE_TAG_PREFIX.as_bytes()) => {
+                let tag = &p[WAKE_TAG_PREFIX.len()..];
+                ch.slots
+                    .iter()
+                    .filter(|s| s.tag.as_deref().map(str::as_bytes) == Some(tag))
+                    .for_each(|s| s.wake());
+            }
+            _ => wake_one(ch),
+        }
+    }
+}
+
+fn wake_one(ch: &Channel) {
+    if let Some(s) = ch
+        .slots
+        .iter()
+        .find(|s| !s.pending.load(Ordering::SeqCst) && s.tag.is_none())
+    {
+        s.wake();
+    }
+}
+
+/// The waiting engine of one client.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    shared: Arc<Shared>,
+    conn: Arc<Conn>,
+}
+
+impl Engine {
+    /// Open the subscriber connection and start the engine's task.
+    pub(crate) async fn start(
+        client: redis::Client,
+        command_timeout: std::time::Duration,
+    ) -> crate::Result<Arc<Engine>> {
+        let (ops, ops_rx) = mpsc::unbounded_channel();
+        let (confirmations, _) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            table: Mutex::new(HashMap::new()),
+            confirmations,
+            ops,
+        });
+        let weak = Arc::downgrade(&shared);
+        let handler = Arc::new(move |info: PushInfo| {
+            if info.kind != PushKind::Message {
+                return;
+            }
+            let (Some(Value::BulkString(ch)), Some(Value::BulkString(payload))) =
+                (info.data.first(), info.data.get(1))
+            else {
+                return;
+            };
+            if let Some(shared) = weak.upgrade() {
+                shared.deliver(ch, payload);
+            }
+        });
+        let conn = Conn::connect("subscriber", client, command_timeout, Some(handler)).await?;
+        tokio::spawn(run(Arc::downgrade(&shared), conn.clone(), ops_rx));
+        Ok(Arc::new(Engine { shared, conn }))
+    }
+
+    /// Register a waiter on `channel` and ask for the subscription.
+    ///
+    /// Returns at once; [`Subscription::confirmed`] waits for the server.
+    pub(crate) fn subscribe(self: &Arc<Self>, channel: &str, tag: Option<String>) -> Subscription {
+        let slot = Arc::new(Slot {
+            tag,
+            pending: AtomicBool::new(false),
+            acquired: AtomicBool::new(false),
+            notify: Notify::new(),
+        });
+        let mut table = self.shared.table.lock();
+        let entry = table.entry(channel.to_string()).or_default();
+        entry.slots.push(slot.clone());
+        let first = entry.slots.len() == 1;
+        drop(table);
+        if first {
+            let _ = self.shared.ops.send(());
+        }
+        Subscription {
+            engine: self.clone(),
+            channel: channel.to_string(),
+            slot,
+        }
+    }
+
+    pub(crate) fn close(&self) {
+        self.conn.close();
+    }
+
+    /// Channels currently in the table (for tests and inspection).
+    pub(crate) fn channel_count(&self) -> usize {
+        self.shared.table.lock().len()
+    }
+}
+
+/// The engine's task: keeps the server's subscriptions equal to the table.
+async fn run(weak: std::sync::Weak<Shared>, conn: Arc<Conn>, mut ops: mpsc::UnboundedReceiver<()>) {
+    let mut health = conn.health();
+    // Channels the server may still be subscribed to on the current epoch.
+    let mut on_server: std::collections::HashSet<String> = Default::default();
+    let mut last_epoch = health.borrow().epoch;
+    let mut retry_at: Option<Instant> = None;
+    loop {
+        let retry = async {
+            match retry_at {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            op = ops.recv() => if op.is_none() { return },
+            r = health.changed() => if r.is_err() { return },
+            () = retry => {}
+        }
+        retry_at = None;
+        while ops.try_recv().is_ok() {}
+        let Some(shared) = weak.upgrade() else { return };
+        let h: Health = *health.borrow_and_update();
+        if !h.up {
+            if conn.is_closed() {
+                return;
+            }
+            continue;
+        }
+        let reconnected = h.epoch != last_epoch;
+        if reconnected {
+            on_server.clear();
+            last_epoch = h.epoch;
+        }
+        let (to_sub, to_unsub) = {
+            let table = shared.table.lock();
+            let to_sub: Vec<String> = table
+                .iter()
+                .filter(|(_, c)| c.confirmed != Some(h.epoch))
+                .map(|(k, _)| k.clone())
+                .collect();
+            let to_unsub: Vec<String> = on_server
+                .iter()
+                .filter(|k| !table.contains_key(*k))
+                .cloned()
+                .collect();
+            (to_sub, to_unsub)
+        };
+        let Ok((mut c, epoch)) = conn.get() else {
+            continue;
+        };
+        if epoch != h.epoch {
+            continue;
+        }
+        if !to_unsub.is_empty() {
+            match c.unsubscribe(&to_unsub).await {
+                Ok(()) => to_unsub.iter().for_each(|k| {
+                    on_server.remove(k);
+                }),
+                Err(e) => {
+                    let _ = conn.sent_error(epoch, e);
+                    retry_at = Some(Instant::now() + std::time::Duration::from_millis(50));
+                    continue;
+                }
+            }
+        }
+        if !to_sub.is_empty() {
+            match c.subscribe(&to_sub).await {
+                Ok(()) => {
+                    let mut table = shared.table.lock();
+                    for k in &to_sub {
+                        on_server.insert(k.clone());
+                        if let Some(ch) = table.get_mut(k) {
+                            ch.confirmed = Some(epoch);
+                        }
+                    }
+                    if reconnected {
+                        // Anything published while we were away is lost: every
+                        // waiter tries again now that the channels are back.
+                        tracing::info!(
+                            channels = table.len(),
+                            "re-subscribed after reconnect; waking waiters"
+                        );
+                        for ch in table.values() {
+                            ch.slots.iter().for_each(|s| s.wake());
+                        }
+                    }
+                    drop(table);
+                    shared.confirmations.send_modify(|n| *n += 1);
+                }
+                Err(e) => {
+                    let _ = conn.sent_error(epoch, e);
+                    retry_at = Some(Instant::now() + std::time::Duration::from_millis(50));
+                }
+            }
+        }
+    }
+}
+
+/// One waiter's registration on a channel. Dropping it leaves the channel
+/// (unsubscribing with the last waiter) and passes on an unused wake-up.
+#[derive(Debug)]
+pub(crate) struct Subscription {
+    engine: Arc<Engine>,
+    channel: String,
+    slot: Arc<Slot>,
+}
+
+/// How a [`Subscription::wait`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Woke {
+    /// A message (or a reconnect) asked this waiter to try again.
+    Notified,
+    /// The deadline passed first.
+    Deadline,
+}
+
+impl Subscription {
+    /// Wait until the server confirmed the subscription, or `deadline`.
+    /// Returns whether it is confirmed.
+    pub(crate) async fn confirmed(&self, deadline: Instant) -> bool {
+        let mut rx = self.engine.shared.confirmations.subscribe();
+        loop {
+            let epoch = self.engine.conn.health().borrow().epoch;
+            let ok = self
+                .engine
+                .shared
+                .table
+                .lock()
+                .get(&self.channel)
+                .is_some_and(|c| c.confirmed == Some(epoch));
+            if ok {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return false,
+            }
+        }
+    }
+
+    /// Call before each try: forget wake-ups that the try will observe anyway.
+    pub(crate) fn begin_try(&self) {
+        self.slot.pending.store(false, Ordering::SeqCst);
+    }
+
+    /// Sleep until a wake-up that arrived since the last [`begin_try`], or `deadline`.
+    ///
+    /// [`begin_try`]: Subscription::begin_try
+    pub(crate) async fn wait(&self, deadline: Instant) -> Woke {
+        loop {
+            if self.slot.pending.swap(false, Ordering::SeqCst) {
+                return Woke::Notified;
+            }
+            tokio::select! {
+                () = self.slot.notify.notified() => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    return if self.slot.pending.swap(false, Ordering::SeqCst) {
+                        Woke::Notified
+                    } else {
+                        Woke::Deadline
+                    };
+                }
+            }
+        }
+    }
+
+    /// The waiter got what it waited for: its leaving passes nothing on.
+    pub(crate) fn mark_acquired(&self) {
+        self.slot.acquired.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let shared = &self.engine.shared;
+        let mut table = shared.table.lock();
+        let Some(ch) = table.get_mut(&self.channel) else {
+            return;
+        };
+        ch.slots.retain(|s| !Arc::ptr_eq(s, &self.slot));
+        if ch.slots.is_empty() {
+            table.remove(&self.channel);
+            drop(table);
+            let _ = shared.ops.send(());
+            return;
+        }
+        if self.slot.pending.load(Ordering::SeqCst)
+            && !self.slot.acquired.load(Ordering::SeqCst)
+            && self.slot.tag.is_none()
+        {
+            // This waiter was woken but leaves without the lock: hand the
+            // wake-up to the next local waiter.
+            wake_one(ch);
+        }
+    }
+}

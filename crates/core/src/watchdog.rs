@@ -1,0 +1,153 @@
+//! The watchdog: one task per client renewing every watchdog-leased hold.
+//!
+//! Every third of the watchdog timeout it renews all registered holds, many
+//! per round trip (one script call per renew script and batch of up to 256
+//! holds). A reply saying a hold is gone or taken over marks it `Lost`; a
+//! round that fails leaves holds `Active` while their local validity lasts
+//! and retries sooner; a hold whose validity runs out is marked `Lost`.
+//! `unlock` unregisters a hold before it sends the release, and the renew
+//! script only extends a hold whose attempt is still recorded, so a renewal
+//! can never outlive or revive a released hold.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::client::run_on;
+use crate::conn::Conn;
+use crate::lease::{HoldInner, LeaseState};
+use crate::scripts::ScriptCall;
+
+const BATCH: usize = 256;
+
+#[derive(Debug)]
+pub(crate) struct Watchdog {
+    holds: Mutex<HashMap<u64, Arc<HoldInner>>>,
+    changed: Arc<Notify>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Watchdog {
+    pub(crate) fn start(conn: Arc<Conn>, timeout: Duration) -> Arc<Watchdog> {
+        let wd = Arc::new(Watchdog {
+            holds: Mutex::new(HashMap::new()),
+            changed: Arc::new(Notify::new()),
+            task: Mutex::new(None),
+        });
+        let handle = tokio::spawn(run(Arc::downgrade(&wd), conn, timeout));
+        *wd.task.lock() = Some(handle);
+        wd
+    }
+
+    pub(crate) fn register(&self, hold: Arc<HoldInner>) {
+        hold.in_watchdog.store(true, Ordering::SeqCst);
+        let first = {
+            let mut h = self.holds.lock();
+            h.insert(hold.id, hold);
+            h.len() == 1
+        };
+        if first {
+            self.changed.notify_one();
+        }
+    }
+
+    pub(crate) fn unregister(&self, hold: &HoldInner) {
+        if hold.in_watchdog.swap(false, Ordering::SeqCst) {
+            self.holds.lock().remove(&hold.id);
+        }
+    }
+
+    pub(crate) fn stop(&self) {
+        if let Some(t) = self.task.lock().take() {
+            t.abort();
+        }
+    }
+
+    /// Holds currently renewed (for tests and inspection).
+    pub(crate) fn len(&self) -> usize {
+        self.holds.lock().len()
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+async fn run(weak: Weak<Watchdog>, conn: Arc<Conn>, timeout: Duration) {
+    let interval = timeout / 3;
+    let lease_ms = timeout.as_millis().to_string();
+    let mut next = Instant::now() + interval;
+    loop {
+        // Sleep until the next round; with no holds, until one is registered.
+        {
+            let Some(wd) = weak.upgrade() else { return };
+            let empty = wd.holds.lock().is_empty();
+            if empty {
+                let changed = wd.changed.clone();
+                drop(wd);
+                changed.notified().await;
+                next = Instant::now() + interval;
+                continue;
+            }
+        }
+        tokio::time::sleep_until(next).await;
+        let Some(wd) = weak.upgrade() else { return };
+        let holds: Vec<Arc<HoldInner>> = wd.holds.lock().values().cloned().collect();
+        drop(wd);
+        let mut failed = false;
+        // Group by renew script; one call per batch.
+        let mut groups: HashMap<&'static str, Vec<Arc<HoldInner>>> = HashMap::new();
+        for h in holds {
+            groups.entry(h.spec.renew.name()).or_default().push(h);
+        }
+        for group in groups.values() {
+            for batch in group.chunks(BATCH) {
+                let call = ScriptCall::new(
+                    batch[0].spec.renew,
+                    batch.iter().map(|h| h.spec.renew_key.clone()).collect(),
+                    std::iter::once(lease_ms.clone())
+                        .chain(batch.iter().map(|h| h.attempt.clone()))
+                        .collect(),
+                );
+                let sent = Instant::now();
+                match run_on::<Vec<i64>>(&conn, &call).await {
+                    Ok(replies) => {
+                        tracing::debug!(holds = batch.len(), elapsed = ?sent.elapsed(), "renewal round");
+                        for (h, r) in batch.iter().zip(replies) {
+                            if !h.in_watchdog.load(Ordering::SeqCst) {
+                                continue; // unlocked meanwhile
+                            }
+                            if r >= 0 {
+                                h.renewed(sent, r.unsigned_abs());
+                            } else if h.finish(LeaseState::Lost) {
+                                if let Some(wd) = weak.upgrade() {
+                                    wd.unregister(h);
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        failed = true;
+                        tracing::warn!(error = %e, holds = batch.len(), "watchdog renewal failed");
+                        let now = Instant::now();
+                        for h in batch {
+                            if h.expired(now) && h.finish(LeaseState::Lost) {
+                                if let Some(wd) = weak.upgrade() {
+                                    wd.unregister(h);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        next = Instant::now() + if failed { interval / 4 } else { interval };
+    }
+}

@@ -1,0 +1,297 @@
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadbolt_core::scripts::{
+    ScriptCall, HOLD_RENEW, LOCK_ACQUIRE, LOCK_FORCE_UNLOCK, LOCK_INSPECT, LOCK_RELEASE,
+};
+use deadbolt_core::{AcquireSpec, Client, Error, LeaseMode, Result, WaitMode};
+
+use crate::LockGuard;
+
+/// The kind segment of a reentrant lock's keys: `<ns>:{<name>}:lock`.
+pub const KIND: &str = "lock";
+
+/// A reentrant distributed lock.
+///
+/// Reentrancy is per handle: a clone of this handle is the same owner and may
+/// take the lock again while it holds it (each acquire needs its own unlock);
+/// tasks that must exclude each other each make their own handle with
+/// `Lock::new` / `client.lock(name)`.
+///
+/// # Examples
+/// ```no_run
+/// # async fn f() -> deadbolt_core::Result<()> {
+/// let client = deadbolt_core::Client::connect("redis://127.0.0.1/").await?;
+/// let lock = deadbolt_lock::Lock::new(&client, "orders:42");
+/// let guard = lock.lock().await?;
+/// println!("fencing token {}", guard.fencing_token());
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Lock {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: Client,
+    name: String,
+    owner: String,
+    /// `Err` for a name that cannot be a lock name; reported by every call.
+    spec: std::result::Result<AcquireSpec, String>,
+    fence_key: String,
+}
+
+impl Lock {
+    /// A new handle (a new owner) on the lock `name`.
+    ///
+    /// An invalid name (empty) is reported as [`Error::InvalidArgument`] by
+    /// every method, before anything is sent.
+    pub fn new(client: &Client, name: &str) -> Lock {
+        let keys = client.keys(KIND, name);
+        let fence_key = keys.as_ref().map(|k| k.sub("fence")).unwrap_or_default();
+        let spec = keys
+            .map(|k| AcquireSpec {
+                kind: KIND,
+                acquire: &LOCK_ACQUIRE,
+                keys: vec![k.main().to_string(), k.sub("fence")],
+                extra_args: vec![],
+                release: &LOCK_RELEASE,
+                release_keys: vec![k.main().to_string()],
+                release_extra: vec![k.channel()],
+                renew: &HOLD_RENEW,
+                renew_key: k.main().to_string(),
+                channel: k.channel(),
+                tagged: false,
+            })
+            .map_err(|e| e.to_string());
+        Lock {
+            inner: Arc::new(Inner {
+                client: client.clone(),
+                name: name.to_string(),
+                owner: client.new_owner(),
+                spec,
+                fence_key,
+            }),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// This handle's owner id, `<client uuid>:<handle id>`.
+    pub fn owner(&self) -> &str {
+        &self.inner.owner
+    }
+
+    /// The Redis key holding the lock.
+    pub fn key(&self) -> Result<&str> {
+        Ok(&self.spec()?.renew_key)
+    }
+
+    fn spec(&self) -> Result<&AcquireSpec> {
+        self.inner
+            .spec
+            .as_ref()
+            .map_err(|e| Error::InvalidArgument(e.clone()))
+    }
+
+    async fn acquire(&self, lease: LeaseMode, wait: WaitMode) -> Result<Option<LockGuard>> {
+        let spec = self.spec()?;
+        let hold = self
+            .inner
+            .client
+            .acquire(spec, &self.inner.owner, lease, wait)
+            .await?;
+        Ok(hold.map(LockGuard::new))
+    }
+
+    /// Wait until the lock is acquired; the watchdog renews the lease until unlock.
+    ///
+    /// Rides out reconnects: it keeps waiting while Redis is unreachable.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty name, [`Error::WrongType`] when
+    /// another value sits at the key, [`Error::Shutdown`], [`Error::Redis`].
+    ///
+    /// # Cancel safety
+    /// If dropped after its request may have reached Redis, a possible grant
+    /// is released once by the client's background releaser; nothing stays
+    /// held and the hold count is never raised twice.
+    pub async fn lock(&self) -> Result<LockGuard> {
+        self.acquire(LeaseMode::Watchdog, WaitMode::Forever)
+            .await
+            .map(|g| g.expect("an unbounded wait only ends with the lock"))
+    }
+
+    /// One attempt, no waiting; watchdog lease.
+    ///
+    /// # Errors
+    /// As [`Lock::lock`], plus [`Error::Unavailable`] / [`Error::Indeterminate`]
+    /// when Redis could not answer (an Indeterminate grant is already handed
+    /// to the releaser).
+    ///
+    /// # Cancel safety
+    /// As [`Lock::lock`].
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire(LeaseMode::Watchdog, WaitMode::Try).await
+    }
+
+    /// Wait up to `wait` for the lock; watchdog lease. `Ok(None)` when the
+    /// wait ends without it. A zero wait is one attempt, like [`Lock::try_lock`].
+    ///
+    /// # Errors
+    /// As [`Lock::try_lock`]; `Unavailable`/`Indeterminate` only when the wait
+    /// ran out while Redis could not answer.
+    ///
+    /// # Cancel safety
+    /// As [`Lock::lock`].
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+        self.acquire(LeaseMode::Watchdog, wait_mode(wait)).await
+    }
+
+    /// Wait until acquired, with a fixed `lease` that is not renewed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a lease under 1 ms or over
+    /// [`deadbolt_core::MAX_LEASE_MS`]; otherwise as [`Lock::lock`].
+    ///
+    /// # Cancel safety
+    /// As [`Lock::lock`]; an unreleased grant also ends with its lease.
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        self.acquire(LeaseMode::Fixed(lease), WaitMode::Forever)
+            .await
+            .map(|g| g.expect("an unbounded wait only ends with the lock"))
+    }
+
+    /// Wait up to `wait` for the lock with a fixed `lease`.
+    ///
+    /// # Errors
+    /// As [`Lock::lock_with_lease`] and [`Lock::try_lock_for`].
+    ///
+    /// # Cancel safety
+    /// As [`Lock::lock`].
+    pub async fn try_lock_with(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<LockGuard>> {
+        self.acquire(LeaseMode::Fixed(lease), wait_mode(wait)).await
+    }
+
+    async fn inspect(&self) -> Result<(String, u64, u64, i64, u64)> {
+        let spec = self.spec()?;
+        let call = ScriptCall::new(
+            &LOCK_INSPECT,
+            vec![spec.renew_key.clone(), self.inner.fence_key.clone()],
+            vec![],
+        );
+        self.inner.client.run(&call).await
+    }
+
+    /// Whether anyone holds the lock.
+    ///
+    /// # Errors
+    /// `Unavailable`, `Indeterminate` (read-only: nothing changed), `WrongType`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: read-only.
+    pub async fn is_locked(&self) -> Result<bool> {
+        Ok(self.inspect().await?.3 != -2)
+    }
+
+    /// Whether this handle (or a clone of it) holds the lock.
+    ///
+    /// # Errors
+    /// As [`Lock::is_locked`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: read-only.
+    pub async fn is_held(&self) -> Result<bool> {
+        Ok(self.inspect().await?.0 == self.inner.owner)
+    }
+
+    /// How many times this handle holds the lock (0 when it does not).
+    ///
+    /// # Errors
+    /// As [`Lock::is_locked`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: read-only.
+    pub async fn hold_count(&self) -> Result<u64> {
+        let (owner, n, ..) = self.inspect().await?;
+        Ok(if owner == self.inner.owner { n } else { 0 })
+    }
+
+    /// The lock key's remaining TTL, whoever holds it; `None` when free.
+    ///
+    /// # Errors
+    /// As [`Lock::is_locked`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: read-only.
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        let pttl = self.inspect().await?.3;
+        Ok(u64::try_from(pttl).ok().map(Duration::from_millis))
+    }
+
+    /// Delete the lock whoever holds it and wake a waiter. Returns whether a
+    /// hold was removed. The former holder's guard turns `Lost` at its next
+    /// renewal, and its unlock returns [`Error::NotHeld`].
+    ///
+    /// # Errors
+    /// `Unavailable`, `Indeterminate`.
+    ///
+    /// # Cancel safety
+    /// If dropped, the delete may or may not have happened; calling it again is harmless.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        let spec = self.spec()?;
+        let call = ScriptCall::new(
+            &LOCK_FORCE_UNLOCK,
+            vec![spec.renew_key.clone()],
+            vec![spec.channel.clone()],
+        );
+        Ok(self.inner.client.run::<i64>(&call).await? == 1)
+    }
+
+    /// Take the lock, run `work` with the fencing token, and unlock.
+    ///
+    /// `work` is raced against the hold's [`lost`](LockGuard::lost): if the
+    /// hold is lost first, `work` is dropped and [`Error::NotHeld`] returned.
+    ///
+    /// # Errors
+    /// As [`Lock::lock`], [`Error::NotHeld`] when the hold was lost, and the
+    /// unlock's error.
+    ///
+    /// # Cancel safety
+    /// If dropped, `work` is dropped and the hold goes to the releaser.
+    pub async fn run<F, Fut, T>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.lock().await?;
+        let lost = guard.lost();
+        let out = tokio::select! {
+            out = work(guard.fencing_token()) => out,
+            _ = lost => {
+                drop(guard);
+                return Err(Error::NotHeld);
+            }
+        };
+        guard.unlock().await?;
+        Ok(out)
+    }
+}
+
+fn wait_mode(wait: Duration) -> WaitMode {
+    if wait.is_zero() {
+        WaitMode::Try
+    } else {
+        WaitMode::For(wait)
+    }
+}

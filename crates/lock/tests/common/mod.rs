@@ -1,0 +1,55 @@
+//! Shared set-up for the lock's tests: a real redis-server per test.
+#![allow(dead_code, unreachable_pub, unused_imports)]
+
+use std::time::Duration;
+
+use deadbolt_core::Client;
+pub use deadbolt_testkit::{FaultProxy, RedisServer};
+
+/// Generous bound that catches hangs, not speed.
+pub const HANG: Duration = Duration::from_secs(20);
+
+pub fn server() -> RedisServer {
+    RedisServer::start().expect("start redis-server (apt-get install -y redis-server)")
+}
+
+pub async fn client(url: &str) -> Client {
+    Client::builder(url).build().await.expect("connect")
+}
+
+pub async fn client_with(url: &str, watchdog: Duration) -> Client {
+    Client::builder(url)
+        .watchdog_timeout(watchdog)
+        .build()
+        .await
+        .expect("connect")
+}
+
+pub async fn exists(srv: &RedisServer, key: &str) -> bool {
+    let mut c = srv.conn().await;
+    redis::cmd("EXISTS")
+        .arg(key)
+        .query_async::<i64>(&mut c)
+        .await
+        .unwrap()
+        == 1
+}
+
+pub async fn dbsize(srv: &RedisServer) -> i64 {
+    let mut c = srv.conn().await;
+    redis::cmd("DBSIZE").query_async(&mut c).await.unwrap()
+}
+
+pub async fn evalsha_calls(srv: &RedisServer) -> u64 {
+    srv.commandstats()
+        .await
+        .get("evalsha")
+        .copied()
+        .unwrap_or(0)
+}
+
+pub async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
+    tokio::time::timeout(HANG, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: hung for {HANG:?}"))
+}

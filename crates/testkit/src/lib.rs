@@ -1,0 +1,15 @@
+//! Test support for deadbolt: real `redis-server` processes and a TCP fault-injection proxy.
+//!
+//! * [`RedisServer`] starts a throw-away `redis-server` child process on a free loopback port
+//!   and can stop, restart, pause (SIGSTOP) and resume it.
+//! * [`FaultProxy`] sits between a client and a server and can delay replies, withhold the
+//!   reply to a chosen request, blackhole traffic, reset connections and refuse new ones.
+//!
+//! `redis-server` must be installed (`apt-get install -y redis-server`).
+
+mod proxy;
+mod resp;
+mod server;
+
+pub use proxy::FaultProxy;
+pub use server::{free_port, redis_server_path, RedisServer, RedisServerBuilder};

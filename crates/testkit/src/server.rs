@@ -1,0 +1,528 @@
+//! Real `redis-server` child processes.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use parking_lot::Mutex;
+
+use crate::resp;
+
+/// How long to wait for a started server to answer.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many fresh ports [`RedisServer::start`] tries when the chosen port turns out to be taken.
+const PORT_ATTEMPTS: usize = 20;
+/// Directories searched for `redis-server` after `PATH`.
+const FALLBACK_DIRS: [&str; 3] = ["/usr/bin", "/usr/local/bin", "/usr/sbin"];
+
+/// Path of the `redis-server` executable if it is installed.
+///
+/// Looks in every directory of `PATH`, then in `/usr/bin`, `/usr/local/bin` and `/usr/sbin`.
+pub fn redis_server_path() -> Option<PathBuf> {
+    let from_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
+    from_path
+        .into_iter()
+        .chain(FALLBACK_DIRS.iter().map(PathBuf::from))
+        .map(|dir| dir.join("redis-server"))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+fn handed_out_ports() -> &'static Mutex<HashSet<u16>> {
+    static PORTS: OnceLock<Mutex<HashSet<u16>>> = OnceLock::new();
+    PORTS.get_or_init(|| Mutex::new(HashSet::new()))
+}
+
+/// Remember `port` as taken so [`free_port`] never hands it out in this process.
+pub(crate) fn reserve_port(port: u16) {
+    handed_out_ports().lock().insert(port);
+}
+
+/// Pick a free loopback TCP port.
+///
+/// Binds `127.0.0.1:0`, reads the port the OS chose and closes the socket again. A process-wide
+/// set of ports already handed out guarantees that concurrently running tests of one test binary
+/// never get the same port. Another process may still grab the port before it is used;
+/// [`RedisServer::start`] therefore retries on a fresh port when `redis-server` cannot bind.
+///
+/// # Panics
+///
+/// If no loopback port can be bound at all.
+pub fn free_port() -> u16 {
+    for _ in 0..1000 {
+        let listener = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))
+            .expect("cannot bind a loopback TCP port");
+        let port = listener
+            .local_addr()
+            .expect("bound listener has a local address")
+            .port();
+        drop(listener);
+        if handed_out_ports().lock().insert(port) {
+            return port;
+        }
+    }
+    panic!("could not find a free loopback port that was not handed out before");
+}
+
+/// A directory under the system temp dir, removed (recursively) on drop.
+#[derive(Debug)]
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> io::Result<Self> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        loop {
+            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0);
+            let path = std::env::temp_dir().join(format!(
+                "deadbolt-testkit-{}-{n}-{nanos}",
+                std::process::id()
+            ));
+            match fs::create_dir(&path) {
+                Ok(()) => return Ok(Self(path)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Builder for a [`RedisServer`] with non-default configuration.
+#[derive(Debug, Clone, Default)]
+pub struct RedisServerBuilder {
+    persistence: bool,
+    args: Vec<(String, String)>,
+}
+
+impl RedisServerBuilder {
+    /// Turn on AOF persistence (`--appendonly yes --appendfsync always`), so data written before
+    /// [`RedisServer::stop`] (even a SIGKILL) is there again after [`RedisServer::restart`].
+    /// Off by default.
+    pub fn persistence(mut self, on: bool) -> Self {
+        self.persistence = on;
+        self
+    }
+
+    /// Add a configuration directive, passed as `--<name> <value>` after the defaults (so it
+    /// overrides them). `name` may be given with or without the leading `--`.
+    pub fn arg(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        let name = name.into();
+        let name = name.trim_start_matches("--").to_owned();
+        self.args.push((name, value.into()));
+        self
+    }
+
+    /// Start the server and wait until it answers; see [`RedisServer::start`].
+    pub fn start(self) -> io::Result<RedisServer> {
+        let exe = redis_server_path().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "redis-server is not installed (looked in PATH and {}); \
+                     install it with `apt-get install -y redis-server`",
+                    FALLBACK_DIRS.join(", ")
+                ),
+            )
+        })?;
+        let dir = TempDir::new()?;
+        let mut server = RedisServer {
+            exe,
+            config: self,
+            port: 0,
+            dir,
+            child: None,
+        };
+        let mut last_err = None;
+        for _ in 0..PORT_ATTEMPTS {
+            server.port = free_port();
+            match server.spawn_and_wait() {
+                Ok(()) => return Ok(server),
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => last_err = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| io::Error::other("could not start redis-server")))
+    }
+}
+
+/// A real `redis-server` child process listening on a free loopback port.
+///
+/// It runs with no persistence unless configured otherwise, with its working directory in a fresh
+/// temporary directory. Dropping it kills the process (SIGKILL), waits for it and removes the
+/// directory.
+#[derive(Debug)]
+pub struct RedisServer {
+    exe: PathBuf,
+    config: RedisServerBuilder,
+    port: u16,
+    dir: TempDir,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Start a server with the default configuration and wait until it answers.
+    ///
+    /// The server runs with `--save "" --appendonly no` (no persistence), `--bind 127.0.0.1`,
+    /// `--port <free port>`, `--dir <fresh temp dir>` (removed on drop), `--protected-mode no`,
+    /// and logs to `redis.log` in that directory. Readiness is checked for up to about 10 s.
+    ///
+    /// # Errors
+    ///
+    /// If `redis-server` is not installed (the message says to run
+    /// `apt-get install -y redis-server`), cannot be spawned, exits early or does not answer in
+    /// time (the message then includes the end of its log).
+    pub fn start() -> io::Result<RedisServer> {
+        Self::builder().start()
+    }
+
+    /// A builder to configure persistence or extra directives before starting.
+    pub fn builder() -> RedisServerBuilder {
+        RedisServerBuilder::default()
+    }
+
+    /// The TCP port the server listens on (stays the same across [`restart`](Self::restart)).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// `redis://127.0.0.1:<port>/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The server's working directory (holds `redis.log` and any persistence files).
+    pub fn dir(&self) -> &Path {
+        &self.dir.0
+    }
+
+    /// Process id of the server, `None` after [`stop`](Self::stop).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Kill the server (SIGKILL) and wait for it to exit. Does nothing if already stopped.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stop the server if it is running, then start it again on the same port with the same
+    /// directory and configuration, and wait until it answers.
+    ///
+    /// Without persistence all data is gone afterwards.
+    ///
+    /// # Errors
+    ///
+    /// If the server cannot be started again (for example the port was taken by someone else
+    /// in the meantime and stayed taken for about 10 s).
+    pub fn restart(&mut self) -> io::Result<()> {
+        self.stop();
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            match self.spawn_and_wait() {
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Freeze the server process (SIGSTOP): connections stay open but nothing is answered.
+    pub fn pause(&self) {
+        self.signal(Signal::SIGSTOP);
+    }
+
+    /// Let a paused server continue (SIGCONT).
+    pub fn resume(&self) {
+        self.signal(Signal::SIGCONT);
+    }
+
+    fn signal(&self, sig: Signal) {
+        if let Some(pid) = self.pid().and_then(|p| i32::try_from(p).ok()) {
+            let _ = kill(Pid::from_raw(pid), sig);
+        }
+    }
+
+    /// Whether the server process is alive (a paused server counts as running).
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut().map(Child::try_wait) {
+            Some(Ok(None)) => true,
+            Some(Ok(Some(_)) | Err(_)) | None => false,
+        }
+    }
+
+    /// A plain (RESP2) `redis::Client` for this server.
+    ///
+    /// # Panics
+    ///
+    /// Never in practice: the URL is always valid.
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).expect("valid redis URL")
+    }
+
+    /// A new multiplexed async connection to this server.
+    ///
+    /// # Panics
+    ///
+    /// If the connection cannot be established.
+    pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
+        match self.client().get_multiplexed_async_connection().await {
+            Ok(c) => c,
+            Err(e) => panic!(
+                "deadbolt-testkit: cannot connect to redis-server at {}: {e}",
+                self.url()
+            ),
+        }
+    }
+
+    /// `INFO commandstats`, parsed: lowercased command name (e.g. `"evalsha"`, `"publish"`,
+    /// `"ping"`, `"subscribe"`, `"client|setinfo"`) to number of calls since start or the last
+    /// [`reset_stats`](Self::reset_stats).
+    ///
+    /// # Panics
+    ///
+    /// If the server cannot be reached.
+    pub async fn commandstats(&self) -> HashMap<String, u64> {
+        let mut conn = self.conn().await;
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("deadbolt-testkit: INFO commandstats failed: {e}"));
+        parse_commandstats(&info)
+    }
+
+    /// Reset the server's statistics (`CONFIG RESETSTAT`), including command stats.
+    ///
+    /// # Panics
+    ///
+    /// If the server cannot be reached.
+    pub async fn reset_stats(&self) {
+        let mut conn = self.conn().await;
+        let () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("deadbolt-testkit: CONFIG RESETSTAT failed: {e}"));
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.0.join("redis.log")
+    }
+
+    fn stderr_path(&self) -> PathBuf {
+        self.dir.0.join("stderr.log")
+    }
+
+    /// Spawn the process on `self.port` and wait until it answers.
+    /// `AddrInUse` means the port is taken; the child has been reaped in every error case.
+    fn spawn_and_wait(&mut self) -> io::Result<()> {
+        debug_assert!(self.child.is_none());
+        let dir = self.dir.0.to_string_lossy().into_owned();
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", ""])
+            .args(["--protected-mode", "no"])
+            .args(["--daemonize", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .arg("--logfile")
+            .arg(self.log_path());
+        if self.config.persistence {
+            cmd.args(["--appendonly", "yes", "--appendfsync", "always"]);
+        } else {
+            cmd.args(["--appendonly", "no"]);
+        }
+        for (name, value) in &self.config.args {
+            cmd.arg(format!("--{name}")).arg(value);
+        }
+        let stderr = File::create(self.stderr_path())?;
+        let stdout = stderr.try_clone()?;
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::from(stdout))
+            .stderr(Stdio::from(stderr));
+        let child = cmd.spawn().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot spawn {}: {e}", self.exe.display()),
+            )
+        })?;
+        let pid = child.id();
+        self.child = Some(child);
+        match self.wait_ready(pid) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.stop();
+                Err(e)
+            }
+        }
+    }
+
+    fn wait_ready(&mut self, pid: u32) -> io::Result<()> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().transpose())
+                .transpose()?
+            {
+                self.child = None;
+                let logs = self.logs();
+                let kind = if logs.contains("Address already in use")
+                    || logs.contains("Could not create server TCP listening socket")
+                {
+                    io::ErrorKind::AddrInUse
+                } else {
+                    io::ErrorKind::Other
+                };
+                return Err(io::Error::new(
+                    kind,
+                    format!(
+                        "redis-server on port {} exited early ({status}); log:\n{logs}",
+                        self.port
+                    ),
+                ));
+            }
+            if probe_server_pid(self.addr()) == Some(pid) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "redis-server on port {} did not answer within {READY_TIMEOUT:?}; log:\n{}",
+                        self.port,
+                        self.logs()
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The last few KiB of stderr and the log file, for error messages.
+    fn logs(&self) -> String {
+        let tail = |p: PathBuf| {
+            let s = fs::read_to_string(&p).unwrap_or_default();
+            let cut = s.len().saturating_sub(4096);
+            let cut = (cut..=s.len())
+                .find(|&i| s.is_char_boundary(i))
+                .unwrap_or(s.len());
+            s[cut..].to_owned()
+        };
+        format!("{}{}", tail(self.stderr_path()), tail(self.log_path()))
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Ask whatever listens on `addr` for `INFO server` and return its `process_id`, so a server
+/// started by another process on the same port is not mistaken for ours.
+fn probe_server_pid(addr: SocketAddr) -> Option<u32> {
+    let timeout = Duration::from_millis(500);
+    let mut stream = TcpStream::connect_timeout(&addr, timeout).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    stream.set_write_timeout(Some(timeout)).ok()?;
+    stream
+        .write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
+        .ok()?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let len = loop {
+        if let Some(n) = resp::frame_len(&buf, false).ok()? {
+            break n;
+        }
+        let n = stream.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    // An error such as `-LOADING` means "not ready yet".
+    if buf.first() != Some(&b'$') {
+        return None;
+    }
+    String::from_utf8_lossy(&buf[..len])
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn parse_commandstats(info: &str) -> HashMap<String, u64> {
+    info.lines()
+        .filter_map(|line| {
+            let rest = line.trim().strip_prefix("cmdstat_")?;
+            let (name, fields) = rest.split_once(':')?;
+            let calls = fields
+                .split(',')
+                .find_map(|f| f.strip_prefix("calls="))?
+                .parse()
+                .ok()?;
+            Some((name.to_ascii_lowercase(), calls))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_commandstats() {
+        let info = "# Commandstats\r\n\
+            cmdstat_ping:calls=3,usec=5,usec_per_call=1.67,rejected_calls=0,failed_calls=0\r\n\
+            cmdstat_EVALSHA:calls=12,usec=50,usec_per_call=4.17,rejected_calls=0,failed_calls=1\r\n\
+            cmdstat_client|setinfo:calls=2,usec=3,usec_per_call=1.50,rejected_calls=0,failed_calls=0\r\n";
+        let stats = parse_commandstats(info);
+        assert_eq!(stats.get("ping"), Some(&3));
+        assert_eq!(stats.get("evalsha"), Some(&12));
+        assert_eq!(stats.get("client|setinfo"), Some(&2));
+        assert_eq!(stats.len(), 3);
+    }
+
+    #[test]
+    fn free_ports_are_distinct() {
+        let ports: HashSet<u16> = (0..50).map(|_| free_port()).collect();
+        assert_eq!(ports.len(), 50);
+    }
+}

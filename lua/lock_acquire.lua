@@ -1,0 +1,63 @@
+-- lock_acquire.lua — take, re-enter or replay one attempt on a reentrant lock.
+--
+-- KEYS[1]  hold hash  <ns>:{name}:lock
+--          fields: o = owner id, t = fencing token, n = hold count,
+--                  a:<attempt> = 1 for every hold currently counted in n
+-- KEYS[2]  fencing counter  <ns>:{name}:lock:fence  (string, TTL one hour)
+-- ARGV[1]  owner id  <client uuid>:<handle id>
+-- ARGV[2]  attempt id (unique per acquire call; retries of the call reuse it)
+-- ARGV[3]  lease in milliseconds (integer, 1 .. 2^53-1)
+--
+-- Reply:
+--   {1, token, pttl}  granted: a fresh hold, a re-entry, or a replay of an attempt
+--                     that was already granted (pttl is the key's TTL after the call)
+--   {0, pttl}         held by another owner; pttl tells the waiter how long to sleep
+--   error WRONGTYPE <key>  a key of another type is in the way; nothing written
+--
+-- O(1): a handful of hash operations, no loops.
+
+-- A key of another type is reported with its name, before anything is written.
+local kind = redis.call('TYPE', KEYS[1]).ok
+if kind ~= 'none' and kind ~= 'hash' then
+  return redis.error_reply('WRONGTYPE ' .. KEYS[1])
+end
+
+if kind == 'none' then
+  -- Free: a fresh grant advances the fencing counter. The floor is the server
+  -- clock in microseconds, so tokens keep rising after the counter is lost
+  -- (restart without persistence, failover, expiry of the counter key).
+  local fkind = redis.call('TYPE', KEYS[2]).ok
+  if fkind ~= 'none' and fkind ~= 'string' then
+    return redis.error_reply('WRONGTYPE ' .. KEYS[2])
+  end
+  local now = redis.call('TIME')
+  local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+  local token = math.max(last + 1, floor)
+  -- %.0f keeps all digits; tostring would round to 14 significant digits.
+  local stoken = string.format('%.0f', token)
+  redis.call('SET', KEYS[2], stoken, 'PX', 3600000)
+  redis.call('HSET', KEYS[1], 'o', ARGV[1], 't', stoken, 'n', 1, 'a:' .. ARGV[2], 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return {1, token, tonumber(ARGV[3])}
+end
+
+local pttl = redis.call('PTTL', KEYS[1])
+if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] then
+  -- Another owner holds it: tell the caller how long the hold can last at most.
+  return {0, pttl}
+end
+
+local token = tonumber(redis.call('HGET', KEYS[1], 't'))
+if redis.call('HSETNX', KEYS[1], 'a:' .. ARGV[2], 1) == 1 then
+  -- Re-entry by the same owner: count it and stretch the TTL to the larger of
+  -- the current one and the requested lease (never shorten a longer hold).
+  redis.call('HINCRBY', KEYS[1], 'n', 1)
+  if pttl >= 0 and pttl < tonumber(ARGV[3]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[3])
+    pttl = tonumber(ARGV[3])
+  end
+end
+-- HSETNX returned 0: this attempt was already granted (a retry after an
+-- Indeterminate reply); the count is not raised twice.
+return {1, token, pttl}

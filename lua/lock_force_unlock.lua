@@ -1,0 +1,15 @@
+-- lock_force_unlock.lua — delete a lock whoever holds it, and wake a waiter.
+--
+-- KEYS[1]  hold hash
+-- ARGV[1]  unlock channel
+-- Reply: 1 when a hold was removed, 0 when the lock was free.
+-- The previous holder's next renewal or unlock finds its attempt gone and
+-- reports the hold Lost / NotHeld.
+--
+-- O(1) (the hash holds at most one field per re-entry).
+
+if redis.call('DEL', KEYS[1]) == 1 then
+  redis.call('PUBLISH', ARGV[1], '1')
+  return 1
+end
+return 0

@@ -1,0 +1,147 @@
+//! # deadbolt
+//!
+//! Redisson-style distributed synchronisation primitives kept in Redis, for
+//! async Rust: a reentrant [`Lock`] (and, as they land, a fair lock, a
+//! read-write lock, a semaphore, a latch, a multi-lock and Redlock).
+//!
+//! Every wait really waits on a Pub/Sub channel (no polling), every hold has a
+//! lease renewed by a watchdog or fixed, every exclusive hold carries a
+//! fencing token, and every uncertain outcome says so
+//! ([`Error::Indeterminate`]).
+//!
+//! ```no_run
+//! # async fn write_with_fence(_t: u64) -> deadbolt::Result<()> { Ok(()) }
+//! # async fn f() -> deadbolt::Result<()> {
+//! let client = deadbolt::Client::connect("redis://127.0.0.1/").await?;
+//! let lock = client.lock("orders:42");
+//! let guard = lock.lock().await?;              // waits, watchdog lease
+//! write_with_fence(guard.fencing_token()).await?;
+//! guard.unlock().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Ownership is per handle, never per thread: clones of a [`Lock`] handle are
+//! the same owner and may re-enter; tasks that must exclude each other each
+//! call `client.lock(name)`. See `docs/safety.md` for what a Redis lock can
+//! and cannot promise.
+
+use std::ops::Deref;
+
+pub use deadbolt_core::{
+    ClientBuilder as CoreClientBuilder, Config, Error, LeaseMode, LeaseState, Result, MAX_LEASE_MS,
+};
+pub use deadbolt_lock::{Lock, LockGuard};
+
+/// The core crate, for building primitives of your own.
+pub use deadbolt_core as core;
+
+/// A connection to Redis from which every deadbolt primitive is made.
+///
+/// Cheap to clone; clones share connections, the watchdog and the releaser.
+/// Dereferences to [`deadbolt_core::Client`] for `shutdown` and settings.
+#[derive(Debug, Clone)]
+pub struct Client {
+    core: deadbolt_core::Client,
+}
+
+/// Builds a [`Client`] with non-default settings.
+#[derive(Debug)]
+pub struct ClientBuilder {
+    core: deadbolt_core::ClientBuilder,
+}
+
+impl ClientBuilder {
+    /// Prefix of every key and channel (default `deadbolt`); no braces.
+    pub fn namespace(self, ns: impl Into<String>) -> Self {
+        ClientBuilder {
+            core: self.core.namespace(ns),
+        }
+    }
+
+    /// Lease of watchdog-renewed holds (default 30 s).
+    pub fn watchdog_timeout(self, d: std::time::Duration) -> Self {
+        ClientBuilder {
+            core: self.core.watchdog_timeout(d),
+        }
+    }
+
+    /// Bound on one command's round trip (default 1 s).
+    pub fn command_timeout(self, d: std::time::Duration) -> Self {
+        ClientBuilder {
+            core: self.core.command_timeout(d),
+        }
+    }
+
+    /// How long a silent fair-lock waiter keeps its place (default 5 s).
+    pub fn waiter_timeout(self, d: std::time::Duration) -> Self {
+        ClientBuilder {
+            core: self.core.waiter_timeout(d),
+        }
+    }
+
+    /// Connect.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for bad settings, `Unavailable` when Redis cannot be reached.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nothing but script bodies is written.
+    pub async fn build(self) -> Result<Client> {
+        Ok(Client {
+            core: self.core.build().await?,
+        })
+    }
+}
+
+impl Client {
+    /// Connect with default settings (namespace `deadbolt`, watchdog 30 s,
+    /// command timeout 1 s).
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a bad URL, `Unavailable` when Redis cannot be reached.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nothing but script bodies is written.
+    pub async fn connect(url: &str) -> Result<Client> {
+        Ok(Client {
+            core: deadbolt_core::Client::connect(url).await?,
+        })
+    }
+
+    /// A builder for non-default settings.
+    pub fn builder(url: &str) -> ClientBuilder {
+        ClientBuilder {
+            core: deadbolt_core::Client::builder(url),
+        }
+    }
+
+    /// A builder over a redis-rs client configured by the caller (TLS, ACL).
+    pub fn from_redis(client: redis::Client) -> ClientBuilder {
+        ClientBuilder {
+            core: deadbolt_core::Client::from_redis(client),
+        }
+    }
+
+    /// A new handle (a new owner) on the reentrant lock `name`.
+    pub fn lock(&self, name: &str) -> Lock {
+        Lock::new(&self.core, name)
+    }
+
+    /// The core client.
+    pub fn core(&self) -> &deadbolt_core::Client {
+        &self.core
+    }
+}
+
+impl Deref for Client {
+    type Target = deadbolt_core::Client;
+    fn deref(&self) -> &Self::Target {
+        &self.core
+    }
+}
+
+impl From<deadbolt_core::Client> for Client {
+    fn from(core: deadbolt_core::Client) -> Self {
+        Client { core }
+    }
+}
