@@ -276,6 +276,7 @@ impl Client {
             (sent_at, r)
         }
 
+        let mut last_err: Option<Error> = None;
         let (sent_at, first) = once(self, &mut attempt, &try_call).await;
         match first {
             Ok(Reply::Granted { token, pttl }) => return Ok(Some(grant(token, pttl, sent_at))),
@@ -284,10 +285,9 @@ impl Client {
                 return Ok(None);
             }
             Ok(_) => {}
-            Err(e) if e.is_retryable() && wait != WaitMode::Try => {}
+            Err(e) if e.is_retryable() && wait != WaitMode::Try => last_err = Some(e),
             Err(e) => return Err(e),
         }
-        let mut last_err: Option<Error> = None;
 
         // Failed: subscribe, then try again at once (a release may have
         // landed between the first try and the subscription).

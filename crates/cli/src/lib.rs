@@ -1,0 +1,1 @@
+//! deadbolt-cli
