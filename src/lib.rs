@@ -1,7 +1,7 @@
 //! # deadbolt
 //!
 //! Redisson-style distributed synchronisation primitives kept in Redis, for
-//! async Rust: a reentrant [`Lock`] (and, as they land, a fair lock, a
+//! async Rust: a reentrant [`Lock`], a strict-FIFO [`FairLock`] (and, as they land, a
 //! read-write lock, a semaphore, a latch, a multi-lock and Redlock).
 //!
 //! Every wait really waits on a Pub/Sub channel (no polling), every hold has a
@@ -30,6 +30,8 @@ use std::ops::Deref;
 pub use deadbolt_core::{
     ClientBuilder as CoreClientBuilder, Config, Error, LeaseMode, LeaseState, Result, MAX_LEASE_MS,
 };
+pub use deadbolt_core::{Exclusive, ExclusiveGuard};
+pub use deadbolt_fair::{FairLock, FairLockGuard};
 pub use deadbolt_lock::{Lock, LockGuard};
 
 /// The core crate, for building primitives of your own.
@@ -125,6 +127,11 @@ impl Client {
     /// A new handle (a new owner) on the reentrant lock `name`.
     pub fn lock(&self, name: &str) -> Lock {
         Lock::new(&self.core, name)
+    }
+
+    /// A new handle (a new owner) on the strict-FIFO lock `name`.
+    pub fn fair_lock(&self, name: &str) -> FairLock {
+        FairLock::new(&self.core, name)
     }
 
     /// The core client.

@@ -26,6 +26,7 @@ use tracing::Instrument;
 use crate::client::Client;
 use crate::config::lease_ms;
 use crate::error::{Error, Result};
+use crate::heartbeat::{HeartbeatReg, HeartbeatSpec};
 use crate::lease::{Hold, HoldSpec, LeaseMode};
 use crate::scripts::{LuaScript, ScriptCall};
 use crate::wait::Woke;
@@ -64,8 +65,10 @@ pub struct AcquireSpec {
     pub renew_key: String,
     /// Channel the waiter subscribes to.
     pub channel: String,
-    /// Wake tag: `Some(attempt)` makes `t:<attempt>` messages wake this waiter.
+    /// When true, `t:<attempt>` messages wake this waiter (and only it).
     pub tagged: bool,
+    /// Liveness heartbeat kept while the attempt is queued (fair queues).
+    pub heartbeat: Option<HeartbeatSpec>,
 }
 
 /// A decoded acquire reply.
@@ -73,7 +76,7 @@ pub struct AcquireSpec {
 enum Reply {
     Granted { token: u64, pttl: u64 },
     Busy { pttl: i64 },
-    Queued { pttl: i64 },
+    Queued { pttl: i64, fresh: bool },
 }
 
 fn decode(v: &[i64]) -> Result<Reply> {
@@ -83,7 +86,10 @@ fn decode(v: &[i64]) -> Result<Reply> {
             pttl: pttl.unsigned_abs(),
         }),
         [0, pttl, ..] => Ok(Reply::Busy { pttl: *pttl }),
-        [2, pttl, ..] => Ok(Reply::Queued { pttl: *pttl }),
+        [2, pttl, rest @ ..] => Ok(Reply::Queued {
+            pttl: *pttl,
+            fresh: rest.first() == Some(&1),
+        }),
         _ => Err(Error::InvalidArgument(format!(
             "unexpected acquire reply {v:?}"
         ))),
@@ -277,7 +283,15 @@ impl Client {
         }
 
         let mut last_err: Option<Error> = None;
+        let mut heartbeat: Option<HeartbeatReg> = None;
         let (sent_at, first) = once(self, &mut attempt, &try_call).await;
+        let mut was_queued = matches!(first, Ok(Reply::Queued { .. }));
+        if was_queued {
+            heartbeat = spec
+                .heartbeat
+                .as_ref()
+                .map(|h| self.inner.heartbeat.register(h));
+        }
         match first {
             Ok(Reply::Granted { token, pttl }) => return Ok(Some(grant(token, pttl, sent_at))),
             Ok(Reply::Busy { .. }) | Ok(Reply::Queued { .. }) if wait == WaitMode::Try => {
@@ -308,7 +322,20 @@ impl Client {
                     sub.mark_acquired();
                     return Ok(Some(grant(token, pttl, sent_at)));
                 }
-                Ok(Reply::Busy { pttl }) | Ok(Reply::Queued { pttl }) => {
+                Ok(Reply::Busy { pttl }) | Ok(Reply::Queued { pttl, .. }) => {
+                    if let Ok(Reply::Queued { fresh, .. }) = r {
+                        if fresh && was_queued {
+                            tracing::warn!(kind = spec.kind, key = %spec.renew_key,
+                                "waiter was purged from the queue while alive; re-enqueued at the tail");
+                        }
+                        was_queued = true;
+                        if heartbeat.is_none() {
+                            heartbeat = spec
+                                .heartbeat
+                                .as_ref()
+                                .map(|h| self.inner.heartbeat.register(h));
+                        }
+                    }
                     last_err = None;
                     // Sleep until a release message, the holder's TTL, or the deadline.
                     let now = Instant::now();
@@ -338,6 +365,7 @@ impl Client {
         }
         // Out of time.
         drop(sub);
+        drop(heartbeat);
         match last_err {
             Some(e) => Err(e), // the armed attempt's drop hands it to the releaser
             None => {
@@ -362,7 +390,13 @@ mod tests {
             }
         );
         assert_eq!(decode(&[0, 50]).unwrap(), Reply::Busy { pttl: 50 });
-        assert_eq!(decode(&[2, 50]).unwrap(), Reply::Queued { pttl: 50 });
+        assert_eq!(
+            decode(&[2, 50, 1]).unwrap(),
+            Reply::Queued {
+                pttl: 50,
+                fresh: true
+            }
+        );
         assert!(decode(&[]).is_err());
     }
 

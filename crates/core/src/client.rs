@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use crate::config::Config;
 use crate::conn::{with_resp3, Conn};
 use crate::error::{Error, Result};
+use crate::heartbeat::Heartbeat;
 use crate::keys::Keys;
 use crate::releaser::Releaser;
 use crate::scripts::{ScriptCall, ALL};
@@ -47,6 +48,7 @@ pub(crate) struct ClientInner {
     pub(crate) conn: Arc<Conn>,
     pub(crate) engine: Arc<Engine>,
     pub(crate) watchdog: Arc<Watchdog>,
+    pub(crate) heartbeat: Arc<Heartbeat>,
     pub(crate) releaser: Releaser,
     next_handle: AtomicU64,
     shutdown: AtomicBool,
@@ -55,6 +57,7 @@ pub(crate) struct ClientInner {
 impl Drop for ClientInner {
     fn drop(&mut self) {
         self.watchdog.stop();
+        self.heartbeat.stop();
         self.engine.close();
         // The command connection closes when the releaser's last pending
         // release (which holds its own reference) is done.
@@ -123,8 +126,11 @@ impl ClientBuilder {
             .await
             .map_err(|e| conn.sent_error(epoch, e))?;
         let watchdog = Watchdog::start(conn.clone(), self.config.watchdog_timeout);
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let heartbeat = Heartbeat::start(conn.clone(), id.clone(), self.config.waiter_timeout);
         let inner = Arc::new(ClientInner {
-            id: uuid::Uuid::new_v4().simple().to_string(),
+            id,
+            heartbeat,
             releaser: Releaser::new(conn.clone()),
             config: self.config,
             conn,
@@ -203,6 +209,7 @@ impl Client {
             return;
         }
         self.inner.watchdog.stop();
+        self.inner.heartbeat.stop();
         let bound = self.inner.config.command_timeout + Duration::from_secs(1);
         self.inner.releaser.drain(Instant::now() + bound).await;
         self.inner.engine.close();

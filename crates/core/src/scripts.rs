@@ -53,11 +53,16 @@ impl fmt::Debug for LuaScript {
 }
 
 macro_rules! scripts {
-    ($($(#[$doc:meta])* $ident:ident = $file:literal;)*) => {
+    ($($(#[$doc:meta])* $ident:ident = $file:literal $(with $lib:literal)?;)*) => {
         $(
             $(#[$doc])*
-            pub static $ident: LuaScript =
-                LuaScript::new($file, include_str!(concat!("../../../lua/", $file, ".lua")));
+            pub static $ident: LuaScript = LuaScript::new(
+                $file,
+                concat!(
+                    $(include_str!(concat!("../../../lua/", $lib, ".lua")), "\n",)?
+                    include_str!(concat!("../../../lua/", $file, ".lua"))
+                ),
+            );
         )*
         /// Every script, for preloading at connect.
         pub static ALL: &[&LuaScript] = &[$(&$ident),*];
@@ -75,6 +80,14 @@ scripts! {
     LOCK_FORCE_UNLOCK = "lock_force_unlock";
     /// Renew many exclusive holds in one call.
     HOLD_RENEW = "hold_renew";
+    /// Take, re-enter, pick up or queue for a fair lock.
+    FAIR_ACQUIRE = "fair_acquire" with "fair_lib";
+    /// Leave a fair lock's queue or release a hold, passing the lock on.
+    FAIR_RELEASE = "fair_release" with "fair_lib";
+    /// Delete a fair lock whoever holds it, passing it on.
+    FAIR_FORCE_UNLOCK = "fair_force_unlock" with "fair_lib";
+    /// Keep one client's fair-lock waiters alive; hand off expired holds.
+    FAIR_HEARTBEAT = "fair_heartbeat" with "fair_lib";
 }
 
 /// A script with its keys and arguments, owned so it can be handed to the

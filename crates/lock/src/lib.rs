@@ -2,11 +2,64 @@
 //!
 //! A [`Lock`] is a handle on one lock name, owned by the handle: clones of a
 //! handle are the same owner and may re-enter; separate handles (from
-//! separate `client.lock(name)` calls) exclude each other. See
-//! `docs/lock.md` for the data layout.
+//! separate `Lock::new` / `client.lock(name)` calls) exclude each other. The
+//! methods live on [`deadbolt_core::Exclusive`], shared with the fair lock;
+//! this crate supplies the scripts. See `docs/lock.md`.
+//!
+//! ```no_run
+//! # async fn f() -> deadbolt_core::Result<()> {
+//! let client = deadbolt_core::Client::connect("redis://127.0.0.1/").await?;
+//! let lock = deadbolt_lock::Lock::new(&client, "orders:42");
+//! let guard = lock.lock().await?;
+//! println!("fencing token {}", guard.fencing_token());
+//! guard.unlock().await?;
+//! # Ok(()) }
+//! ```
 
-mod guard;
-mod lock;
+use deadbolt_core::scripts::{
+    ScriptCall, HOLD_RENEW, LOCK_ACQUIRE, LOCK_FORCE_UNLOCK, LOCK_RELEASE,
+};
+use deadbolt_core::{AcquireSpec, Client, Exclusive, ExclusiveKind, Keys};
 
-pub use guard::LockGuard;
-pub use lock::{Lock, KIND};
+/// The kind segment of a reentrant lock's keys: `<ns>:{<name>}:lock`.
+pub const KIND: &str = "lock";
+
+/// Marker for the reentrant, unfair lock: every waiter races for a free
+/// lock; a release wakes one waiter per client.
+#[derive(Debug, Clone, Copy)]
+pub struct Reentrant;
+
+/// A reentrant distributed lock; see [`Exclusive`] for its methods.
+pub type Lock = Exclusive<Reentrant>;
+
+/// One hold of a [`Lock`].
+pub type LockGuard = deadbolt_core::ExclusiveGuard;
+
+impl ExclusiveKind for Reentrant {
+    const KIND: &'static str = KIND;
+
+    fn spec(_client: &Client, k: &Keys) -> AcquireSpec {
+        AcquireSpec {
+            kind: KIND,
+            acquire: &LOCK_ACQUIRE,
+            keys: vec![k.main().to_string(), k.sub("fence")],
+            extra_args: vec![],
+            release: &LOCK_RELEASE,
+            release_keys: vec![k.main().to_string()],
+            release_extra: vec![k.channel()],
+            renew: &HOLD_RENEW,
+            renew_key: k.main().to_string(),
+            channel: k.channel(),
+            tagged: false,
+            heartbeat: None,
+        }
+    }
+
+    fn force_unlock(_client: &Client, k: &Keys) -> ScriptCall {
+        ScriptCall::new(
+            &LOCK_FORCE_UNLOCK,
+            vec![k.main().to_string()],
+            vec![k.channel()],
+        )
+    }
+}

@@ -2,17 +2,27 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadbolt_core::scripts::{
-    ScriptCall, HOLD_RENEW, LOCK_ACQUIRE, LOCK_FORCE_UNLOCK, LOCK_INSPECT, LOCK_RELEASE,
+use std::marker::PhantomData;
+
+use crate::scripts::{ScriptCall, LOCK_INSPECT};
+use crate::{
+    AcquireSpec, Client, Error, ExclusiveGuard as LockGuard, Keys, LeaseMode, Result, WaitMode,
 };
-use deadbolt_core::{AcquireSpec, Client, Error, LeaseMode, Result, WaitMode};
 
-use crate::LockGuard;
+/// What distinguishes one exclusive primitive from another: its key kind,
+/// its scripts and its force-unlock. Implemented by `deadbolt-lock` and
+/// `deadbolt-fair`; the handle type [`Exclusive`] does the rest.
+pub trait ExclusiveKind: Send + Sync + 'static {
+    /// The kind segment of the keys: `<ns>:{<name>}:<KIND>`.
+    const KIND: &'static str;
+    /// The acquire description for a handle on `keys`.
+    fn spec(client: &Client, keys: &Keys) -> AcquireSpec;
+    /// The call that deletes the hold whoever owns it and wakes the next waiter.
+    fn force_unlock(client: &Client, keys: &Keys) -> ScriptCall;
+}
 
-/// The kind segment of a reentrant lock's keys: `<ns>:{<name>}:lock`.
-pub const KIND: &str = "lock";
-
-/// A reentrant distributed lock.
+/// A handle on an exclusive, reentrant distributed lock of kind `K`
+/// (`deadbolt_lock::Lock`, `deadbolt_fair::FairLock`).
 ///
 /// Reentrancy is per handle: a clone of this handle is the same owner and may
 /// take the lock again while it holds it (each acquire needs its own unlock);
@@ -21,17 +31,38 @@ pub const KIND: &str = "lock";
 ///
 /// # Examples
 /// ```no_run
-/// # async fn f() -> deadbolt_core::Result<()> {
-/// let client = deadbolt_core::Client::connect("redis://127.0.0.1/").await?;
-/// let lock = deadbolt_lock::Lock::new(&client, "orders:42");
+/// # use deadbolt_core::{Client, Exclusive, ExclusiveKind};
+/// // `K` is `deadbolt_lock::Reentrant` for a `Lock`, `deadbolt_fair::Fifo` for a `FairLock`.
+/// async fn print_token<K: ExclusiveKind>(client: &Client) -> deadbolt_core::Result<()> {
+/// let lock = Exclusive::<K>::new(client, "orders:42");
 /// let guard = lock.lock().await?;
 /// println!("fencing token {}", guard.fencing_token());
 /// guard.unlock().await?;
-/// # Ok(()) }
+/// Ok(())
+/// }
 /// ```
-#[derive(Debug, Clone)]
-pub struct Lock {
+pub struct Exclusive<K> {
     inner: Arc<Inner>,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K> Clone for Exclusive<K> {
+    fn clone(&self) -> Self {
+        Exclusive {
+            inner: self.inner.clone(),
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K: ExclusiveKind> std::fmt::Debug for Exclusive<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exclusive")
+            .field("kind", &K::KIND)
+            .field("name", &self.inner.name)
+            .field("owner", &self.inner.owner)
+            .finish()
+    }
 }
 
 #[derive(Debug)]
@@ -42,39 +73,29 @@ struct Inner {
     /// `Err` for a name that cannot be a lock name; reported by every call.
     spec: std::result::Result<AcquireSpec, String>,
     fence_key: String,
+    force: Option<ScriptCall>,
 }
 
-impl Lock {
+impl<K: ExclusiveKind> Exclusive<K> {
     /// A new handle (a new owner) on the lock `name`.
     ///
     /// An invalid name (empty) is reported as [`Error::InvalidArgument`] by
     /// every method, before anything is sent.
-    pub fn new(client: &Client, name: &str) -> Lock {
-        let keys = client.keys(KIND, name);
+    pub fn new(client: &Client, name: &str) -> Self {
+        let keys = client.keys(K::KIND, name);
         let fence_key = keys.as_ref().map(|k| k.sub("fence")).unwrap_or_default();
-        let spec = keys
-            .map(|k| AcquireSpec {
-                kind: KIND,
-                acquire: &LOCK_ACQUIRE,
-                keys: vec![k.main().to_string(), k.sub("fence")],
-                extra_args: vec![],
-                release: &LOCK_RELEASE,
-                release_keys: vec![k.main().to_string()],
-                release_extra: vec![k.channel()],
-                renew: &HOLD_RENEW,
-                renew_key: k.main().to_string(),
-                channel: k.channel(),
-                tagged: false,
-            })
-            .map_err(|e| e.to_string());
-        Lock {
+        let force = keys.as_ref().ok().map(|k| K::force_unlock(client, k));
+        let spec = keys.map(|k| K::spec(client, &k)).map_err(|e| e.to_string());
+        Exclusive {
             inner: Arc::new(Inner {
                 client: client.clone(),
                 name: name.to_string(),
                 owner: client.new_owner(),
                 spec,
                 fence_key,
+                force,
             }),
+            kind: PhantomData,
         }
     }
 
@@ -131,25 +152,25 @@ impl Lock {
     /// One attempt, no waiting; watchdog lease.
     ///
     /// # Errors
-    /// As [`Lock::lock`], plus [`Error::Unavailable`] / [`Error::Indeterminate`]
+    /// As [`Self::lock`], plus [`Error::Unavailable`] / [`Error::Indeterminate`]
     /// when Redis could not answer (an Indeterminate grant is already handed
     /// to the releaser).
     ///
     /// # Cancel safety
-    /// As [`Lock::lock`].
+    /// As [`Self::lock`].
     pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
         self.acquire(LeaseMode::Watchdog, WaitMode::Try).await
     }
 
     /// Wait up to `wait` for the lock; watchdog lease. `Ok(None)` when the
-    /// wait ends without it. A zero wait is one attempt, like [`Lock::try_lock`].
+    /// wait ends without it. A zero wait is one attempt, like [`Self::try_lock`].
     ///
     /// # Errors
-    /// As [`Lock::try_lock`]; `Unavailable`/`Indeterminate` only when the wait
+    /// As [`Self::try_lock`]; `Unavailable`/`Indeterminate` only when the wait
     /// ran out while Redis could not answer.
     ///
     /// # Cancel safety
-    /// As [`Lock::lock`].
+    /// As [`Self::lock`].
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
         self.acquire(LeaseMode::Watchdog, wait_mode(wait)).await
     }
@@ -158,10 +179,10 @@ impl Lock {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a lease under 1 ms or over
-    /// [`deadbolt_core::MAX_LEASE_MS`]; otherwise as [`Lock::lock`].
+    /// [`MAX_LEASE_MS`](crate::MAX_LEASE_MS); otherwise as [`Self::lock`].
     ///
     /// # Cancel safety
-    /// As [`Lock::lock`]; an unreleased grant also ends with its lease.
+    /// As [`Self::lock`]; an unreleased grant also ends with its lease.
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
         self.acquire(LeaseMode::Fixed(lease), WaitMode::Forever)
             .await
@@ -171,10 +192,10 @@ impl Lock {
     /// Wait up to `wait` for the lock with a fixed `lease`.
     ///
     /// # Errors
-    /// As [`Lock::lock_with_lease`] and [`Lock::try_lock_for`].
+    /// As [`Self::lock_with_lease`] and [`Self::try_lock_for`].
     ///
     /// # Cancel safety
-    /// As [`Lock::lock`].
+    /// As [`Self::lock`].
     pub async fn try_lock_with(
         &self,
         wait: Duration,
@@ -183,7 +204,14 @@ impl Lock {
         self.acquire(LeaseMode::Fixed(lease), wait_mode(wait)).await
     }
 
-    async fn inspect(&self) -> Result<(String, u64, u64, i64, u64)> {
+    /// Holder, hold count, token, PTTL (-2 when free) and fencing counter, read atomically.
+    ///
+    /// # Errors
+    /// `Unavailable`, `Indeterminate`, `WrongType`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: read-only.
+    pub async fn inspect(&self) -> Result<(String, u64, u64, i64, u64)> {
         let spec = self.spec()?;
         let call = ScriptCall::new(
             &LOCK_INSPECT,
@@ -207,7 +235,7 @@ impl Lock {
     /// Whether this handle (or a clone of it) holds the lock.
     ///
     /// # Errors
-    /// As [`Lock::is_locked`].
+    /// As [`Self::is_locked`].
     ///
     /// # Cancel safety
     /// Cancel safe: read-only.
@@ -218,7 +246,7 @@ impl Lock {
     /// How many times this handle holds the lock (0 when it does not).
     ///
     /// # Errors
-    /// As [`Lock::is_locked`].
+    /// As [`Self::is_locked`].
     ///
     /// # Cancel safety
     /// Cancel safe: read-only.
@@ -230,7 +258,7 @@ impl Lock {
     /// The lock key's remaining TTL, whoever holds it; `None` when free.
     ///
     /// # Errors
-    /// As [`Lock::is_locked`].
+    /// As [`Self::is_locked`].
     ///
     /// # Cancel safety
     /// Cancel safe: read-only.
@@ -249,13 +277,9 @@ impl Lock {
     /// # Cancel safety
     /// If dropped, the delete may or may not have happened; calling it again is harmless.
     pub async fn force_unlock(&self) -> Result<bool> {
-        let spec = self.spec()?;
-        let call = ScriptCall::new(
-            &LOCK_FORCE_UNLOCK,
-            vec![spec.renew_key.clone()],
-            vec![spec.channel.clone()],
-        );
-        Ok(self.inner.client.run::<i64>(&call).await? == 1)
+        self.spec()?;
+        let call = self.inner.force.as_ref().ok_or(Error::NotHeld)?;
+        Ok(self.inner.client.run::<i64>(call).await? == 1)
     }
 
     /// Take the lock, run `work` with the fencing token, and unlock.
@@ -264,7 +288,7 @@ impl Lock {
     /// hold is lost first, `work` is dropped and [`Error::NotHeld`] returned.
     ///
     /// # Errors
-    /// As [`Lock::lock`], [`Error::NotHeld`] when the hold was lost, and the
+    /// As [`Self::lock`], [`Error::NotHeld`] when the hold was lost, and the
     /// unlock's error.
     ///
     /// # Cancel safety

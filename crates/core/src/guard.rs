@@ -1,22 +1,22 @@
 use std::future::Future;
 use std::time::Duration;
 
-use deadbolt_core::{Hold, LeaseState, Result};
+use crate::{Hold, LeaseState, Result};
 
-/// One hold of a [`Lock`](crate::Lock).
+/// One hold of an exclusive lock ([`Exclusive`](crate::Exclusive): `Lock`, `FairLock`).
 ///
 /// Release it with [`unlock`](LockGuard::unlock) to see the outcome. Dropping
 /// it releases too, but not at once: the release goes through the client's
 /// background releaser (and a warning is logged).
 #[must_use = "if unused the lock is released at once"]
 #[derive(Debug)]
-pub struct LockGuard {
+pub struct ExclusiveGuard {
     hold: Hold,
 }
 
-impl LockGuard {
-    pub(crate) fn new(hold: Hold) -> LockGuard {
-        LockGuard { hold }
+impl ExclusiveGuard {
+    pub(crate) fn new(hold: Hold) -> ExclusiveGuard {
+        ExclusiveGuard { hold }
     }
 
     /// The fencing token of this hold: larger than every token handed out
@@ -59,7 +59,7 @@ impl LockGuard {
     /// unlock of a re-entered lock leaves the key's TTL alone.
     ///
     /// # Errors
-    /// [`deadbolt_core::Error::NotHeld`] when the hold expired or was taken
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when the hold expired or was taken
     /// over; `Unavailable`/`Indeterminate` when unconfirmed (the release then
     /// continues in the background releaser).
     ///

@@ -1,0 +1,132 @@
+//! Waiter liveness: one task per client keeping queued waiters alive.
+//!
+//! A fair queue drops waiters whose client stopped proving it is alive. While
+//! at least one local waiter is queued on a primitive, the client refreshes
+//! one liveness record per (client, name) every `waiter_timeout/3`, for all
+//! of its waiters and names in one script call per batch, on the server
+//! clock. A client that dies stops refreshing, and its waiters are skipped
+//! within `waiter_timeout`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use crate::client::run_on;
+use crate::conn::Conn;
+use crate::scripts::{LuaScript, ScriptCall};
+
+/// How a primitive keeps its queued waiters alive: the script and the keys
+/// of one name. The script's contract: `KEYS` = the keys of many names, one
+/// group after another; `ARGV = [client uuid, waiter_timeout_ms]`.
+#[derive(Debug, Clone)]
+pub struct HeartbeatSpec {
+    /// The heartbeat script.
+    pub script: &'static LuaScript,
+    /// The keys of this name, passed as one group.
+    pub keys: Vec<String>,
+}
+
+/// Groups of keys per call (the script runs O(log n) work per group).
+const BATCH: usize = 64;
+
+#[derive(Debug)]
+pub(crate) struct Heartbeat {
+    entries: Mutex<HashMap<String, (HeartbeatSpec, usize)>>,
+    changed: Arc<Notify>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// Registration of one queued waiter; dropping it ends the refreshes for it.
+#[derive(Debug)]
+pub(crate) struct HeartbeatReg {
+    hb: Arc<Heartbeat>,
+    id: String,
+}
+
+impl Drop for HeartbeatReg {
+    fn drop(&mut self) {
+        let mut e = self.hb.entries.lock();
+        if let Some((_, n)) = e.get_mut(&self.id) {
+            *n -= 1;
+            if *n == 0 {
+                e.remove(&self.id);
+            }
+        }
+    }
+}
+
+impl Heartbeat {
+    pub(crate) fn start(conn: Arc<Conn>, client_id: String, waiter_timeout: Duration) -> Arc<Self> {
+        let hb = Arc::new(Heartbeat {
+            entries: Mutex::new(HashMap::new()),
+            changed: Arc::new(Notify::new()),
+            task: Mutex::new(None),
+        });
+        let t = tokio::spawn(run(Arc::downgrade(&hb), conn, client_id, waiter_timeout));
+        *hb.task.lock() = Some(t);
+        hb
+    }
+
+    pub(crate) fn register(self: &Arc<Self>, spec: &HeartbeatSpec) -> HeartbeatReg {
+        let id = spec.keys.join("\n");
+        let first = {
+            let mut e = self.entries.lock();
+            let entry = e.entry(id.clone()).or_insert_with(|| (spec.clone(), 0));
+            entry.1 += 1;
+            let new = entry.1 == 1;
+            new && e.len() == 1
+        };
+        if first {
+            self.changed.notify_one();
+        }
+        HeartbeatReg {
+            hb: self.clone(),
+            id,
+        }
+    }
+
+    pub(crate) fn stop(&self) {
+        if let Some(t) = self.task.lock().take() {
+            t.abort();
+        }
+    }
+}
+
+async fn run(weak: Weak<Heartbeat>, conn: Arc<Conn>, client_id: String, wt: Duration) {
+    let interval = wt / 3;
+    let wt_ms = wt.as_millis().to_string();
+    loop {
+        let specs: Vec<HeartbeatSpec> = {
+            let Some(hb) = weak.upgrade() else { return };
+            let specs: Vec<HeartbeatSpec> =
+                hb.entries.lock().values().map(|(s, _)| s.clone()).collect();
+            if specs.is_empty() {
+                let changed = hb.changed.clone();
+                drop(hb);
+                changed.notified().await;
+                continue;
+            }
+            specs
+        };
+        tokio::time::sleep(interval).await;
+        let mut groups: HashMap<&'static str, Vec<&HeartbeatSpec>> = HashMap::new();
+        for s in &specs {
+            groups.entry(s.script.name()).or_default().push(s);
+        }
+        for group in groups.values() {
+            for batch in group.chunks(BATCH) {
+                let call = ScriptCall::new(
+                    batch[0].script,
+                    batch.iter().flat_map(|s| s.keys.iter().cloned()).collect(),
+                    vec![client_id.clone(), wt_ms.clone()],
+                );
+                if let Err(e) = run_on::<i64>(&conn, &call).await {
+                    tracing::warn!(error = %e, names = batch.len(), "waiter heartbeat failed");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! FairLock against a real redis-server.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use deadbolt_core::{Client, Error};
+use deadbolt_fair::FairLock;
+use deadbolt_testkit::{FaultProxy, RedisServer};
+use parking_lot::Mutex;
+
+const HANG: Duration = Duration::from_secs(30);
+
+fn server() -> RedisServer {
+    RedisServer::start().expect("start redis-server (apt-get install -y redis-server)")
+}
+
+async fn client(url: &str, wt: Duration) -> Client {
+    Client::builder(url)
+        .waiter_timeout(wt)
+        .build()
+        .await
+        .expect("connect")
+}
+
+async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
+    tokio::time::timeout(HANG, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: hung for {HANG:?}"))
+}
+
+async fn queue_len(srv: &RedisServer, lock: &FairLock) -> i64 {
+    let mut c = srv.conn().await;
+    redis::cmd("ZCARD")
+        .arg(format!("{}:q", lock.key().unwrap()))
+        .query_async(&mut c)
+        .await
+        .unwrap()
+}
+
+/// Wait until the server's queue has `n` entries (no event exists for this;
+/// a short poll of the server's state).
+async fn until_queued(srv: &RedisServer, lock: &FairLock, n: i64) {
+    within("queue length", async {
+        while queue_len(srv, lock).await != n {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await;
+}
+
+async fn fifo_order(clients: usize) {
+    let srv = server();
+    let mut cs = Vec::new();
+    for _ in 0..clients {
+        cs.push(client(&srv.url(), Duration::from_secs(5)).await);
+    }
+    let holder = FairLock::new(&cs[0], "fifo");
+    let g = holder.lock().await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let l = FairLock::new(&cs[i % clients], "fifo");
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            let g = l.lock().await.unwrap();
+            order.lock().push(i);
+            g.unlock().await.unwrap();
+        }));
+        until_queued(&srv, &holder, i64::try_from(i).unwrap() + 1).await;
+    }
+    g.unlock().await.unwrap();
+    for t in tasks {
+        within("waiter", t).await.unwrap();
+    }
+    assert_eq!(*order.lock(), (0..16).collect::<Vec<_>>());
+    assert_eq!(queue_len(&srv, &holder).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_waiters_acquire_in_enqueue_order() {
+    fifo_order(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifo_holds_across_three_clients() {
+    fifo_order(3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expiring_leases_serve_arrivals_in_order() {
+    let srv = server();
+    let c = client(&srv.url(), Duration::from_secs(5)).await;
+    let start = Instant::now();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..8u32 {
+        let l = FairLock::new(&c, "arrivals");
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100) * i).await; // arrival schedule
+            let g = l
+                .try_lock_with(Duration::from_secs(10), Duration::from_secs(1))
+                .await
+                .unwrap()
+                .expect("acquired within the wait");
+            order.lock().push(i);
+            std::mem::forget(g); // never unlocks: the lease must run out
+        }));
+    }
+    for t in tasks {
+        within("arrival", t).await.unwrap();
+    }
+    assert_eq!(*order.lock(), (0..8).collect::<Vec<_>>());
+    let took = start.elapsed();
+    assert!(
+        took < Duration::from_secs(9) + Duration::from_millis(500),
+        "took {took:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_waiter_in_the_middle_delays_the_rest_by_at_most_waiter_timeout() {
+    let srv = server();
+    let wt = Duration::from_secs(1);
+    let c = client(&srv.url(), wt).await;
+    let proxy = FaultProxy::start(srv.addr()).await.unwrap();
+    let doomed = client(&proxy.url(), wt).await;
+    let holder = FairLock::new(&c, "dead");
+    let g = holder.lock().await.unwrap();
+
+    let w1 = FairLock::new(&c, "dead");
+    let t1 = tokio::spawn(async move { w1.lock().await.unwrap() });
+    until_queued(&srv, &holder, 1).await;
+    let w2 = FairLock::new(&doomed, "dead");
+    let t2 = tokio::spawn(async move { w2.lock().await });
+    until_queued(&srv, &holder, 2).await;
+    let w3 = FairLock::new(&c, "dead");
+    let t3 = tokio::spawn(async move {
+        let g = w3.lock().await.unwrap();
+        (Instant::now(), g)
+    });
+    until_queued(&srv, &holder, 3).await;
+
+    // The middle waiter's process "dies": its connections go silent.
+    proxy.set_blackhole(true);
+    g.unlock().await.unwrap();
+    let g1 = within("w1", t1).await.unwrap();
+    let released = Instant::now();
+    g1.unlock().await.unwrap();
+    let (at, g3) = within("w3", t3).await.unwrap();
+    let delay = at - released;
+    assert!(
+        delay < wt + Duration::from_millis(800),
+        "the waiter behind a dead one waited {delay:?} (waiter_timeout {wt:?})"
+    );
+    g3.unlock().await.unwrap();
+    t2.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timed_out_head_does_not_block_the_next() {
+    let srv = server();
+    let c = client(&srv.url(), Duration::from_secs(5)).await;
+    let holder = FairLock::new(&c, "head");
+    let g = holder.lock().await.unwrap();
+    let w1 = FairLock::new(&c, "head");
+    let t1 = tokio::spawn(async move { w1.try_lock_for(Duration::from_millis(200)).await });
+    until_queued(&srv, &holder, 1).await;
+    let w2 = FairLock::new(&c, "head");
+    let t2 = tokio::spawn(async move {
+        let g = w2.lock().await.unwrap();
+        (Instant::now(), g)
+    });
+    until_queued(&srv, &holder, 2).await;
+    assert!(within("w1", t1).await.unwrap().unwrap().is_none());
+    assert_eq!(
+        queue_len(&srv, &holder).await,
+        1,
+        "the timed-out waiter left the queue"
+    );
+    let unlocked = Instant::now();
+    g.unlock().await.unwrap();
+    let (at, g2) = within("w2", t2).await.unwrap();
+    assert!(
+        at - unlocked < Duration::from_millis(100),
+        "hand-off took {:?}",
+        at - unlocked
+    );
+    g2.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_lock_never_jumps_the_queue_and_force_unlock_passes_on() {
+    let srv = server();
+    let c = client(&srv.url(), Duration::from_secs(5)).await;
+    let holder = FairLock::new(&c, "jump");
+    let g = holder.lock().await.unwrap();
+    let w = FairLock::new(&c, "jump");
+    let t = tokio::spawn(async move { w.lock().await.unwrap() });
+    until_queued(&srv, &holder, 1).await;
+    let jumper = FairLock::new(&c, "jump");
+    assert!(jumper.try_lock().await.unwrap().is_none());
+    assert!(holder.force_unlock().await.unwrap());
+    // The queue's head got the lock, not the jumper.
+    assert!(jumper.try_lock().await.unwrap().is_none());
+    let gw = within("waiter", t).await.unwrap();
+    assert!(gw.fencing_token() > g.fencing_token());
+    assert!(matches!(g.unlock().await, Err(Error::NotHeld)));
+    // Reentrancy as for Lock.
+    let w2 = gw;
+    assert_eq!(queue_len(&srv, &holder).await, 0);
+    w2.unlock().await.unwrap();
+    let a = FairLock::new(&c, "jump");
+    let g1 = a.lock().await.unwrap();
+    let g2 = a.clone().try_lock().await.unwrap().unwrap();
+    assert_eq!(a.hold_count().await.unwrap(), 2);
+    g2.unlock().await.unwrap();
+    g1.unlock().await.unwrap();
+    assert!(!a.is_locked().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_waiters_leave_no_queue_entries_or_holds() {
+    let srv = server();
+    let proxy = FaultProxy::start(srv.addr()).await.unwrap();
+    let c = client(&proxy.url(), Duration::from_secs(5)).await;
+    proxy.set_reply_delay(Duration::from_millis(2));
+    let holder = FairLock::new(&c, "cancel");
+    let waiter = FairLock::new(&c, "cancel");
+    // Free lock, then a held one (cancelled waiters are queued).
+    for held in [false, true] {
+        let g = if held {
+            Some(holder.lock().await.unwrap())
+        } else {
+            None
+        };
+        let mut micros = 0;
+        while micros <= 6000 {
+            if let Ok(g) = tokio::time::timeout(Duration::from_micros(micros), waiter.lock()).await
+            {
+                g.unwrap().unlock().await.unwrap();
+            }
+            micros += 250;
+        }
+        assert!(c.releases_settled(HANG).await);
+        assert_eq!(
+            queue_len(&srv, &holder).await,
+            0,
+            "queue entries left behind"
+        );
+        if let Some(g) = g {
+            assert_eq!(holder.hold_count().await.unwrap(), 1);
+            g.unlock().await.unwrap();
+        }
+        assert!(!holder.is_locked().await.unwrap(), "a hold was left behind");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_counts_exactly() {
+    let srv = server();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let c = client(&srv.url(), Duration::from_secs(5)).await;
+        let mut raw = srv.conn().await;
+        tasks.push(tokio::spawn(async move {
+            let lock = FairLock::new(&c, "count");
+            for _ in 0..200 {
+                let g = lock.lock().await.unwrap();
+                let v: Option<i64> = redis::cmd("GET")
+                    .arg("counter")
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap();
+                let _: () = redis::cmd("SET")
+                    .arg("counter")
+                    .arg(v.unwrap_or(0) + 1)
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap();
+                g.unlock().await.unwrap();
+            }
+        }));
+    }
+    within("8 x 200 rounds", futures::future::try_join_all(tasks))
+        .await
+        .unwrap();
+    let mut raw = srv.conn().await;
+    let v: i64 = redis::cmd("GET")
+        .arg("counter")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(v, 1600);
+}

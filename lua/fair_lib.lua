@@ -1,0 +1,126 @@
+-- fair_lib.lua — functions shared by the fair lock's scripts.
+--
+-- Not a script of its own: the script loader prepends this file to
+-- fair_acquire.lua, fair_release.lua, fair_force_unlock.lua and
+-- fair_heartbeat.lua, so the queue rules live in one place.
+--
+-- Keys of one fair lock (all under the hash tag {name}), as a table K:
+--   K.hold   <ns>:{name}:fair          hold hash: o owner, t token, n count,
+--                                      a:<attempt> per hold, c = attempt
+--                                      holding an unclaimed hand-off
+--   K.fence  <ns>:{name}:fair:fence    fencing counter (string, TTL 1 h)
+--   K.q      <ns>:{name}:fair:q        queue ZSET: attempt -> enqueue seq
+--   K.qo     <ns>:{name}:fair:qo       hash: attempt -> owner id
+--   K.alive  <ns>:{name}:fair:alive    ZSET: client uuid -> liveness deadline
+--                                      (server clock, ms)
+--   K.seq    <ns>:{name}:fair:seq      enqueue counter (server order)
+-- Channel of a client's waiters: <hold>:ch:<client uuid>, message t:<attempt>.
+--
+-- Every function is O(log n) in the queue length, except fair_live_head,
+-- which removes up to 64 dead heads (O(log n) each) per call.
+
+local function fair_keys(base)
+  return {
+    hold = KEYS[base + 1], fence = KEYS[base + 2], q = KEYS[base + 3],
+    qo = KEYS[base + 4], alive = KEYS[base + 5], seq = KEYS[base + 6],
+  }
+end
+
+-- Server time as milliseconds and microseconds.
+local function fair_now()
+  local t = redis.call('TIME')
+  local s, us = tonumber(t[1]), tonumber(t[2])
+  return s * 1000 + math.floor(us / 1000), s * 1000000 + us
+end
+
+-- Next fencing token: max(counter + 1, server time in µs), stored with a TTL.
+local function fair_token(K, now_us)
+  local last = tonumber(redis.call('GET', K.fence) or '0') or 0
+  local token = math.max(last + 1, now_us)
+  local s = string.format('%.0f', token)
+  redis.call('SET', K.fence, s, 'PX', 3600000)
+  return token, s
+end
+
+local function fair_client(owner)
+  return string.match(owner, '^([^:]+)')
+end
+
+-- The first live waiter: drops heads whose client's liveness record is
+-- missing or past its deadline. Returns attempt, owner; or nil; or
+-- nil, nil, true when more dead heads remain than one call may remove.
+local function fair_live_head(K, now_ms)
+  for _ = 1, 64 do
+    local head = redis.call('ZRANGE', K.q, 0, 0)[1]
+    if not head then
+      return nil
+    end
+    local owner = redis.call('HGET', K.qo, head)
+    local alive = owner and redis.call('ZSCORE', K.alive, fair_client(owner))
+    if alive and tonumber(alive) >= now_ms then
+      return head, owner
+    end
+    redis.call('ZREM', K.q, head)
+    redis.call('HDEL', K.qo, head)
+  end
+  return nil, nil, true
+end
+
+-- Hand the free lock to a waiter: it holds it under a claim lease of
+-- waiter_timeout until it picks it up (fair_acquire sets its real lease), so
+-- a dead head blocks the queue for at most waiter_timeout. Only that waiter's
+-- client is told, and only that waiter wakes.
+local function fair_handoff(K, head, owner, now_us, wt_ms)
+  redis.call('ZREM', K.q, head)
+  redis.call('HDEL', K.qo, head)
+  local _, stoken = fair_token(K, now_us)
+  redis.call('DEL', K.hold)
+  redis.call('HSET', K.hold, 'o', owner, 't', stoken, 'n', 1, 'a:' .. head, 1, 'c', head)
+  redis.call('PEXPIRE', K.hold, wt_ms)
+  redis.call('PUBLISH', K.hold .. ':ch:' .. fair_client(owner), 't:' .. head)
+end
+
+-- Tell the waiter now first in line that the lock has a new holder, so it
+-- re-reads the holder's real lease (it may be sleeping on a claim lease of
+-- waiter_timeout, or on the previous holder's lease). One waiter, one message.
+local function fair_wake_next(K)
+  local head = redis.call('ZRANGE', K.q, 0, 0)[1]
+  if head then
+    local owner = redis.call('HGET', K.qo, head)
+    if owner then
+      redis.call('PUBLISH', K.hold .. ':ch:' .. fair_client(owner), 't:' .. head)
+    end
+  end
+end
+
+-- Hand off to the live head if the lock is free and someone waits.
+local function fair_pass_on(K, now_ms, now_us, wt_ms)
+  local head, owner = fair_live_head(K, now_ms)
+  if head then
+    fair_handoff(K, head, owner, now_us, wt_ms)
+  end
+end
+
+-- Queue keys live while waiters keep them alive, then expire.
+local function fair_touch(K, ttl_ms)
+  redis.call('PEXPIRE', K.q, ttl_ms)
+  redis.call('PEXPIRE', K.qo, ttl_ms)
+  redis.call('PEXPIRE', K.alive, ttl_ms)
+  redis.call('PEXPIRE', K.seq, ttl_ms)
+end
+
+local function fair_check_types(K)
+  local h = redis.call('TYPE', K.hold).ok
+  if h ~= 'none' and h ~= 'hash' then
+    return redis.error_reply('WRONGTYPE ' .. K.hold)
+  end
+  local q = redis.call('TYPE', K.q).ok
+  if q ~= 'none' and q ~= 'zset' then
+    return redis.error_reply('WRONGTYPE ' .. K.q)
+  end
+  local f = redis.call('TYPE', K.fence).ok
+  if f ~= 'none' and f ~= 'string' then
+    return redis.error_reply('WRONGTYPE ' .. K.fence)
+  end
+  return nil
+end

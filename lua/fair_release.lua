@@ -1,0 +1,37 @@
+-- fair_release.lua — leave the queue or release one hold, by attempt id.
+-- (fair_lib.lua is prepended.)
+--
+-- Used by unlock, by the releaser (dropped guards, cancelled or Indeterminate
+-- acquires) and by a waiter that gives up. Idempotent: the attempt's queue
+-- entry or hold field is removed on the first run.
+--
+-- KEYS[1..6]  hold, fence, q, qo, alive, seq  (see fair_lib.lua)
+-- ARGV[1]  attempt id
+-- ARGV[2]  waiter timeout in ms (claim lease of the next holder)
+--
+-- Reply:
+--   0  nothing to release (expired, taken over, or already released)
+--   1  left the queue, or an inner hold released (still held)
+--   2  the last hold released; the lock went to the next live waiter, if any
+local K = fair_keys(0)
+local attempt, wt = ARGV[1], tonumber(ARGV[2])
+
+if redis.call('ZREM', K.q, attempt) == 1 then
+  -- A waiter that gave up leaves at once; nobody is woken.
+  redis.call('HDEL', K.qo, attempt)
+  return 1
+end
+if redis.call('TYPE', K.hold).ok ~= 'hash' then
+  return 0
+end
+if redis.call('HDEL', K.hold, 'a:' .. attempt) == 0 then
+  return 0
+end
+if redis.call('HINCRBY', K.hold, 'n', -1) > 0 then
+  return 1
+end
+-- Last hold (also an unclaimed hand-off whose waiter gave up): pass it on.
+redis.call('DEL', K.hold)
+local now_ms, now_us = fair_now()
+fair_pass_on(K, now_ms, now_us, wt)
+return 2
