@@ -98,21 +98,8 @@ async fn killed_subscriber_connection_does_not_strand_waiters() {
         }));
     }
     // Wait until the waiters' client is subscribed, then kill its subscriber connection.
+    srv.wait_for_channels(1).await;
     let mut raw = srv.conn().await;
-    within("subscription", async {
-        loop {
-            let n: Vec<redis::Value> = redis::cmd("PUBSUB")
-                .arg("CHANNELS")
-                .query_async(&mut raw)
-                .await
-                .unwrap();
-            if !n.is_empty() {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-    })
-    .await;
     let killed: i64 = redis::cmd("CLIENT")
         .arg("KILL")
         .arg("TYPE")
@@ -122,20 +109,7 @@ async fn killed_subscriber_connection_does_not_strand_waiters() {
         .unwrap();
     assert!(killed >= 1, "no pubsub client was killed");
     // Wait until the channel is back on the server (re-subscribed by core).
-    within("re-subscription", async {
-        loop {
-            let n: Vec<redis::Value> = redis::cmd("PUBSUB")
-                .arg("CHANNELS")
-                .query_async(&mut raw)
-                .await
-                .unwrap();
-            if !n.is_empty() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await;
+    srv.wait_for_channels(1).await;
     let unlocked = Instant::now();
     g.unlock().await.unwrap();
     let mut first = None;

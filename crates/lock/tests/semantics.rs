@@ -301,45 +301,6 @@ async fn bad_input_is_refused_and_writes_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mutual_exclusion_counts_exactly() {
-    let srv = server();
-    let mut tasks = Vec::new();
-    for _ in 0..8 {
-        let c = client(&srv.url()).await;
-        let raw = srv.conn().await;
-        tasks.push(tokio::spawn(async move {
-            let mut raw = raw;
-            let lock = Lock::new(&c, "count");
-            for _ in 0..200 {
-                let g = lock.lock().await.unwrap();
-                let v: Option<i64> = redis::cmd("GET")
-                    .arg("counter")
-                    .query_async(&mut raw)
-                    .await
-                    .unwrap();
-                let _: () = redis::cmd("SET")
-                    .arg("counter")
-                    .arg(v.unwrap_or(0) + 1)
-                    .query_async(&mut raw)
-                    .await
-                    .unwrap();
-                g.unlock().await.unwrap();
-            }
-        }));
-    }
-    within("8 x 200 rounds", futures::future::try_join_all(tasks))
-        .await
-        .unwrap();
-    let mut raw = srv.conn().await;
-    let v: i64 = redis::cmd("GET")
-        .arg("counter")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    assert_eq!(v, 1600);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_helper_unlocks_and_dropped_guards_are_released() {
     let srv = server();
     let c = client(&srv.url()).await;

@@ -339,6 +339,29 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("deadbolt-testkit: CONFIG RESETSTAT failed: {e}"));
     }
 
+    /// Wait until the server has at least `n` Pub/Sub channels with
+    /// subscribers (`PUBSUB CHANNELS`). The server offers no event for this,
+    /// so it looks every 2 ms; panics after 20 s.
+    pub async fn wait_for_channels(&self, n: usize) {
+        let mut conn = self.conn().await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let channels: Vec<String> = redis::cmd("PUBSUB")
+                .arg("CHANNELS")
+                .query_async(&mut conn)
+                .await
+                .unwrap_or_else(|e| panic!("deadbolt-testkit: PUBSUB CHANNELS failed: {e}"));
+            if channels.len() >= n {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "deadbolt-testkit: {n} channel(s) never appeared (have {channels:?})"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    }
+
     fn log_path(&self) -> PathBuf {
         self.dir.0.join("redis.log")
     }
