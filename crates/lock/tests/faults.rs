@@ -217,3 +217,33 @@ async fn paused_server_makes_waiting_lock_ride_it_out() {
     assert!(c.releases_settled(HANG).await);
     assert!(!lock.is_locked().await.unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_renewals_mark_the_hold_lost_when_validity_runs_out() {
+    let srv = server();
+    let proxy = proxied(&srv).await;
+    let c = Client::builder(&proxy.url())
+        .watchdog_timeout(Duration::from_millis(600))
+        .command_timeout(Duration::from_millis(200))
+        .build()
+        .await
+        .unwrap();
+    let lock = Lock::new(&c, "silent");
+    let g = lock.lock().await.unwrap();
+    let lost = g.lost();
+    let cut = Instant::now();
+    proxy.set_blackhole(true);
+    assert_eq!(
+        within("lost()", lost).await,
+        deadbolt_core::LeaseState::Lost
+    );
+    let after = cut.elapsed();
+    assert!(
+        after <= Duration::from_millis(1200),
+        "lost() fired {after:?} after the cut"
+    );
+    assert_eq!(g.state(), deadbolt_core::LeaseState::Lost);
+    assert_eq!(g.valid_for(), Duration::ZERO);
+    proxy.set_blackhole(false);
+    drop(g);
+}

@@ -233,6 +233,9 @@ impl FaultProxy {
     /// # Errors
     ///
     /// If no loopback port can be bound.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped call closes the listener it bound.
     pub async fn start(target: SocketAddr) -> std::io::Result<FaultProxy> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
         let addr = listener.local_addr()?;
@@ -358,6 +361,9 @@ impl FaultProxy {
     }
 
     /// Wait until exactly `n` client connections are proxied.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
     pub async fn wait_for_connections(&self, n: usize) {
         let mut rx = self.shared.count.subscribe();
         // The sender lives in `self.shared`, so the channel cannot close while we wait.

@@ -298,6 +298,9 @@ impl RedisServer {
     /// # Panics
     ///
     /// If the connection cannot be established.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped call leaves at most an unused connection behind.
     pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
         match self.client().get_multiplexed_async_connection().await {
             Ok(c) => c,
@@ -315,6 +318,9 @@ impl RedisServer {
     /// # Panics
     ///
     /// If the server cannot be reached.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: read-only.
     pub async fn commandstats(&self) -> HashMap<String, u64> {
         let mut conn = self.conn().await;
         let info: String = redis::cmd("INFO")
@@ -330,6 +336,9 @@ impl RedisServer {
     /// # Panics
     ///
     /// If the server cannot be reached.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the reset either ran or did not.
     pub async fn reset_stats(&self) {
         let mut conn = self.conn().await;
         let () = redis::cmd("CONFIG")
@@ -342,6 +351,9 @@ impl RedisServer {
     /// Wait until the server has at least `n` Pub/Sub channels with
     /// subscribers (`PUBSUB CHANNELS`). The server offers no event for this,
     /// so it looks every 2 ms; panics after 20 s.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: read-only.
     pub async fn wait_for_channels(&self, n: usize) {
         let mut conn = self.conn().await;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
