@@ -1,1 +1,33 @@
-fn main() {}
+//! The `deadbolt` command; everything but argument parsing lives in the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = deadbolt_cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("deadbolt: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = match runtime.block_on(deadbolt_cli::run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("deadbolt: {e:#}");
+            ExitCode::FAILURE
+        }
+    };
+    // Async background tasks (client reconnects to a stopped server) are
+    // dropped at once. The wait only matters for a blocking task still
+    // starting redis-server when Ctrl-C came: once it finishes, the server
+    // handle it returns is dropped, which kills the server instead of
+    // orphaning it. Its own readiness bound is about 10 s.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(15));
+    code
+}

@@ -1,0 +1,281 @@
+//! The flags of `deadbolt bench`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::{Args, ValueEnum};
+use serde::{Deserialize, Serialize};
+
+/// One scenario of `deadbolt bench`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, ValueEnum, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ScenarioKind {
+    /// `--tasks` tasks lock and unlock distinct names for `--duration`:
+    /// latency of acquire and of acquire+release, acquisitions/s.
+    Uncontended,
+    /// `--waiters` waiters over `--clients` clients on one name, holding it
+    /// `--hold`: acquisitions/s and fairness.
+    Contended,
+    /// One holder releases while one waiter (on another client) waits: the
+    /// release-to-next-holder latency, up to `--rounds` rounds or `--duration`.
+    Handoff,
+    /// `--idle-waiters` waiters blocked on a held lock for `--idle-time`:
+    /// Redis commands per waiter per second.
+    Idle,
+}
+
+impl ScenarioKind {
+    /// Every scenario, in the order they run.
+    pub const ALL: [ScenarioKind; 4] = [
+        ScenarioKind::Uncontended,
+        ScenarioKind::Contended,
+        ScenarioKind::Handoff,
+        ScenarioKind::Idle,
+    ];
+
+    /// The name used on the command line and in the JSON report.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScenarioKind::Uncontended => "uncontended",
+            ScenarioKind::Contended => "contended",
+            ScenarioKind::Handoff => "handoff",
+            ScenarioKind::Idle => "idle",
+        }
+    }
+}
+
+/// One lock implementation `deadbolt bench` measures.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, ValueEnum, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ContenderKind {
+    /// deadbolt's reentrant `Lock` (Pub/Sub waiting, watchdog lease).
+    Lock,
+    /// deadbolt's strict-FIFO `FairLock` (not written yet: unavailable).
+    Fair,
+    /// The textbook lock: `SET key token NX PX lease`, spin-polled every
+    /// `--poll-interval`, released by a Lua compare-and-delete.
+    RawPoll,
+    /// The rslock 0.10 crate with its default retries (3 tries, random 0–200 ms
+    /// apart, called again until it gets the lock). Needs the `peers` feature.
+    Rslock,
+}
+
+impl ContenderKind {
+    /// Every contender, in the order they run.
+    pub const ALL: [ContenderKind; 4] = [
+        ContenderKind::Lock,
+        ContenderKind::Fair,
+        ContenderKind::RawPoll,
+        ContenderKind::Rslock,
+    ];
+
+    /// The name used on the command line and in the JSON report.
+    pub fn name(self) -> &'static str {
+        match self {
+            ContenderKind::Lock => "lock",
+            ContenderKind::Fair => "fair",
+            ContenderKind::RawPoll => "raw-poll",
+            ContenderKind::Rslock => "rslock",
+        }
+    }
+}
+
+/// Parse a duration: `2` or `2s` (seconds), `1.5s`, `250ms`, `500us`, `1m`.
+///
+/// # Examples
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(deadbolt_cli::parse_duration("250ms"), Ok(Duration::from_millis(250)));
+/// assert_eq!(deadbolt_cli::parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+/// assert!(deadbolt_cli::parse_duration("soon").is_err());
+/// ```
+///
+/// # Errors
+/// A message for anything else (negative, not a number, unknown unit).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (try 2s, 500ms)"))?;
+    let secs = match unit.trim() {
+        "" | "s" => value,
+        "ms" => value / 1e3,
+        "us" | "µs" => value / 1e6,
+        "m" | "min" => value * 60.0,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {s:?} (use s, ms, us, m)"
+            ))
+        }
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
+}
+
+/// The flags of `deadbolt bench`.
+///
+/// Every size has a default that keeps a full run under a minute on two
+/// cores. Durations take units: `2s`, `250ms`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Redis to run against. Without it a throwaway redis-server (no
+    /// persistence) is started on a free loopback port and stopped at the end.
+    /// Against a shared server, other clients' traffic shows up in the command
+    /// counts.
+    #[arg(long, value_name = "URL")]
+    pub redis: Option<String>,
+
+    /// Scenarios to run (repeat or comma-separate). Default: all.
+    #[arg(
+        long = "scenario",
+        value_enum,
+        value_delimiter = ',',
+        value_name = "SCENARIO"
+    )]
+    pub scenarios: Vec<ScenarioKind>,
+
+    /// Contenders to measure (repeat or comma-separate). Default: all that are
+    /// available in this build.
+    #[arg(
+        long = "contender",
+        value_enum,
+        value_delimiter = ',',
+        value_name = "CONTENDER"
+    )]
+    pub contenders: Vec<ContenderKind>,
+
+    /// How long each contender runs the uncontended and contended scenarios,
+    /// and the time bound of its hand-off rounds.
+    #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
+    pub duration: Duration,
+
+    /// Uncontended: number of tasks, each on its own name, sharing one client.
+    #[arg(long, default_value_t = 4, value_name = "T")]
+    pub tasks: u32,
+
+    /// Contended: number of waiters on the one name.
+    #[arg(long, default_value_t = 8, value_name = "W")]
+    pub waiters: u32,
+
+    /// Contended and idle: number of separate clients (connections) the
+    /// waiters are spread over.
+    #[arg(long, default_value_t = 4, value_name = "C")]
+    pub clients: u32,
+
+    /// Contended: how long each acquisition holds the lock.
+    #[arg(long, default_value = "0ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub hold: Duration,
+
+    /// Hand-off: number of rounds (bounded by --duration too).
+    #[arg(long, default_value_t = 200, value_name = "N")]
+    pub rounds: u32,
+
+    /// Idle: number of waiters blocked on a held lock.
+    #[arg(long, default_value_t = 4, value_name = "W")]
+    pub idle_waiters: u32,
+
+    /// Idle: how long the waiters' commands are counted.
+    #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
+    pub idle_time: Duration,
+
+    /// raw-poll: sleep between two tries.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub poll_interval: Duration,
+
+    /// Lease of every hold: rslock's and raw-poll's TTL, deadbolt's watchdog
+    /// timeout.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub lease: Duration,
+
+    /// Write every figure as JSON to FILE (schema: the `Report` type).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Draw throughput against number of waiters per contender as SVG to
+    /// FILE; runs the contended scenario at each of --plot-waiters.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+
+    /// Waiter counts of the throughput sweep drawn by --plot.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2,4,8,16",
+        value_name = "W,.."
+    )]
+    pub plot_waiters: Vec<u32>,
+
+    /// Pin redis-server to CPU 0 and the bench to CPU 1 (with taskset; skipped
+    /// when taskset is missing or there are fewer than 2 CPUs).
+    #[arg(long)]
+    pub pin: bool,
+
+    /// No progress bars and no notes on stderr (the table is still printed).
+    #[arg(long, short)]
+    pub quiet: bool,
+
+    /// Key prefix of the bench's locks.
+    #[arg(long, default_value = "deadbolt-bench", value_name = "NS")]
+    pub namespace: String,
+}
+
+impl BenchArgs {
+    /// The scenarios to run, in their fixed order, without duplicates.
+    pub fn selected_scenarios(&self) -> Vec<ScenarioKind> {
+        ScenarioKind::ALL
+            .into_iter()
+            .filter(|s| self.scenarios.is_empty() || self.scenarios.contains(s))
+            .collect()
+    }
+
+    /// Check the sizes before anything is started.
+    pub(crate) fn validate(&self) -> anyhow::Result<()> {
+        let positive = [
+            ("--tasks", self.tasks),
+            ("--waiters", self.waiters),
+            ("--clients", self.clients),
+            ("--rounds", self.rounds),
+            ("--idle-waiters", self.idle_waiters),
+        ];
+        for (flag, v) in positive {
+            if v == 0 {
+                bail!("{flag} must be at least 1");
+            }
+        }
+        if self.duration.is_zero() {
+            bail!("--duration must not be zero");
+        }
+        if self.idle_time.is_zero() {
+            bail!("--idle-time must not be zero");
+        }
+        if self.poll_interval < Duration::from_millis(1) {
+            bail!("--poll-interval must be at least 1ms");
+        }
+        if self.lease < Duration::from_millis(100) {
+            bail!("--lease must be at least 100ms");
+        }
+        if self.plot.is_some() && (self.plot_waiters.is_empty() || self.plot_waiters.contains(&0)) {
+            bail!("--plot-waiters must list waiter counts of at least 1");
+        }
+        let idle = self.selected_scenarios().contains(&ScenarioKind::Idle);
+        if idle && self.lease < self.idle_time + Duration::from_secs(1) {
+            bail!(
+                "--lease ({:?}) must outlast --idle-time ({:?}) by a second: the idle scenario's \
+                 holder keeps the lock that long",
+                self.lease,
+                self.idle_time
+            );
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,485 @@
+//! The lock implementations the bench compares, behind one small interface.
+//!
+//! A [`Contender`] connects [`ContenderClient`]s (one per simulated process:
+//! its own connections); a client makes a [`LockHandle`] per lock name (one
+//! owner); a handle's `acquire` waits until it holds the lock and returns a
+//! [`Held`] whose `release` gives it back. Futures are boxed so the scenarios
+//! can run any contender through `dyn`.
+//!
+//! # Adding deadbolt's FairLock (about 15 lines)
+//!
+//! 1. In `crates/cli/Cargo.toml`: `deadbolt-fair.workspace = true`.
+//! 2. Below, next to `deadbolt_primitive!(deadbolt_lock::Lock, …)`:
+//!    `deadbolt_primitive!(deadbolt_fair::FairLock, deadbolt_fair::FairLockGuard);`
+//!    (a handle type with `lock(&self) -> Result<Guard>` and a guard with
+//!    `unlock(self) -> Result<()>`).
+//! 3. In [`make`], replace the `ContenderKind::Fair` arm (marked
+//!    `FAIRLOCK GOES HERE`) with
+//!    `Ok(Box::new(Deadbolt::new(kind, opts, |c, n| Arc::new(deadbolt_fair::FairLock::new(c, n)))))`.
+//!
+//! Everything else (scenarios, command counting, report, table, plot) takes
+//! the new contender as it is.
+
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use futures::future::BoxFuture;
+use redis::aio::MultiplexedConnection;
+
+use super::args::ContenderKind;
+
+/// What every contender needs to know, taken from the bench's flags.
+#[derive(Debug, Clone)]
+pub(crate) struct ContenderOptions {
+    /// Key prefix.
+    pub(crate) namespace: String,
+    /// Lease of every hold (TTL, or deadbolt's watchdog timeout).
+    pub(crate) lease: Duration,
+    /// raw-poll's sleep between tries.
+    pub(crate) poll_interval: Duration,
+}
+
+/// One lock implementation under test.
+pub(crate) trait Contender: Send + Sync {
+    /// Which one it is.
+    fn kind(&self) -> ContenderKind;
+
+    /// The `INFO commandstats` names of the commands this contender's clients
+    /// send themselves. Commands run inside its Lua scripts are counted by
+    /// Redis too, under their own names; leaving them out of this list keeps
+    /// them out of the round-trip counts.
+    fn client_commands(&self) -> &'static [&'static str];
+
+    /// The sleep between tries of a polling contender; `None` for one that
+    /// waits for an event. The hand-off scenario randomises the holder's hold
+    /// over one period so the release falls at a random phase of the poll.
+    fn poll_period(&self) -> Option<Duration>;
+
+    /// Open one client (its own connections).
+    fn connect<'a>(
+        &'a self,
+        url: &'a str,
+    ) -> BoxFuture<'a, anyhow::Result<Box<dyn ContenderClient>>>;
+}
+
+/// One simulated process: the connections its handles share.
+pub(crate) trait ContenderClient: Send + Sync {
+    /// A new owner of the lock `name`.
+    fn handle(&self, name: &str) -> Arc<dyn LockHandle>;
+
+    /// Close the client's connections and background tasks.
+    fn shutdown(&self) -> BoxFuture<'_, ()>;
+}
+
+/// One owner of one lock name.
+pub(crate) trait LockHandle: Send + Sync {
+    /// Wait until this handle holds the lock.
+    fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>>;
+}
+
+/// One hold, released by [`Held::release`].
+pub(crate) trait Held: Send {
+    /// Give the lock back and wait for the answer.
+    fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>>;
+}
+
+/// Build the contender of `kind`, or say why this build does not have it.
+pub(crate) fn make(
+    kind: ContenderKind,
+    opts: &ContenderOptions,
+) -> Result<Box<dyn Contender>, String> {
+    match kind {
+        ContenderKind::Lock => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
+            Arc::new(deadbolt_lock::Lock::new(c, n))
+        }))),
+        ContenderKind::Fair => {
+            // FAIRLOCK GOES HERE (see the module docs):
+            // Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
+            //     Arc::new(deadbolt_fair::FairLock::new(c, n))
+            // })))
+            Err("deadbolt's FairLock is not written yet".into())
+        }
+        ContenderKind::RawPoll => Ok(Box::new(RawPoll {
+            namespace: opts.namespace.clone(),
+            lease_ms: lease_millis(opts.lease),
+            interval: opts.poll_interval,
+        })),
+        ContenderKind::Rslock => rslock_contender(opts),
+    }
+}
+
+fn lease_millis(lease: Duration) -> u64 {
+    u64::try_from(lease.as_millis()).unwrap_or(u64::MAX)
+}
+
+// ---------------------------------------------------------------------------
+// deadbolt's primitives
+// ---------------------------------------------------------------------------
+
+/// Commands a deadbolt client sends itself: scripts (EVALSHA, and EVAL/SCRIPT
+/// LOAD after a NOSCRIPT) and Pub/Sub (un)subscriptions. PING is listed so
+/// that a health check, if one were added, would show; the bench's own PINGs
+/// are subtracted. PUBLISH, DEL, SET… run inside deadbolt's scripts only.
+const DEADBOLT_COMMANDS: &[&str] = &[
+    "evalsha",
+    "eval",
+    "script|load",
+    "subscribe",
+    "unsubscribe",
+    "ping",
+];
+
+type MakeHandle = fn(&deadbolt_core::Client, &str) -> Arc<dyn LockHandle>;
+
+/// A deadbolt primitive: one `deadbolt_core::Client` per contender client.
+struct Deadbolt {
+    kind: ContenderKind,
+    namespace: String,
+    lease: Duration,
+    make: MakeHandle,
+}
+
+impl Deadbolt {
+    fn new(kind: ContenderKind, opts: &ContenderOptions, make: MakeHandle) -> Deadbolt {
+        Deadbolt {
+            kind,
+            namespace: opts.namespace.clone(),
+            lease: opts.lease,
+            make,
+        }
+    }
+}
+
+impl Contender for Deadbolt {
+    fn kind(&self) -> ContenderKind {
+        self.kind
+    }
+
+    fn client_commands(&self) -> &'static [&'static str] {
+        DEADBOLT_COMMANDS
+    }
+
+    fn poll_period(&self) -> Option<Duration> {
+        None
+    }
+
+    fn connect<'a>(
+        &'a self,
+        url: &'a str,
+    ) -> BoxFuture<'a, anyhow::Result<Box<dyn ContenderClient>>> {
+        Box::pin(async move {
+            let client = deadbolt_core::Client::builder(url)
+                .namespace(&self.namespace)
+                .watchdog_timeout(self.lease)
+                .build()
+                .await
+                .context("connecting a deadbolt client")?;
+            Ok(Box::new(DeadboltClient {
+                client,
+                make: self.make,
+            }) as Box<dyn ContenderClient>)
+        })
+    }
+}
+
+struct DeadboltClient {
+    client: deadbolt_core::Client,
+    make: MakeHandle,
+}
+
+impl ContenderClient for DeadboltClient {
+    fn handle(&self, name: &str) -> Arc<dyn LockHandle> {
+        (self.make)(&self.client, name)
+    }
+
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.client.shutdown())
+    }
+}
+
+/// Implements [`LockHandle`] and [`Held`] for a deadbolt handle type whose
+/// `lock(&self)` waits (watchdog lease) and whose guard has `unlock(self)`.
+macro_rules! deadbolt_primitive {
+    ($handle:ty, $guard:ty) => {
+        impl LockHandle for $handle {
+            fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
+                Box::pin(async move { Ok(Box::new(self.lock().await?) as Box<dyn Held>) })
+            }
+        }
+
+        impl Held for $guard {
+            fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
+                Box::pin(async move { Ok((*self).unlock().await?) })
+            }
+        }
+    };
+}
+
+deadbolt_primitive!(deadbolt_lock::Lock, deadbolt_lock::LockGuard);
+
+// ---------------------------------------------------------------------------
+// raw-poll: the textbook SET NX PX lock
+// ---------------------------------------------------------------------------
+
+/// Commands raw-poll and rslock send themselves. GET and DEL run inside their
+/// compare-and-delete scripts and are left out.
+const SET_NX_COMMANDS: &[&str] = &["set", "evalsha", "eval", "script|load"];
+
+/// Delete the key only if it still holds our token.
+static COMPARE_AND_DELETE: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0",
+    )
+});
+
+struct RawPoll {
+    namespace: String,
+    lease_ms: u64,
+    interval: Duration,
+}
+
+impl Contender for RawPoll {
+    fn kind(&self) -> ContenderKind {
+        ContenderKind::RawPoll
+    }
+
+    fn client_commands(&self) -> &'static [&'static str] {
+        SET_NX_COMMANDS
+    }
+
+    fn poll_period(&self) -> Option<Duration> {
+        Some(self.interval)
+    }
+
+    fn connect<'a>(
+        &'a self,
+        url: &'a str,
+    ) -> BoxFuture<'a, anyhow::Result<Box<dyn ContenderClient>>> {
+        Box::pin(async move {
+            let conn = redis::Client::open(url)?
+                .get_multiplexed_async_connection()
+                .await
+                .context("connecting a raw-poll client")?;
+            Ok(Box::new(RawClient {
+                conn,
+                namespace: self.namespace.clone(),
+                lease_ms: self.lease_ms,
+                interval: self.interval,
+            }) as Box<dyn ContenderClient>)
+        })
+    }
+}
+
+struct RawClient {
+    conn: MultiplexedConnection,
+    namespace: String,
+    lease_ms: u64,
+    interval: Duration,
+}
+
+impl ContenderClient for RawClient {
+    fn handle(&self, name: &str) -> Arc<dyn LockHandle> {
+        Arc::new(RawHandle {
+            conn: self.conn.clone(),
+            key: format!("{}:raw:{name}", self.namespace),
+            lease_ms: self.lease_ms,
+            interval: self.interval,
+        })
+    }
+
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+struct RawHandle {
+    conn: MultiplexedConnection,
+    key: String,
+    lease_ms: u64,
+    interval: Duration,
+}
+
+impl LockHandle for RawHandle {
+    fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
+        Box::pin(async move {
+            let token = format!("{:032x}", rand::random::<u128>());
+            let mut conn = self.conn.clone();
+            loop {
+                let set: Option<String> = redis::cmd("SET")
+                    .arg(&self.key)
+                    .arg(&token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(self.lease_ms)
+                    .query_async(&mut conn)
+                    .await?;
+                if set.is_some() {
+                    return Ok(Box::new(RawHeld {
+                        conn,
+                        key: self.key.clone(),
+                        token,
+                    }) as Box<dyn Held>);
+                }
+                tokio::time::sleep(self.interval).await;
+            }
+        })
+    }
+}
+
+struct RawHeld {
+    conn: MultiplexedConnection,
+    key: String,
+    token: String,
+}
+
+impl Held for RawHeld {
+    fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
+        Box::pin(async move {
+            let mut conn = self.conn;
+            let deleted: i64 = COMPARE_AND_DELETE
+                .key(&self.key)
+                .arg(&self.token)
+                .invoke_async(&mut conn)
+                .await?;
+            if deleted != 1 {
+                bail!("raw-poll release: {} was no longer ours", self.key);
+            }
+            Ok(())
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// rslock 0.10
+// ---------------------------------------------------------------------------
+
+#[cfg(feature = "peers")]
+fn rslock_contender(opts: &ContenderOptions) -> Result<Box<dyn Contender>, String> {
+    Ok(Box::new(peers::Rslock {
+        namespace: opts.namespace.clone(),
+        lease: opts.lease,
+    }))
+}
+
+#[cfg(not(feature = "peers"))]
+fn rslock_contender(_opts: &ContenderOptions) -> Result<Box<dyn Contender>, String> {
+    Err("built without the `peers` feature".into())
+}
+
+#[cfg(feature = "peers")]
+mod peers {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use futures::future::BoxFuture;
+
+    use super::{Contender, ContenderClient, ContenderKind, Held, LockHandle, SET_NX_COMMANDS};
+
+    /// rslock with one server, so one `SET NX PX` per try; its default retry
+    /// policy (3 tries 0–200 ms apart, then `Unavailable`), called again until
+    /// it gets the lock, as its own `acquire` does.
+    pub(super) struct Rslock {
+        pub(super) namespace: String,
+        pub(super) lease: Duration,
+    }
+
+    /// rslock's mean sleep between tries (uniform 0–200 ms).
+    const RETRY_MEAN: Duration = Duration::from_millis(100);
+
+    impl Contender for Rslock {
+        fn kind(&self) -> ContenderKind {
+            ContenderKind::Rslock
+        }
+
+        fn client_commands(&self) -> &'static [&'static str] {
+            SET_NX_COMMANDS
+        }
+
+        fn poll_period(&self) -> Option<Duration> {
+            Some(RETRY_MEAN)
+        }
+
+        fn connect<'a>(
+            &'a self,
+            url: &'a str,
+        ) -> BoxFuture<'a, anyhow::Result<Box<dyn ContenderClient>>> {
+            Box::pin(async move {
+                // LockManager::new panics on a bad URL: check it first.
+                let client = redis::Client::open(url)?;
+                let manager = rslock::LockManager::from_clients(vec![client]);
+                // rslock connects lazily; connect now so the first acquire is
+                // not timed with the connection set-up.
+                manager
+                    .query_redis_for_key_value(b"deadbolt-bench:warm-up")
+                    .await
+                    .map_err(|e| anyhow::anyhow!("connecting an rslock client: {e}"))?;
+                Ok(Box::new(RslockClient {
+                    manager,
+                    namespace: self.namespace.clone(),
+                    lease: self.lease,
+                }) as Box<dyn ContenderClient>)
+            })
+        }
+    }
+
+    struct RslockClient {
+        manager: rslock::LockManager,
+        namespace: String,
+        lease: Duration,
+    }
+
+    impl ContenderClient for RslockClient {
+        fn handle(&self, name: &str) -> Arc<dyn LockHandle> {
+            Arc::new(RslockHandle {
+                manager: self.manager.clone(),
+                resource: format!("{}:rslock:{name}", self.namespace).into_bytes(),
+                lease: self.lease,
+            })
+        }
+
+        fn shutdown(&self) -> BoxFuture<'_, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    struct RslockHandle {
+        manager: rslock::LockManager,
+        resource: Vec<u8>,
+        lease: Duration,
+    }
+
+    impl LockHandle for RslockHandle {
+        fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
+            Box::pin(async move {
+                loop {
+                    match self
+                        .manager
+                        .lock(self.resource.as_slice(), self.lease)
+                        .await
+                    {
+                        Ok(lock) => return Ok(Box::new(RslockHeld(lock)) as Box<dyn Held>),
+                        // Its three tries all found the lock taken.
+                        Err(rslock::LockError::Unavailable) => {}
+                        Err(e) => return Err(anyhow::anyhow!("rslock: {e}")),
+                    }
+                }
+            })
+        }
+    }
+
+    struct RslockHeld(rslock::Lock);
+
+    impl Held for RslockHeld {
+        fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
+            // rslock's unlock is best effort and reports nothing.
+            Box::pin(async move {
+                self.0.release().await;
+                Ok(())
+            })
+        }
+    }
+}

@@ -1,0 +1,408 @@
+//! `deadbolt bench`: deadbolt's locks and the polling locks people use, side by
+//! side, measured in one run on one Redis.
+//!
+//! The run: start a throwaway redis-server unless `--redis` is given (and stop
+//! it at the end, on error and on Ctrl-C), then for each selected scenario run
+//! each contender in turn, one after another on the same server, then (with
+//! `--plot`) the contended scenario at several waiter counts.
+
+mod args;
+mod contender;
+mod plot;
+mod progress;
+mod report;
+mod scenario;
+mod stats;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{bail, Context as _};
+use deadbolt_testkit::{redis_server_path, RedisServer};
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::time::Instant;
+
+pub use args::{parse_duration, BenchArgs, ContenderKind, ScenarioKind};
+pub use report::{
+    Commands, Fairness, HostInfo, Latency, RedisInfo, Report, RunResult, Settings, Skipped,
+    SweepPoint, REPORT_SCHEMA,
+};
+
+use contender::{Contender, ContenderOptions};
+use progress::Progress;
+use scenario::Env;
+
+/// Run the bench described by `args` and return every figure.
+///
+/// Prints progress bars and notes on stderr (unless `--quiet`, or stdout is
+/// not a terminal for the bars) but not the table: see [`Report::table`].
+///
+/// # Errors
+/// Bad sizes or a contender that is not available in this build (before
+/// anything starts); redis-server not installed (the message says how to
+/// install it); an unreachable `--redis`; a run that failed (too many errors
+/// in a row, a hang). The embedded server is stopped in every case.
+///
+/// # Cancel safety
+/// Dropping the future drops the embedded server handle, which kills the
+/// server; contender clients end with it.
+pub async fn bench(args: &BenchArgs) -> anyhow::Result<Report> {
+    bench_with(args, |_| {}).await
+}
+
+/// [`bench`], calling `on_ready` with the Redis URL once the server answers
+/// (and before any scenario runs).
+///
+/// Ctrl-C or SIGTERM during the run stops it: the embedded server is stopped
+/// and the partial report comes back with `interrupted: true`.
+///
+/// # Errors
+/// As [`bench`].
+///
+/// # Cancel safety
+/// As [`bench`].
+pub async fn bench_with(
+    args: &BenchArgs,
+    on_ready: impl FnOnce(&str) + Send,
+) -> anyhow::Result<Report> {
+    args.validate()?;
+    let progress = Progress::new(args.quiet);
+    let (contenders, skipped) = resolve_contenders(args)?;
+    // Registered now, before the server exists: tokio's `ctrl_c()` only
+    // registers its handler when first polled, and a SIGINT before that would
+    // kill the process and orphan redis-server.
+    let mut interrupt = Interrupt::install()?;
+    let started = Instant::now();
+    let mut server: Option<RedisServer> = None;
+    let mut report: Option<Report> = None;
+    let outcome = tokio::select! {
+        r = run(args, progress, &contenders, skipped, &mut server, &mut report, on_ready) => r,
+        () = interrupt.recv() => {
+            progress.note("interrupted; stopping");
+            Err(Interrupted.into())
+        }
+    };
+    if let Some(mut s) = server.take() {
+        s.stop();
+        progress.note(&format!("stopped redis-server on 127.0.0.1:{}", s.port()));
+    }
+    match outcome {
+        Ok(()) => {}
+        Err(e) if e.is::<Interrupted>() => match &mut report {
+            Some(r) => r.interrupted = true,
+            None => return Err(e),
+        },
+        Err(e) => return Err(e),
+    }
+    let mut report = report.context("the bench ended without a report")?;
+    report.elapsed_s = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// The bench was stopped by a signal.
+#[derive(Debug)]
+struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// SIGINT (Ctrl-C) and SIGTERM.
+struct Interrupt {
+    int: Signal,
+    term: Signal,
+}
+
+impl Interrupt {
+    fn install() -> anyhow::Result<Interrupt> {
+        Ok(Interrupt {
+            int: signal(SignalKind::interrupt()).context("installing the Ctrl-C handler")?,
+            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+        })
+    }
+
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+        }
+    }
+}
+
+/// The contenders of a run, in run order.
+type Contenders = Vec<Box<dyn Contender>>;
+
+/// The contenders to run, and those left out with the reason. A contender
+/// asked for by name that this build lacks is an error.
+fn resolve_contenders(args: &BenchArgs) -> anyhow::Result<(Contenders, Vec<Skipped>)> {
+    let opts = ContenderOptions {
+        namespace: args.namespace.clone(),
+        lease: args.lease,
+        poll_interval: args.poll_interval,
+    };
+    let mut run = Vec::new();
+    let mut skipped = Vec::new();
+    for kind in ContenderKind::ALL {
+        let asked = args.contenders.contains(&kind);
+        if !args.contenders.is_empty() && !asked {
+            continue;
+        }
+        match contender::make(kind, &opts) {
+            Ok(c) => run.push(c),
+            Err(reason) if asked => {
+                bail!("contender {} is not available: {reason}", kind.name())
+            }
+            Err(reason) => skipped.push(Skipped {
+                contender: kind,
+                reason,
+            }),
+        }
+    }
+    Ok((run, skipped))
+}
+
+/// The URL with any password replaced by `***`.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme + 3 => {
+            format!("{}***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Start the embedded redis-server, or say how to install it.
+async fn start_server() -> anyhow::Result<RedisServer> {
+    if redis_server_path().is_none() {
+        bail!(
+            "redis-server is not installed (looked in PATH, /usr/bin, /usr/local/bin, /usr/sbin).\n\
+             Install it with `apt-get install -y redis-server`, or run against a Redis you \
+             already have with `deadbolt bench --redis redis://HOST:PORT/`."
+        );
+    }
+    tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .context("starting redis-server")?
+        .context("starting redis-server")
+}
+
+fn find_in_path(exe: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain(["/usr/bin", "/bin"].into_iter().map(PathBuf::from))
+        .map(|d| d.join(exe))
+        .find(|p| p.is_file())
+}
+
+/// `--pin`: redis-server on CPU 0, this process (every thread) on CPU 1.
+/// Returns whether it took effect.
+fn pin(server_pid: Option<u32>, cpus: u32, progress: Progress) -> bool {
+    let Some(taskset) = find_in_path("taskset") else {
+        progress.note("--pin skipped: taskset is not installed (apt-get install -y util-linux)");
+        return false;
+    };
+    if cpus < 2 {
+        progress.note("--pin skipped: fewer than 2 CPUs");
+        return false;
+    }
+    let set = |cpu: &str, pid: u32| {
+        Command::new(&taskset)
+            .args(["-a", "-cp", cpu, &pid.to_string()])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let server_ok = server_pid.is_none_or(|pid| set("0", pid));
+    let own_ok = set("1", std::process::id());
+    if server_ok && own_ok {
+        progress.note(if server_pid.is_some() {
+            "pinned redis-server to CPU 0 and the bench to CPU 1"
+        } else {
+            "pinned the bench to CPU 1 (the server is not ours to pin)"
+        });
+        true
+    } else {
+        progress.note("--pin skipped: taskset failed");
+        false
+    }
+}
+
+/// Best effort: delete this run's keys from a server that is not ours.
+async fn cleanup(conn: &mut redis::aio::MultiplexedConnection, namespace: &str, run_id: &str) {
+    let pattern = format!("{namespace}:*{run_id}*");
+    let mut cursor: u64 = 0;
+    loop {
+        let Ok((next, keys)): redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await
+        else {
+            return;
+        };
+        if !keys.is_empty() {
+            let _: redis::RedisResult<i64> = redis::cmd("DEL").arg(&keys).query_async(conn).await;
+        }
+        if next == 0 {
+            return;
+        }
+        cursor = next;
+    }
+}
+
+fn settings(args: &BenchArgs, contenders: &[Box<dyn Contender>]) -> Settings {
+    Settings {
+        scenarios: args.selected_scenarios(),
+        contenders: contenders.iter().map(|c| c.kind()).collect(),
+        duration_s: args.duration.as_secs_f64(),
+        tasks: args.tasks,
+        waiters: args.waiters,
+        clients: args.clients,
+        hold_ms: args.hold.as_secs_f64() * 1e3,
+        rounds: args.rounds,
+        idle_waiters: args.idle_waiters,
+        idle_s: args.idle_time.as_secs_f64(),
+        poll_interval_ms: args.poll_interval.as_secs_f64() * 1e3,
+        lease_ms: args.lease.as_secs_f64() * 1e3,
+        plot_waiters: if args.plot.is_some() {
+            args.plot_waiters.clone()
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// The body of [`bench_with`]: it leaves the server and the report it made in
+/// `server_slot` and `report_slot`, so they survive an interrupt.
+async fn run(
+    args: &BenchArgs,
+    progress: Progress,
+    contenders: &[Box<dyn Contender>],
+    skipped: Vec<Skipped>,
+    server_slot: &mut Option<RedisServer>,
+    report_slot: &mut Option<Report>,
+    on_ready: impl FnOnce(&str),
+) -> anyhow::Result<()> {
+    let url = match &args.redis {
+        Some(url) => url.clone(),
+        None => {
+            let server = start_server().await?;
+            let url = server.url();
+            *server_slot = Some(server);
+            url
+        }
+    };
+    let embedded = server_slot.is_some();
+    let mut stats_conn = redis::Client::open(url.as_str())
+        .with_context(|| format!("bad Redis URL {}", redact(&url)))?
+        .get_multiplexed_async_connection()
+        .await
+        .with_context(|| format!("connecting to {}", redact(&url)))?;
+    let version = stats::redis_version(&mut stats_conn).await?;
+    if embedded {
+        progress.note(&format!(
+            "started redis-server {version} on 127.0.0.1:{} (no persistence; stopped at the end)",
+            server_slot.as_ref().map_or(0, RedisServer::port)
+        ));
+    }
+    let cpus = std::thread::available_parallelism()
+        .ok()
+        .and_then(|n| u32::try_from(n.get()).ok())
+        .unwrap_or(1);
+    let pinned = args.pin
+        && pin(
+            server_slot.as_ref().and_then(RedisServer::pid),
+            cpus,
+            progress,
+        );
+    on_ready(&url);
+
+    let report = report_slot.insert(Report {
+        schema: REPORT_SCHEMA,
+        deadbolt_version: env!("CARGO_PKG_VERSION").to_string(),
+        elapsed_s: 0.0,
+        interrupted: false,
+        redis: RedisInfo {
+            version,
+            url: redact(&url),
+            embedded,
+        },
+        host: HostInfo { cpus, pinned },
+        settings: settings(args, contenders),
+        ping: None,
+        results: Vec::new(),
+        sweep: Vec::new(),
+        skipped,
+    });
+    let run_id = format!("run{:08x}", rand::random::<u32>());
+    let mut env = Env {
+        url,
+        args,
+        stats: stats_conn,
+        progress,
+        run_id,
+        all_pings: stats::histogram(),
+    };
+    let outcome = run_scenarios(&mut env, contenders, report).await;
+    report.ping = stats::summarize(&env.all_pings, None);
+    if !embedded {
+        cleanup(&mut env.stats, &args.namespace, &env.run_id).await;
+    }
+    outcome
+}
+
+async fn run_scenarios(
+    env: &mut Env<'_>,
+    contenders: &[Box<dyn Contender>],
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let args = env.args;
+    for scenario in args.selected_scenarios() {
+        for c in contenders {
+            let r = scenario::run(env, c.as_ref(), scenario)
+                .await
+                .with_context(|| format!("{} / {}", scenario.name(), c.kind().name()))?;
+            report.results.push(r);
+            report.ping = stats::summarize(&env.all_pings, None);
+        }
+    }
+    if args.plot.is_some() {
+        for c in contenders {
+            for &w in &args.plot_waiters {
+                let r = scenario::contended(env, c.as_ref(), w, args.clients.min(w))
+                    .await
+                    .with_context(|| format!("sweep at {w} waiters / {}", c.kind().name()))?;
+                report.sweep.push(SweepPoint {
+                    contender: r.contender,
+                    waiters: w,
+                    clients: r.clients,
+                    acquisitions_per_s: r.acquisitions_per_s.unwrap_or(0.0),
+                    jain_index: r.fairness.as_ref().map_or(1.0, |f| f.jain_index),
+                    min_max_ratio: r.fairness.as_ref().map_or(1.0, |f| f.min_max_ratio),
+                    errors: r.errors,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(redact("redis://u:secret@h:6379/"), "redis://***@h:6379/");
+        assert_eq!(redact("redis://127.0.0.1:6379/"), "redis://127.0.0.1:6379/");
+    }
+}

@@ -1,0 +1,125 @@
+//! `--plot FILE.svg`: throughput against number of waiters, one line per contender.
+//!
+//! plotters' SVG backend writes text as SVG `<text>` elements, and without the
+//! `ttf` feature it lays text out with a crude estimate instead of font files:
+//! no font library is needed, and the viewer picks the font.
+
+use std::path::Path;
+
+use anyhow::anyhow;
+use plotters::prelude::*;
+
+use super::args::ContenderKind;
+use super::report::Report;
+
+/// Colours by contender, fixed so plots of different runs compare.
+fn colour(kind: ContenderKind) -> RGBColor {
+    match kind {
+        ContenderKind::Lock => RGBColor(0x1f, 0x77, 0xb4),
+        ContenderKind::Fair => RGBColor(0x2c, 0xa0, 0x2c),
+        ContenderKind::RawPoll => RGBColor(0xd6, 0x27, 0x28),
+        ContenderKind::Rslock => RGBColor(0xff, 0x7f, 0x0e),
+    }
+}
+
+/// Series to draw: the sweep when there is one, else the contended results.
+fn series(report: &Report) -> Vec<(ContenderKind, Vec<(f64, f64)>)> {
+    let mut out: Vec<(ContenderKind, Vec<(f64, f64)>)> = Vec::new();
+    let mut add = |kind: ContenderKind, waiters: u32, rate: f64| {
+        let point = (f64::from(waiters), rate);
+        match out.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, points)) => points.push(point),
+            None => out.push((kind, vec![point])),
+        }
+    };
+    if report.sweep.is_empty() {
+        for r in &report.results {
+            if let Some(rate) = r.acquisitions_per_s {
+                if r.scenario == super::args::ScenarioKind::Contended {
+                    add(r.contender, r.workers, rate);
+                }
+            }
+        }
+    } else {
+        for p in &report.sweep {
+            add(p.contender, p.waiters, p.acquisitions_per_s);
+        }
+    }
+    for (_, points) in &mut out {
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    out
+}
+
+/// Draw the plot of `report` to `path`.
+///
+/// The x axis is log2 of the waiter count (1, 2, 4, 8, 16 evenly spaced);
+/// labels are drawn only at whole powers of two.
+pub(crate) fn draw(report: &Report, path: &Path) -> anyhow::Result<()> {
+    let series: Vec<(ContenderKind, Vec<(f64, f64)>)> = series(report)
+        .into_iter()
+        .map(|(k, points)| (k, points.into_iter().map(|(w, r)| (w.log2(), r)).collect()))
+        .collect();
+    let xs = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.0));
+    let x_max = xs.clone().fold(0.0_f64, f64::max).max(1.0);
+    let x_min = xs.fold(x_max, f64::min).min(x_max - 1.0).max(0.0);
+    let y_max = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|q| q.1))
+        .fold(0.0_f64, f64::max)
+        .max(1.0)
+        * 1.15;
+    let err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
+
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let caption = format!(
+        "deadbolt bench: contended throughput (Redis {}, {} CPUs{})",
+        report.redis.version,
+        report.host.cpus,
+        if report.host.pinned { ", pinned" } else { "" }
+    );
+    let mut chart = ChartBuilder::on(&root)
+        .caption(caption, ("sans-serif", 20))
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(72)
+        .build_cartesian_2d((x_min - 0.2)..(x_max + 0.2), 0.0..y_max)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("waiters on one name")
+        .y_desc("acquisitions / s")
+        .disable_x_mesh()
+        .x_labels(24)
+        .x_label_formatter(&|x| {
+            if (x - x.round()).abs() < 1e-6 {
+                format!("{}", x.round().exp2())
+            } else {
+                String::new()
+            }
+        })
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (kind, points) in &series {
+        let c = colour(*kind);
+        chart
+            .draw_series(LineSeries::new(points.iter().copied(), c.stroke_width(2)))
+            .map_err(|e| err(&e))?
+            .label(kind.name())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+        chart
+            .draw_series(points.iter().map(|&p| Circle::new(p, 4, c.filled())))
+            .map_err(|e| err(&e))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}

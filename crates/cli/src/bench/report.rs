@@ -1,0 +1,703 @@
+//! Every figure of one bench run: the JSON report and the printed table.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+use super::args::{ContenderKind, ScenarioKind};
+
+/// Version of the JSON layout of [`Report`]. It changes only when a field is
+/// renamed, removed or changes meaning; new fields may be added within a version.
+pub const REPORT_SCHEMA: u32 = 1;
+
+/// Everything one `deadbolt bench` run measured; `--json FILE` writes it.
+///
+/// # Schema (version [`REPORT_SCHEMA`] = 1)
+///
+/// Field names are stable. Every field is always present; a figure that does
+/// not apply to a scenario is `null`. Latencies are in microseconds (floats),
+/// rates per second, and `*_x_ping` fields are ratios to the PING p50 timed
+/// on a side connection during the same scenario run (the floor).
+///
+/// ```text
+/// {
+///   "schema": 1,
+///   "deadbolt_version": "0.1.0",
+///   "elapsed_s": 27.3,                       // wall time of the whole bench
+///   "interrupted": false,                    // true after Ctrl-C (partial results)
+///   "redis": { "version": "7.0.15", "url": "redis://127.0.0.1:40123/", "embedded": true },
+///   "host": { "cpus": 2, "pinned": false },
+///   "settings": { "scenarios": ["uncontended", ...], "contenders": ["lock", ...],
+///                 "duration_s": 2.0, "tasks": 4, "waiters": 8, "clients": 4,
+///                 "hold_ms": 0.0, "rounds": 200, "idle_waiters": 4, "idle_s": 2.0,
+///                 "poll_interval_ms": 100.0, "lease_ms": 30000.0, "plot_waiters": [] },
+///   "ping": Latency | null,                  // every PING of the run together
+///   "results": [ RunResult, ... ],           // one per scenario × contender, in run order
+///   "sweep": [ SweepPoint, ... ],            // contended at each --plot-waiters (with --plot)
+///   "skipped": [ { "contender": "fair", "reason": "..." } ]
+/// }
+///
+/// RunResult = {
+///   "scenario": "uncontended" | "contended" | "handoff" | "idle",
+///   "contender": "lock" | "fair" | "raw-poll" | "rslock",
+///   "workers": 4, "clients": 1,              // tasks/waiters, and clients they share
+///   "elapsed_s": 2.0,                        // measured window
+///   "acquisitions": 41000,                   // all acquisitions in the window
+///   "acquisitions_per_s": 20500.0 | null,    // uncontended and contended only
+///   "rounds": 200 | null,                    // hand-off rounds (handoff only)
+///   "errors": 0, "first_error": "..." | null,
+///   "exclusion_violations": 0,               // two holders seen at once (must be 0)
+///   "ping_p50_us": 45.0 | null,              // this run's PING floor (null for idle)
+///   "acquire": Latency | null,               // time in acquire (uncontended, contended)
+///   "acquire_release": Latency | null,       // acquire + release (uncontended)
+///   "handoff": Latency | null,               // release start → next holder (handoff)
+///   "fairness": Fairness | null,             // contended only
+///   "commands": {
+///     "counted": 82000,                      // round trips the contender's clients sent
+///     "per_acquisition": 2.0 | null,
+///     "per_waiter_per_s": 0.0 | null,        // idle only
+///     "counted_names": ["evalsha", ...],     // which commandstats entries were counted
+///     "by_command": { "evalsha": 82000, "hget": 10, ... }  // every command seen, incl.
+///   }                                        // those run inside Lua scripts (not counted)
+/// }
+///
+/// Latency = { "samples": 41000, "p50_us": 95.0, "p99_us": 310.0, "max_us": 2100.0,
+///             "mean_us": 101.2, "p50_x_ping": 2.1 | null, "p99_x_ping": ..., "max_x_ping": ... }
+/// Fairness = { "jain_index": 0.99, "min_max_ratio": 0.8, "longest_wait_us": 5200.0,
+///              "per_worker": [5100, 4980, ...] }
+/// SweepPoint = { "contender": "lock", "waiters": 8, "clients": 4,
+///                "acquisitions_per_s": 9000.0, "jain_index": 0.99, "min_max_ratio": 0.8,
+///                "errors": 0 }
+/// ```
+///
+/// Command counts come from `INFO commandstats` deltas around each run, with
+/// contenders run one after another. Redis also counts the commands a Lua
+/// script runs, so only the commands the contender's clients send themselves
+/// are `counted` (EVALSHA, SUBSCRIBE… for deadbolt; SET, EVALSHA for the
+/// `SET NX` locks); the bench's own PINGs and INFOs are taken out.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Report {
+    /// [`REPORT_SCHEMA`].
+    pub schema: u32,
+    /// Version of deadbolt-cli that measured.
+    pub deadbolt_version: String,
+    /// Wall time of the whole bench, in seconds.
+    pub elapsed_s: f64,
+    /// True when Ctrl-C (or SIGTERM) stopped the run; the results are partial.
+    pub interrupted: bool,
+    /// The server measured against.
+    pub redis: RedisInfo,
+    /// The machine.
+    pub host: HostInfo,
+    /// The sizes in force.
+    pub settings: Settings,
+    /// Every PING of the run together (`null` when none was timed).
+    pub ping: Option<Latency>,
+    /// One entry per scenario and contender, in run order.
+    pub results: Vec<RunResult>,
+    /// The contended scenario at each `--plot-waiters` count (only with `--plot`).
+    pub sweep: Vec<SweepPoint>,
+    /// Contenders that were left out, and why.
+    pub skipped: Vec<Skipped>,
+}
+
+/// The Redis server of a run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RedisInfo {
+    /// `redis_version` from `INFO server`.
+    pub version: String,
+    /// The URL, with any password replaced by `***`.
+    pub url: String,
+    /// True when the bench started this server itself.
+    pub embedded: bool,
+}
+
+/// The machine of a run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct HostInfo {
+    /// CPUs available to the bench.
+    pub cpus: u32,
+    /// True when `--pin` took effect.
+    pub pinned: bool,
+}
+
+/// The sizes of a run (the flags, in numbers).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Settings {
+    /// Scenarios run, in order.
+    pub scenarios: Vec<ScenarioKind>,
+    /// Contenders run, in order.
+    pub contenders: Vec<ContenderKind>,
+    /// `--duration` in seconds.
+    pub duration_s: f64,
+    /// `--tasks`.
+    pub tasks: u32,
+    /// `--waiters`.
+    pub waiters: u32,
+    /// `--clients`.
+    pub clients: u32,
+    /// `--hold` in milliseconds.
+    pub hold_ms: f64,
+    /// `--rounds`.
+    pub rounds: u32,
+    /// `--idle-waiters`.
+    pub idle_waiters: u32,
+    /// `--idle-time` in seconds.
+    pub idle_s: f64,
+    /// `--poll-interval` in milliseconds.
+    pub poll_interval_ms: f64,
+    /// `--lease` in milliseconds.
+    pub lease_ms: f64,
+    /// Waiter counts of the sweep (empty without `--plot`).
+    pub plot_waiters: Vec<u32>,
+}
+
+/// The figures of one contender in one scenario.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunResult {
+    /// The scenario.
+    pub scenario: ScenarioKind,
+    /// The contender.
+    pub contender: ContenderKind,
+    /// Tasks or waiters that took part.
+    pub workers: u32,
+    /// Separate clients (connections) they were spread over.
+    pub clients: u32,
+    /// Length of the measured window, in seconds.
+    pub elapsed_s: f64,
+    /// Acquisitions in the window.
+    pub acquisitions: u64,
+    /// Acquisitions per second (uncontended and contended; else `null`).
+    pub acquisitions_per_s: Option<f64>,
+    /// Hand-off rounds (handoff; else `null`).
+    pub rounds: Option<u64>,
+    /// Failed acquires and releases.
+    pub errors: u64,
+    /// The first error's message.
+    pub first_error: Option<String>,
+    /// Times two holders were seen at once; anything but 0 is a bug.
+    pub exclusion_violations: u64,
+    /// PING p50 timed during this run, µs (`null` for idle).
+    pub ping_p50_us: Option<f64>,
+    /// Time spent in acquire.
+    pub acquire: Option<Latency>,
+    /// Time of acquire plus release (uncontended).
+    pub acquire_release: Option<Latency>,
+    /// From the start of the holder's release to the waiter holding the lock (handoff).
+    pub handoff: Option<Latency>,
+    /// Fairness across waiters (contended).
+    pub fairness: Option<Fairness>,
+    /// Redis commands.
+    pub commands: Commands,
+}
+
+/// A latency distribution.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Latency {
+    /// Number of samples.
+    pub samples: u64,
+    /// Median, µs.
+    pub p50_us: f64,
+    /// 99th percentile, µs.
+    pub p99_us: f64,
+    /// Largest, µs.
+    pub max_us: f64,
+    /// Mean, µs.
+    pub mean_us: f64,
+    /// `p50_us` over the run's PING p50.
+    pub p50_x_ping: Option<f64>,
+    /// `p99_us` over the run's PING p50.
+    pub p99_x_ping: Option<f64>,
+    /// `max_us` over the run's PING p50.
+    pub max_x_ping: Option<f64>,
+}
+
+/// How evenly the lock went round the waiters.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Fairness {
+    /// Jain's index over per-waiter acquisition counts: 1 = equal shares,
+    /// 1/n = one waiter got everything. Flatters pollers; see `min_max_ratio`.
+    pub jain_index: f64,
+    /// Acquisitions of the least-served waiter over the most-served one.
+    pub min_max_ratio: f64,
+    /// The longest a waiter waited for one acquisition, µs.
+    pub longest_wait_us: f64,
+    /// Acquisitions per waiter.
+    pub per_worker: Vec<u64>,
+}
+
+/// Redis commands of one run, from `INFO commandstats` deltas.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Commands {
+    /// Commands the contender's clients sent (round trips).
+    pub counted: u64,
+    /// `counted` per acquisition.
+    pub per_acquisition: Option<f64>,
+    /// `counted` per waiter per second (idle).
+    pub per_waiter_per_s: Option<f64>,
+    /// The commandstats names that make up `counted`.
+    pub counted_names: Vec<String>,
+    /// Every command Redis ran in the window, including those inside scripts.
+    pub by_command: BTreeMap<String, u64>,
+}
+
+/// One point of the throughput sweep drawn by `--plot`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SweepPoint {
+    /// The contender.
+    pub contender: ContenderKind,
+    /// Waiters on the one name.
+    pub waiters: u32,
+    /// Clients they were spread over.
+    pub clients: u32,
+    /// Acquisitions per second.
+    pub acquisitions_per_s: f64,
+    /// Jain's index over per-waiter counts.
+    pub jain_index: f64,
+    /// Least over most served waiter.
+    pub min_max_ratio: f64,
+    /// Failed acquires and releases.
+    pub errors: u64,
+}
+
+/// A contender that was not run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Skipped {
+    /// The contender.
+    pub contender: ContenderKind,
+    /// Why.
+    pub reason: String,
+}
+
+impl Report {
+    /// The report as pretty-printed JSON.
+    ///
+    /// # Errors
+    /// Never in practice (every field serialises).
+    pub fn to_json(&self) -> anyhow::Result<String> {
+        serde_json::to_string_pretty(self).context("serialising the report")
+    }
+
+    /// Write [`Report::to_json`] to `path`.
+    ///
+    /// # Errors
+    /// When the file cannot be written.
+    pub fn write_json(&self, path: &Path) -> anyhow::Result<()> {
+        let mut json = self.to_json()?;
+        json.push('\n');
+        std::fs::write(path, json)?;
+        Ok(())
+    }
+
+    /// Draw the throughput sweep (acquisitions/s against waiters, one line
+    /// per contender) as SVG to `path`. Without a sweep, the contended
+    /// results are drawn as single points.
+    ///
+    /// # Errors
+    /// When the file cannot be written.
+    pub fn write_plot(&self, path: &Path) -> anyhow::Result<()> {
+        super::plot::draw(self, path)
+    }
+
+    /// The results as an aligned plain-text table, one section per scenario.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "deadbolt bench: Redis {} at {}{}, {} CPUs, {}",
+            self.redis.version,
+            self.redis.url,
+            if self.redis.embedded {
+                " (embedded)"
+            } else {
+                ""
+            },
+            self.host.cpus,
+            if self.host.pinned {
+                "redis-server on CPU 0, bench on CPU 1"
+            } else {
+                "not pinned"
+            },
+        );
+        if let Some(p) = &self.ping {
+            let _ = writeln!(
+                out,
+                "PING p50 over the run: {} (p99 {}). Each latency is also shown as a multiple \
+                 of the PING p50 timed during its own run (\"2.1×\").",
+                fmt_us(p.p50_us),
+                fmt_us(p.p99_us)
+            );
+        }
+        if self.interrupted {
+            let _ = writeln!(out, "INTERRUPTED: partial results.");
+        }
+        for scenario in ScenarioKind::ALL {
+            let rows: Vec<&RunResult> = self
+                .results
+                .iter()
+                .filter(|r| r.scenario == scenario)
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            out.push('\n');
+            out.push_str(&self.section(scenario, &rows));
+        }
+        if !self.sweep.is_empty() {
+            out.push('\n');
+            out.push_str(&self.sweep_table());
+        }
+        let mut notes = Vec::new();
+        for r in &self.results {
+            if r.exclusion_violations > 0 {
+                notes.push(format!(
+                    "!! {} / {}: mutual exclusion violated {} times",
+                    r.scenario.name(),
+                    r.contender.name(),
+                    r.exclusion_violations
+                ));
+            }
+            if let Some(e) = &r.first_error {
+                notes.push(format!(
+                    "{} / {}: {} errors, first: {e}",
+                    r.scenario.name(),
+                    r.contender.name(),
+                    r.errors
+                ));
+            }
+        }
+        for s in &self.skipped {
+            notes.push(format!("{} not run: {}", s.contender.name(), s.reason));
+        }
+        if !notes.is_empty() {
+            out.push('\n');
+            for n in notes {
+                let _ = writeln!(out, "{n}");
+            }
+        }
+        out
+    }
+
+    fn section(&self, scenario: ScenarioKind, rows: &[&RunResult]) -> String {
+        let s = &self.settings;
+        let (title, header): (String, &[&str]) =
+            match scenario {
+                ScenarioKind::Uncontended => (
+                    format!(
+                        "uncontended: {} tasks on distinct names, one client, {:.1} s each",
+                        s.tasks, s.duration_s
+                    ),
+                    &[
+                        "contender",
+                        "acq/s",
+                        "acquire p50",
+                        "p99",
+                        "max",
+                        "lock+unlock p50",
+                        "p99",
+                        "cmds/acq",
+                        "PING p50",
+                        "errors",
+                    ],
+                ),
+                ScenarioKind::Contended => (
+                    format!(
+                    "contended: {} waiters over {} clients on one name, hold {} ms, {:.1} s each",
+                    s.waiters, s.clients.min(s.waiters), s.hold_ms, s.duration_s
+                ),
+                    &[
+                        "contender",
+                        "acq/s",
+                        "acquire p50",
+                        "p99",
+                        "longest wait",
+                        "Jain",
+                        "least/most",
+                        "cmds/acq",
+                        "PING p50",
+                        "errors",
+                    ],
+                ),
+                ScenarioKind::Handoff => (
+                    format!(
+                    "handoff: release → next holder on another client, up to {} rounds or {:.1} s",
+                    s.rounds, s.duration_s
+                ),
+                    &[
+                        "contender",
+                        "rounds",
+                        "hand-off p50",
+                        "p99",
+                        "max",
+                        "cmds/acq",
+                        "PING p50",
+                        "errors",
+                    ],
+                ),
+                ScenarioKind::Idle => (
+                    format!(
+                        "idle: {} waiters blocked on a held lock for {:.1} s",
+                        s.idle_waiters, s.idle_s
+                    ),
+                    &["contender", "cmds/waiter/s", "commands sent", "errors"],
+                ),
+            };
+        let mut table = Table::new(header);
+        for r in rows {
+            let name = r.contender.name().to_string();
+            let lat = |l: &Option<Latency>, pick: fn(&Latency) -> (f64, Option<f64>)| {
+                l.as_ref().map_or_else(
+                    || "-".to_string(),
+                    |l| {
+                        let (v, x) = pick(l);
+                        fmt_lat(v, x)
+                    },
+                )
+            };
+            let p50 = |l: &Latency| (l.p50_us, l.p50_x_ping);
+            let p99 = |l: &Latency| (l.p99_us, l.p99_x_ping);
+            let max = |l: &Latency| (l.max_us, l.max_x_ping);
+            let ping = r.ping_p50_us.map_or_else(|| "-".into(), fmt_us);
+            let cmds = r
+                .commands
+                .per_acquisition
+                .map_or_else(|| "-".into(), |c| format!("{c:.2}"));
+            let errors = r.errors.to_string();
+            let rate = r.acquisitions_per_s.map_or_else(|| "-".into(), fmt_rate);
+            let row = match scenario {
+                ScenarioKind::Uncontended => vec![
+                    name,
+                    rate,
+                    lat(&r.acquire, p50),
+                    lat(&r.acquire, p99),
+                    lat(&r.acquire, max),
+                    lat(&r.acquire_release, p50),
+                    lat(&r.acquire_release, p99),
+                    cmds,
+                    ping,
+                    errors,
+                ],
+                ScenarioKind::Contended => {
+                    let (jain, ratio, longest) = r.fairness.as_ref().map_or_else(
+                        || ("-".into(), "-".into(), "-".into()),
+                        |f| {
+                            (
+                                format!("{:.3}", f.jain_index),
+                                format!("{:.2}", f.min_max_ratio),
+                                fmt_us(f.longest_wait_us),
+                            )
+                        },
+                    );
+                    vec![
+                        name,
+                        rate,
+                        lat(&r.acquire, p50),
+                        lat(&r.acquire, p99),
+                        longest,
+                        jain,
+                        ratio,
+                        cmds,
+                        ping,
+                        errors,
+                    ]
+                }
+                ScenarioKind::Handoff => vec![
+                    name,
+                    r.rounds.unwrap_or(0).to_string(),
+                    lat(&r.handoff, p50),
+                    lat(&r.handoff, p99),
+                    lat(&r.handoff, max),
+                    cmds,
+                    ping,
+                    errors,
+                ],
+                ScenarioKind::Idle => {
+                    let per = r
+                        .commands
+                        .per_waiter_per_s
+                        .map_or_else(|| "-".into(), |c| format!("{c:.1}"));
+                    let sent: Vec<String> = r
+                        .commands
+                        .counted_names
+                        .iter()
+                        .filter_map(|n| r.commands.by_command.get(n).map(|c| format!("{n} {c}")))
+                        .collect();
+                    let sent = if sent.is_empty() {
+                        "none".to_string()
+                    } else {
+                        sent.join(", ")
+                    };
+                    vec![name, per, sent, errors]
+                }
+            };
+            table.row(row);
+        }
+        format!("{title}\n{}", table.render())
+    }
+
+    fn sweep_table(&self) -> String {
+        let mut counts: Vec<u32> = self.sweep.iter().map(|p| p.waiters).collect();
+        counts.sort_unstable();
+        counts.dedup();
+        let mut contenders: Vec<ContenderKind> = Vec::new();
+        for p in &self.sweep {
+            if !contenders.contains(&p.contender) {
+                contenders.push(p.contender);
+            }
+        }
+        let header: Vec<String> = std::iter::once("contender".to_string())
+            .chain(
+                counts
+                    .iter()
+                    .map(|&w| format!("{w} waiter{}", if w == 1 { "" } else { "s" })),
+            )
+            .collect();
+        let header: Vec<&str> = header.iter().map(String::as_str).collect();
+        let mut table = Table::new(&header);
+        for c in contenders {
+            let mut row = vec![c.name().to_string()];
+            for w in &counts {
+                row.push(
+                    self.sweep
+                        .iter()
+                        .find(|p| p.contender == c && p.waiters == *w)
+                        .map_or_else(|| "-".into(), |p| fmt_rate(p.acquisitions_per_s)),
+                );
+            }
+            table.row(row);
+        }
+        format!(
+            "throughput sweep (contended, acquisitions/s; drawn by --plot)\n{}",
+            table.render()
+        )
+    }
+}
+
+/// An aligned plain-text table: first column left-aligned, the rest right-aligned.
+struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(header: &[&str]) -> Table {
+        Table {
+            header: header.iter().map(|h| (*h).to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn row(&mut self, row: Vec<String>) {
+        self.rows.push(row);
+    }
+
+    fn render(&self) -> String {
+        let cols = self.header.len();
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (i, cell) in r.iter().enumerate().take(cols) {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+        let line = |cells: &[String]| {
+            let mut s = String::new();
+            for (i, cell) in cells.iter().enumerate().take(cols) {
+                let pad = widths[i].saturating_sub(cell.chars().count());
+                if i == 0 {
+                    s.push_str(cell);
+                    s.push_str(&" ".repeat(pad));
+                } else {
+                    s.push_str("  ");
+                    s.push_str(&" ".repeat(pad));
+                    s.push_str(cell);
+                }
+            }
+            s.trim_end().to_string()
+        };
+        let mut out = line(&self.header);
+        out.push('\n');
+        let total: usize = widths.iter().sum::<usize>() + 2 * cols.saturating_sub(1);
+        out.push_str(&"-".repeat(total));
+        out.push('\n');
+        for r in &self.rows {
+            out.push_str(&line(r));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Microseconds for people: `85 µs`, `1.25 ms`, `56.1 ms`, `2.30 s`.
+pub(crate) fn fmt_us(us: f64) -> String {
+    if us < 1e3 {
+        format!("{us:.0} µs")
+    } else if us < 1e4 {
+        format!("{:.2} ms", us / 1e3)
+    } else if us < 1e6 {
+        format!("{:.1} ms", us / 1e3)
+    } else {
+        format!("{:.2} s", us / 1e6)
+    }
+}
+
+fn fmt_lat(us: f64, x_ping: Option<f64>) -> String {
+    match x_ping {
+        Some(x) if x < 10.0 => format!("{} {x:.1}×", fmt_us(us)),
+        Some(x) => format!("{} {x:.0}×", fmt_us(us)),
+        None => fmt_us(us),
+    }
+}
+
+/// A rate with thousands separators: `21 345`.
+pub(crate) fn fmt_rate(rate: f64) -> String {
+    if rate < 100.0 {
+        return format!("{rate:.1}");
+    }
+    let whole = format!("{rate:.0}");
+    let mut out = String::new();
+    for (i, ch) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(fmt_us(85.4), "85 µs");
+        assert_eq!(fmt_us(1250.0), "1.25 ms");
+        assert_eq!(fmt_us(56_100.0), "56.1 ms");
+        assert_eq!(fmt_us(2_300_000.0), "2.30 s");
+        assert_eq!(fmt_rate(21_345.2), "21,345");
+        assert_eq!(fmt_rate(999.0), "999");
+        assert_eq!(fmt_rate(12.34), "12.3");
+        assert_eq!(fmt_lat(100.0, Some(2.13)), "100 µs 2.1×");
+        assert_eq!(fmt_lat(56_000.0, Some(832.4)), "56.0 ms 832×");
+    }
+
+    #[test]
+    fn table_aligns() {
+        let mut t = Table::new(&["a", "bb"]);
+        t.row(vec!["long".into(), "1".into()]);
+        assert_eq!(t.render(), "a     bb\n--------\nlong   1\n");
+    }
+}

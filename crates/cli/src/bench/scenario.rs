@@ -1,0 +1,628 @@
+//! The four scenarios, each run for one contender at a time.
+//!
+//! Every run opens its own clients, takes an `INFO commandstats` snapshot
+//! before and after its window, and (except idle) times PING on a side
+//! connection throughout, so its latencies have a floor measured under the
+//! same load. Names carry a per-bench run id, so runs never meet each other's
+//! leftovers.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context as _};
+use hdrhistogram::Histogram;
+use redis::aio::MultiplexedConnection;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::{timeout, timeout_at, Instant};
+
+use super::args::{BenchArgs, ScenarioKind};
+use super::contender::{Contender, ContenderClient};
+use super::progress::Progress;
+use super::report::{fmt_rate, fmt_us, Commands, Fairness, Latency, RunResult};
+use super::stats::{self, float, histogram, record, summarize, Pinger};
+
+/// Bound on any wait beyond the planned time: catches hangs, never speed.
+const HANG: Duration = Duration::from_secs(20);
+/// Errors in a row after which a worker gives up and the run fails.
+const MAX_ERRORS_IN_A_ROW: u32 = 50;
+/// Idle: time for the waiters to make their first tries (and subscribe)
+/// before their commands are counted.
+const IDLE_SETTLE: Duration = Duration::from_millis(250);
+/// Hand-off: the holder holds at least this long after the waiter started,
+/// so the waiter is waiting when the release comes.
+const HANDOFF_HOLD: Duration = Duration::from_millis(3);
+/// Hand-off: random extra hold for contenders that do not poll.
+const EVENT_JITTER: Duration = Duration::from_millis(2);
+
+/// What every run needs: the server, the flags, and where results go.
+#[derive(Debug)]
+pub(crate) struct Env<'a> {
+    pub(crate) url: String,
+    pub(crate) args: &'a BenchArgs,
+    /// The bench's own connection, for INFO.
+    pub(crate) stats: MultiplexedConnection,
+    pub(crate) progress: Progress,
+    /// Unique per bench: part of every lock name.
+    pub(crate) run_id: String,
+    /// Every PING of the bench.
+    pub(crate) all_pings: Histogram<u64>,
+}
+
+impl Env<'_> {
+    fn name(
+        &self,
+        scenario: ScenarioKind,
+        c: &dyn Contender,
+        suffix: impl std::fmt::Display,
+    ) -> String {
+        format!(
+            "{}:{}:{}:{suffix}",
+            self.run_id,
+            scenario.name(),
+            c.kind().name()
+        )
+    }
+
+    async fn snapshot(&mut self) -> anyhow::Result<BTreeMap<String, u64>> {
+        stats::commandstats(&mut self.stats).await
+    }
+
+    async fn connect(
+        &self,
+        c: &dyn Contender,
+        n: u32,
+    ) -> anyhow::Result<Vec<Arc<dyn ContenderClient>>> {
+        let mut clients = Vec::new();
+        for _ in 0..n {
+            clients.push(Arc::from(c.connect(&self.url).await?));
+        }
+        Ok(clients)
+    }
+
+    /// Stop `pinger`, keep its samples, and return its p50 and PING count.
+    async fn finish_pinger(&mut self, pinger: Pinger) -> anyhow::Result<(Option<f64>, u64)> {
+        let (h, sent) = pinger.finish().await?;
+        let p50 = stats::p50_us(&h);
+        self.all_pings
+            .add(&h)
+            .map_err(|e| anyhow!("merging PING samples: {e}"))?;
+        Ok((p50, sent))
+    }
+}
+
+/// Run `scenario` for contender `c`, with the sizes of the flags.
+///
+/// # Cancel safety
+/// Dropping it drops the run's workers and clients; holds they had end by
+/// their contender's own means (deadbolt's releaser, or the lease).
+pub(crate) async fn run(
+    env: &mut Env<'_>,
+    c: &dyn Contender,
+    scenario: ScenarioKind,
+) -> anyhow::Result<RunResult> {
+    match scenario {
+        ScenarioKind::Uncontended => uncontended(env, c).await,
+        ScenarioKind::Contended => {
+            let w = env.args.waiters;
+            contended(env, c, w, env.args.clients.min(w)).await
+        }
+        ScenarioKind::Handoff => handoff(env, c).await,
+        ScenarioKind::Idle => idle(env, c).await,
+    }
+}
+
+/// One worker's counts.
+#[derive(Debug, Default)]
+struct Tally {
+    acquisitions: u64,
+    errors: u64,
+    in_a_row: u32,
+    first_error: Option<String>,
+}
+
+impl Tally {
+    fn ok(&mut self) {
+        self.acquisitions += 1;
+        self.in_a_row = 0;
+    }
+
+    /// Count an error; fail when there were too many in a row.
+    fn error(&mut self, e: anyhow::Error) -> anyhow::Result<()> {
+        self.errors += 1;
+        self.in_a_row += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(format!("{e:#}"));
+        }
+        if self.in_a_row >= MAX_ERRORS_IN_A_ROW {
+            return Err(e.context(format!("{MAX_ERRORS_IN_A_ROW} errors in a row")));
+        }
+        Ok(())
+    }
+
+    fn merge(&mut self, other: &Tally) {
+        self.acquisitions += other.acquisitions;
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error.clone_from(&other.first_error);
+        }
+    }
+}
+
+/// Watches one lock name for two holders at once.
+#[derive(Debug, Clone, Default)]
+struct Exclusion(Arc<(AtomicU64, AtomicU64)>);
+
+impl Exclusion {
+    /// A holder got the lock.
+    fn enter(&self) {
+        if self.0 .0.fetch_add(1, Ordering::SeqCst) > 0 {
+            self.0 .1.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A holder is about to release it (before the release is sent).
+    fn leave(&self) {
+        self.0 .0.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    fn violations(&self) -> u64 {
+        self.0 .1.load(Ordering::SeqCst)
+    }
+}
+
+async fn join_all<T: 'static>(mut set: JoinSet<anyhow::Result<T>>) -> anyhow::Result<Vec<T>> {
+    let mut out = Vec::new();
+    while let Some(r) = set.join_next().await {
+        out.push(r.context("a bench worker panicked")??);
+    }
+    Ok(out)
+}
+
+fn commands(
+    c: &dyn Contender,
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+    own_pings: u64,
+) -> Commands {
+    let by_command = stats::delta(before, after, own_pings);
+    let names = c.client_commands();
+    let counted = names.iter().filter_map(|n| by_command.get(*n)).sum();
+    Commands {
+        counted,
+        per_acquisition: None,
+        per_waiter_per_s: None,
+        counted_names: names.iter().map(|n| (*n).to_string()).collect(),
+        by_command,
+    }
+}
+
+fn per(n: u64, d: u64) -> Option<f64> {
+    (d > 0).then(|| float(n) / float(d))
+}
+
+fn lat_summary(l: Option<&Latency>) -> String {
+    l.map_or_else(String::new, |l| match l.p50_x_ping {
+        Some(x) => format!("p50 {} ({x:.1}× PING)", fmt_us(l.p50_us)),
+        None => format!("p50 {}", fmt_us(l.p50_us)),
+    })
+}
+
+async fn shutdown(clients: &[Arc<dyn ContenderClient>]) {
+    for c in clients {
+        c.shutdown().await;
+    }
+}
+
+/// T tasks, one name each, on one client: the uncontended path.
+async fn uncontended(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult> {
+    let args = env.args;
+    let clients = env.connect(c, 1).await?;
+    let handles: Vec<_> = (0..args.tasks)
+        .map(|i| clients[0].handle(&env.name(ScenarioKind::Uncontended, c, i)))
+        .collect();
+    let pinger = Pinger::start(&env.url).await?;
+    let before = env.snapshot().await?;
+    let bar = env
+        .progress
+        .start(&format!("uncontended · {}", c.kind().name()), args.duration);
+    let start = Instant::now();
+    let deadline = start + args.duration;
+    let mut set = JoinSet::new();
+    for h in handles {
+        set.spawn(async move {
+            let mut tally = Tally::default();
+            let mut acquire = histogram();
+            let mut total = histogram();
+            while Instant::now() < deadline {
+                let t0 = Instant::now();
+                let held = match timeout_at(deadline + HANG, h.acquire()).await {
+                    Err(_) => bail!("an uncontended acquire did not return in {HANG:?}"),
+                    Ok(Err(e)) => {
+                        tally.error(e)?;
+                        continue;
+                    }
+                    Ok(Ok(held)) => held,
+                };
+                let t1 = Instant::now();
+                let released = held.release().await;
+                let t2 = Instant::now();
+                match released {
+                    Ok(()) => {
+                        record(&mut acquire, t1 - t0);
+                        record(&mut total, t2 - t0);
+                        tally.ok();
+                    }
+                    Err(e) => tally.error(e)?,
+                }
+            }
+            Ok((tally, acquire, total))
+        });
+    }
+    let workers = join_all(set).await;
+    let elapsed = start.elapsed();
+    let after = env.snapshot().await;
+    let pings = env.finish_pinger(pinger).await;
+    shutdown(&clients).await;
+    let (workers, after, (ping_p50, sent)) = (workers?, after?, pings?);
+
+    let mut tally = Tally::default();
+    let mut acquire = histogram();
+    let mut total = histogram();
+    for (t, a, b) in &workers {
+        tally.merge(t);
+        acquire.add(a).map_err(|e| anyhow!("{e}"))?;
+        total.add(b).map_err(|e| anyhow!("{e}"))?;
+    }
+    let mut cmds = commands(c, &before, &after, sent);
+    cmds.per_acquisition = per(cmds.counted, tally.acquisitions);
+    let rate = float(tally.acquisitions) / elapsed.as_secs_f64();
+    let result = RunResult {
+        scenario: ScenarioKind::Uncontended,
+        contender: c.kind(),
+        workers: args.tasks,
+        clients: 1,
+        elapsed_s: elapsed.as_secs_f64(),
+        acquisitions: tally.acquisitions,
+        acquisitions_per_s: Some(rate),
+        rounds: None,
+        errors: tally.errors,
+        first_error: tally.first_error,
+        exclusion_violations: 0,
+        ping_p50_us: ping_p50,
+        acquire: summarize(&acquire, ping_p50),
+        acquire_release: summarize(&total, ping_p50),
+        handoff: None,
+        fairness: None,
+        commands: cmds,
+    };
+    bar.finish(format!(
+        "{} acq/s, lock+unlock {}",
+        fmt_rate(rate),
+        lat_summary(result.acquire_release.as_ref())
+    ));
+    Ok(result)
+}
+
+/// W waiters over C clients on one name, each holding it `--hold`.
+pub(crate) async fn contended(
+    env: &mut Env<'_>,
+    c: &dyn Contender,
+    waiters: u32,
+    clients_n: u32,
+) -> anyhow::Result<RunResult> {
+    let args = env.args;
+    let hold = args.hold;
+    let clients = env.connect(c, clients_n).await?;
+    let name = env.name(ScenarioKind::Contended, c, waiters);
+    let handles: Vec<_> = (0..waiters)
+        .zip(clients.iter().cycle())
+        .map(|(_, client)| client.handle(&name))
+        .collect();
+    let exclusion = Exclusion::default();
+    let pinger = Pinger::start(&env.url).await?;
+    let before = env.snapshot().await?;
+    let bar = env.progress.start(
+        &format!("contended×{waiters} · {}", c.kind().name()),
+        args.duration,
+    );
+    let start = Instant::now();
+    let deadline = start + args.duration;
+    let mut set = JoinSet::new();
+    for (i, h) in handles.into_iter().enumerate() {
+        let exclusion = exclusion.clone();
+        set.spawn(async move {
+            let mut tally = Tally::default();
+            let mut waits = histogram();
+            while Instant::now() < deadline {
+                let t0 = Instant::now();
+                let held = match timeout_at(deadline + HANG, h.acquire()).await {
+                    Err(_) => bail!("a waiter did not get the lock within {HANG:?} after the run"),
+                    Ok(Err(e)) => {
+                        tally.error(e)?;
+                        continue;
+                    }
+                    Ok(Ok(held)) => held,
+                };
+                record(&mut waits, t0.elapsed());
+                exclusion.enter();
+                if !hold.is_zero() {
+                    tokio::time::sleep(hold).await;
+                }
+                exclusion.leave();
+                match held.release().await {
+                    Ok(()) => tally.ok(),
+                    Err(e) => tally.error(e)?,
+                }
+            }
+            Ok((i, tally, waits))
+        });
+    }
+    let workers = join_all(set).await;
+    let elapsed = start.elapsed();
+    let after = env.snapshot().await;
+    let pings = env.finish_pinger(pinger).await;
+    shutdown(&clients).await;
+    let (mut workers, after, (ping_p50, sent)) = (workers?, after?, pings?);
+    workers.sort_by_key(|w| w.0);
+
+    let mut tally = Tally::default();
+    let mut waits = histogram();
+    let mut per_worker = Vec::new();
+    for (_, t, w) in &workers {
+        tally.merge(t);
+        per_worker.push(t.acquisitions);
+        waits.add(w).map_err(|e| anyhow!("{e}"))?;
+    }
+    let mut cmds = commands(c, &before, &after, sent);
+    cmds.per_acquisition = per(cmds.counted, tally.acquisitions);
+    let rate = float(tally.acquisitions) / elapsed.as_secs_f64();
+    let fairness = Fairness {
+        jain_index: stats::jain(&per_worker),
+        min_max_ratio: stats::min_max_ratio(&per_worker),
+        longest_wait_us: float(waits.max()) / 1e3,
+        per_worker,
+    };
+    bar.finish(format!(
+        "{} acq/s, Jain {:.3}, least/most {:.2}",
+        fmt_rate(rate),
+        fairness.jain_index,
+        fairness.min_max_ratio
+    ));
+    Ok(RunResult {
+        scenario: ScenarioKind::Contended,
+        contender: c.kind(),
+        workers: waiters,
+        clients: clients_n,
+        elapsed_s: elapsed.as_secs_f64(),
+        acquisitions: tally.acquisitions,
+        acquisitions_per_s: Some(rate),
+        rounds: None,
+        errors: tally.errors,
+        first_error: tally.first_error,
+        exclusion_violations: exclusion.violations(),
+        ping_p50_us: ping_p50,
+        acquire: summarize(&waits, ping_p50),
+        acquire_release: None,
+        handoff: None,
+        fairness: Some(fairness),
+        commands: cmds,
+    })
+}
+
+/// One holder on client A releases while one waiter on client B waits.
+///
+/// The holder holds for [`HANDOFF_HOLD`] plus a random extra of one poll
+/// period (or [`EVENT_JITTER`] for contenders that wait for events), so the
+/// release falls at a random phase of a poller's sleep.
+async fn handoff(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult> {
+    let args = env.args;
+    let clients = env.connect(c, 2).await?;
+    let name = env.name(ScenarioKind::Handoff, c, 0);
+    let holder = clients[0].handle(&name);
+    let waiter = clients[1].handle(&name);
+    let jitter = c.poll_period().unwrap_or(EVENT_JITTER);
+    let exclusion = Exclusion::default();
+    let pinger = Pinger::start(&env.url).await?;
+    let before = env.snapshot().await?;
+    let bar = env
+        .progress
+        .start(&format!("handoff · {}", c.kind().name()), args.duration);
+    let start = Instant::now();
+    let deadline = start + args.duration;
+    let mut tally = Tally::default();
+    let mut handoffs = histogram();
+    let mut rounds = 0u64;
+    let body = async {
+        while rounds < u64::from(args.rounds) && (rounds == 0 || Instant::now() < deadline) {
+            let held = match timeout(HANG, holder.acquire()).await {
+                Err(_) => bail!("the holder did not get a free lock in {HANG:?}"),
+                Ok(Err(e)) => {
+                    tally.error(e)?;
+                    continue;
+                }
+                Ok(Ok(held)) => held,
+            };
+            exclusion.enter();
+            tally.ok();
+            let waiting = {
+                let waiter = waiter.clone();
+                let exclusion = exclusion.clone();
+                tokio::spawn(async move {
+                    let r = waiter.acquire().await;
+                    let at = Instant::now();
+                    if r.is_ok() {
+                        exclusion.enter();
+                    }
+                    (at, r)
+                })
+            };
+            let extra = rand::random_range(Duration::ZERO..jitter);
+            tokio::time::sleep(HANDOFF_HOLD + extra).await;
+            let released_at = Instant::now();
+            exclusion.leave();
+            if let Err(e) = held.release().await {
+                waiting.abort();
+                tally.error(e)?;
+                break;
+            }
+            let (acquired_at, r) = match timeout(HANG, waiting).await {
+                Err(_) => bail!("the waiter did not get the lock within {HANG:?} of its release"),
+                Ok(joined) => joined.context("the waiter panicked")?,
+            };
+            match r {
+                Err(e) => tally.error(e)?,
+                Ok(held) => {
+                    record(
+                        &mut handoffs,
+                        acquired_at.saturating_duration_since(released_at),
+                    );
+                    rounds += 1;
+                    tally.ok();
+                    exclusion.leave();
+                    if let Err(e) = held.release().await {
+                        tally.error(e)?;
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    };
+    let outcome = body.await;
+    let elapsed = start.elapsed();
+    let after = env.snapshot().await;
+    let pings = env.finish_pinger(pinger).await;
+    shutdown(&clients).await;
+    let (after, (ping_p50, sent)) = (after?, pings?);
+    outcome?;
+
+    let mut cmds = commands(c, &before, &after, sent);
+    cmds.per_acquisition = per(cmds.counted, tally.acquisitions);
+    let result = RunResult {
+        scenario: ScenarioKind::Handoff,
+        contender: c.kind(),
+        workers: 2,
+        clients: 2,
+        elapsed_s: elapsed.as_secs_f64(),
+        acquisitions: tally.acquisitions,
+        acquisitions_per_s: None,
+        rounds: Some(rounds),
+        errors: tally.errors,
+        first_error: tally.first_error,
+        exclusion_violations: exclusion.violations(),
+        ping_p50_us: ping_p50,
+        acquire: None,
+        acquire_release: None,
+        handoff: summarize(&handoffs, ping_p50),
+        fairness: None,
+        commands: cmds,
+    };
+    bar.finish(format!(
+        "{rounds} rounds, hand-off {}",
+        lat_summary(result.handoff.as_ref())
+    ));
+    Ok(result)
+}
+
+/// W waiters, spread over C clients, blocked on a held lock: what waiting costs Redis.
+async fn idle(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult> {
+    let args = env.args;
+    let waiters = args.idle_waiters;
+    let clients_n = args.clients.min(waiters);
+    let holder_client = env.connect(c, 1).await?;
+    let clients = env.connect(c, clients_n).await?;
+    let name = env.name(ScenarioKind::Idle, c, 0);
+    let holder = holder_client[0].handle(&name);
+    let held = match timeout(HANG, holder.acquire()).await {
+        Err(_) => bail!("the holder did not get a free lock in {HANG:?}"),
+        Ok(r) => r.context("the idle scenario's holder")?,
+    };
+    let exclusion = Exclusion::default();
+    exclusion.enter();
+    let (stop, stopped) = watch::channel(false);
+    let mut set = JoinSet::new();
+    for (_, client) in (0..waiters).zip(clients.iter().cycle()) {
+        let h = client.handle(&name);
+        let exclusion = exclusion.clone();
+        let mut stopped = stopped.clone();
+        set.spawn(async move {
+            let mut tally = Tally::default();
+            loop {
+                tokio::select! {
+                    r = h.acquire() => match r {
+                        // The holder never lets go while the waiters run.
+                        Ok(held) => {
+                            exclusion.enter();
+                            exclusion.leave();
+                            tally.ok();
+                            if let Err(e) = held.release().await {
+                                tally.error(e)?;
+                            }
+                        }
+                        Err(e) => tally.error(e)?,
+                    },
+                    () = stats::until_stopped(&mut stopped) => break,
+                }
+            }
+            Ok(tally)
+        });
+    }
+    let bar = env.progress.start(
+        &format!("idle · {}", c.kind().name()),
+        IDLE_SETTLE + args.idle_time,
+    );
+    tokio::time::sleep(IDLE_SETTLE).await;
+    let measured = async {
+        let before = env.snapshot().await?;
+        let t0 = Instant::now();
+        tokio::time::sleep(args.idle_time).await;
+        let after = env.snapshot().await?;
+        anyhow::Ok((before, after, t0.elapsed()))
+    }
+    .await;
+    let _ = stop.send(true);
+    let workers = join_all(set).await;
+    exclusion.leave();
+    let released = held.release().await;
+    shutdown(&clients).await;
+    shutdown(&holder_client).await;
+    let (before, after, elapsed) = measured?;
+    let workers = workers?;
+
+    let mut tally = Tally::default();
+    for t in &workers {
+        tally.merge(t);
+    }
+    if let Err(e) = released {
+        tally.error(e.context("the idle scenario's holder"))?;
+    }
+    let mut cmds = commands(c, &before, &after, 0);
+    let waiter_seconds = f64::from(waiters) * elapsed.as_secs_f64();
+    cmds.per_waiter_per_s = Some(float(cmds.counted) / waiter_seconds);
+    bar.finish(format!(
+        "{:.1} commands per waiter per second",
+        cmds.per_waiter_per_s.unwrap_or(0.0)
+    ));
+    Ok(RunResult {
+        scenario: ScenarioKind::Idle,
+        contender: c.kind(),
+        workers: waiters,
+        clients: clients_n,
+        elapsed_s: elapsed.as_secs_f64(),
+        acquisitions: tally.acquisitions,
+        acquisitions_per_s: None,
+        rounds: None,
+        errors: tally.errors,
+        first_error: tally.first_error,
+        exclusion_violations: exclusion.violations(),
+        ping_p50_us: None,
+        acquire: None,
+        acquire_release: None,
+        handoff: None,
+        fairness: None,
+        commands: cmds,
+    })
+}

@@ -1,0 +1,261 @@
+//! Measuring: latency histograms, PING floor, INFO commandstats deltas, fairness.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use hdrhistogram::Histogram;
+use redis::aio::MultiplexedConnection;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::report::Latency;
+
+/// Gap between two PINGs of the side task: often enough for a few thousand
+/// samples per run, rare enough not to load two cores.
+const PING_GAP: Duration = Duration::from_millis(1);
+
+/// A latency histogram in nanoseconds, 1 ns to one hour, 3 significant digits.
+pub(crate) fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("static bounds are valid")
+}
+
+/// Record one latency.
+pub(crate) fn record(h: &mut Histogram<u64>, d: Duration) {
+    let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1);
+    h.saturating_record(ns);
+}
+
+/// `v` as a float; the figures here are far below 2^53.
+pub(crate) fn float(v: u64) -> f64 {
+    #[allow(
+        clippy::cast_precision_loss,
+        reason = "counts and nanoseconds stay far below 2^53"
+    )]
+    let f = v as f64;
+    f
+}
+
+/// Nanoseconds as microseconds.
+fn us(ns: u64) -> f64 {
+    float(ns) / 1e3
+}
+
+/// The summary of a histogram, with ratios to `ping_p50_us` when known.
+/// `None` for an empty histogram.
+pub(crate) fn summarize(h: &Histogram<u64>, ping_p50_us: Option<f64>) -> Option<Latency> {
+    if h.is_empty() {
+        return None;
+    }
+    let p50 = us(h.value_at_quantile(0.5));
+    let p99 = us(h.value_at_quantile(0.99));
+    let max = us(h.max());
+    let ratio = |v: f64| ping_p50_us.filter(|p| *p > 0.0).map(|p| v / p);
+    Some(Latency {
+        samples: h.len(),
+        p50_us: p50,
+        p99_us: p99,
+        max_us: max,
+        mean_us: h.mean() / 1e3,
+        p50_x_ping: ratio(p50),
+        p99_x_ping: ratio(p99),
+        max_x_ping: ratio(max),
+    })
+}
+
+/// The p50 of a histogram in microseconds, `None` when empty.
+pub(crate) fn p50_us(h: &Histogram<u64>) -> Option<f64> {
+    (!h.is_empty()).then(|| us(h.value_at_quantile(0.5)))
+}
+
+/// Jain's fairness index over per-worker counts: `(Σx)² / (n·Σx²)`, 1 when
+/// every worker got the same, `1/n` when one got everything.
+pub(crate) fn jain(counts: &[u64]) -> f64 {
+    let sum: f64 = counts.iter().map(|&c| float(c)).sum();
+    let squares: f64 = counts.iter().map(|&c| float(c) * float(c)).sum();
+    let n = float(u64::try_from(counts.len()).unwrap_or(u64::MAX));
+    if squares == 0.0 {
+        return 1.0;
+    }
+    sum * sum / (n * squares)
+}
+
+/// Least-served over most-served worker (1 when equal, 0 when one starved).
+pub(crate) fn min_max_ratio(counts: &[u64]) -> f64 {
+    let max = counts.iter().copied().max().unwrap_or(0);
+    let min = counts.iter().copied().min().unwrap_or(0);
+    if max == 0 {
+        return 1.0;
+    }
+    float(min) / float(max)
+}
+
+/// `INFO commandstats`: lowercased command name (`evalsha`, `script|load`) to
+/// number of calls since the server started.
+///
+/// # Cancel safety
+/// Cancel safe: read-only.
+pub(crate) async fn commandstats(
+    conn: &mut MultiplexedConnection,
+) -> anyhow::Result<BTreeMap<String, u64>> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .context("INFO commandstats")?;
+    Ok(parse_commandstats(&info))
+}
+
+pub(crate) fn parse_commandstats(info: &str) -> BTreeMap<String, u64> {
+    info.lines()
+        .filter_map(|line| {
+            let rest = line.trim().strip_prefix("cmdstat_")?;
+            let (name, fields) = rest.split_once(':')?;
+            let calls = fields
+                .split(',')
+                .find_map(|f| f.strip_prefix("calls="))?
+                .parse()
+                .ok()?;
+            Some((name.to_ascii_lowercase(), calls))
+        })
+        .collect()
+}
+
+/// Calls per command between two snapshots, without the bench's own INFO and
+/// without `own_pings` PINGs of the side task; commands with no calls are left out.
+pub(crate) fn delta(
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+    own_pings: u64,
+) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .filter(|(name, _)| name.as_str() != "info")
+        .map(|(name, &n)| {
+            let mut d = n.saturating_sub(before.get(name).copied().unwrap_or(0));
+            if name == "ping" {
+                d = d.saturating_sub(own_pings);
+            }
+            (name.clone(), d)
+        })
+        .filter(|(_, d)| *d > 0)
+        .collect()
+}
+
+/// The `version` field of `INFO server`.
+///
+/// # Cancel safety
+/// Cancel safe: read-only.
+pub(crate) async fn redis_version(conn: &mut MultiplexedConnection) -> anyhow::Result<String> {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(conn)
+        .await
+        .context("INFO server")?;
+    Ok(info
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("redis_version:"))
+        .unwrap_or("unknown")
+        .to_string())
+}
+
+/// Resolves once `stop` says true or its sender is gone (a dropped
+/// [`Pinger`] or run stops its tasks that way).
+pub(crate) async fn until_stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// A side task timing PING on its own connection, about every millisecond,
+/// while a scenario runs: the floor its latencies are compared with.
+#[derive(Debug)]
+pub(crate) struct Pinger {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<anyhow::Result<(Histogram<u64>, u64)>>,
+}
+
+impl Pinger {
+    /// Connect and start pinging.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nothing is written.
+    pub(crate) async fn start(url: &str) -> anyhow::Result<Pinger> {
+        let mut conn = redis::Client::open(url)?
+            .get_multiplexed_async_connection()
+            .await
+            .context("connecting the PING task")?;
+        let (stop, mut stopped) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            let mut h = histogram();
+            let mut sent = 0u64;
+            loop {
+                let t0 = Instant::now();
+                let () = redis::cmd("PING")
+                    .query_async::<String>(&mut conn)
+                    .await
+                    .map(drop)
+                    .context("PING")?;
+                record(&mut h, t0.elapsed());
+                sent += 1;
+                tokio::select! {
+                    () = tokio::time::sleep(PING_GAP) => {}
+                    () = until_stopped(&mut stopped) => break,
+                }
+            }
+            Ok((h, sent))
+        });
+        Ok(Pinger { stop, task })
+    }
+
+    /// Stop and return the histogram and the number of PINGs sent. A dropped
+    /// `Pinger` stops its task too (the stop channel closes).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the task stops either way.
+    pub(crate) async fn finish(self) -> anyhow::Result<(Histogram<u64>, u64)> {
+        let _ = self.stop.send(true);
+        self.task.await.context("the PING task panicked")?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jain_and_ratio() {
+        assert!((jain(&[5, 5, 5, 5]) - 1.0).abs() < 1e-12);
+        assert!((jain(&[10, 0, 0, 0]) - 0.25).abs() < 1e-12);
+        assert!((min_max_ratio(&[2, 4]) - 0.5).abs() < 1e-12);
+        assert!((min_max_ratio(&[0, 0]) - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn commandstats_delta() {
+        let before = parse_commandstats(
+            "# Commandstats\r\ncmdstat_ping:calls=3,usec=5\r\ncmdstat_info:calls=1,usec=1\r\n",
+        );
+        let after = parse_commandstats(
+            "cmdstat_ping:calls=10,usec=5\r\ncmdstat_info:calls=3,usec=1\r\n\
+             cmdstat_EVALSHA:calls=4,usec=50\r\ncmdstat_script|load:calls=1,usec=1\r\n",
+        );
+        let d = delta(&before, &after, 5);
+        assert_eq!(d.get("ping"), Some(&2));
+        assert_eq!(d.get("evalsha"), Some(&4));
+        assert_eq!(d.get("script|load"), Some(&1));
+        assert_eq!(d.get("info"), None);
+    }
+
+    #[test]
+    fn summary_has_ratios() {
+        let mut h = histogram();
+        for _ in 0..10 {
+            record(&mut h, Duration::from_micros(100));
+        }
+        let s = summarize(&h, Some(50.0)).unwrap();
+        assert_eq!(s.samples, 10);
+        assert!((s.p50_us - 100.0).abs() < 0.2);
+        assert!((s.p50_x_ping.unwrap() - 2.0).abs() < 0.01);
+        assert!(summarize(&histogram(), None).is_none());
+    }
+}
