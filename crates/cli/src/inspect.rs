@@ -19,7 +19,7 @@ const DEFAULT_REDIS: &str = "redis://127.0.0.1:6379/";
 pub enum PrimitiveKind {
     /// The reentrant `Lock`.
     Lock,
-    /// The strict-FIFO `FairLock` (not yet supported by these commands).
+    /// The strict-FIFO `FairLock`.
     Fair,
     /// The read-write lock (not yet supported by these commands).
     Rw,
@@ -37,10 +37,10 @@ impl PrimitiveKind {
         }
     }
 
-    fn require_lock(self, what: &str) -> anyhow::Result<()> {
-        if self != PrimitiveKind::Lock {
+    fn require_exclusive(self, what: &str) -> anyhow::Result<()> {
+        if !matches!(self, PrimitiveKind::Lock | PrimitiveKind::Fair) {
             bail!(
-                "{what} --kind {} is not yet supported (only --kind lock)",
+                "{what} --kind {} is not yet supported (only --kind lock or fair)",
                 self.name()
             );
         }
@@ -103,6 +103,8 @@ pub struct LockState {
     /// The fencing counter: the last token handed out for this name (0 when
     /// the counter key is absent).
     pub fence: u64,
+    /// Waiters queued (fair lock; 0 for a `Lock`).
+    pub queued: u64,
 }
 
 impl fmt::Display for LockState {
@@ -125,7 +127,8 @@ impl fmt::Display for LockState {
             f,
             "  fence       {}  (fencing counter: last token handed out)",
             self.fence
-        )
+        )?;
+        writeln!(f, "  queued      {}", self.queued)
     }
 }
 
@@ -137,31 +140,31 @@ async fn connect(url: &str, namespace: &str) -> anyhow::Result<Client> {
         .with_context(|| format!("connecting to {}", crate::bench::redact(url)))
 }
 
-/// Read the state of a lock.
+/// Read the state of a lock or fair lock.
 ///
 /// # Errors
-/// A kind other than `lock` ("not yet supported"), an unreachable Redis, a
+/// A kind other than `lock` or `fair` ("not yet supported"), an unreachable Redis, a
 /// key of another type at the lock's key.
 ///
 /// # Cancel safety
 /// Cancel safe: it only reads.
 pub async fn inspect(args: &InspectArgs) -> anyhow::Result<LockState> {
-    args.kind.require_lock("inspect")?;
+    args.kind.require_exclusive("inspect")?;
     let client = connect(&args.redis, &args.namespace).await?;
-    let result = read_lock(&client, &args.name).await;
+    let result = read_lock(&client, args.kind, &args.name).await;
     client.shutdown().await;
     result
 }
 
-async fn read_lock(client: &Client, name: &str) -> anyhow::Result<LockState> {
-    let keys = client.keys(deadbolt_lock::KIND, name)?;
+async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::Result<LockState> {
+    let keys = client.keys(kind.name(), name)?;
     let call = ScriptCall::new(
         &LOCK_INSPECT,
-        vec![keys.main().to_string(), keys.sub("fence")],
+        vec![keys.main().to_string(), keys.sub("fence"), keys.sub("q")],
         vec![],
     );
-    let (owner, hold_count, token, pttl, fence) = client
-        .run::<(String, u64, u64, i64, u64)>(&call)
+    let (owner, hold_count, token, pttl, fence, queued) = client
+        .run::<(String, u64, u64, i64, u64, u64)>(&call)
         .await
         .with_context(|| format!("reading {}", keys.main()))?;
     let held = pttl != -2 && !owner.is_empty();
@@ -173,6 +176,7 @@ async fn read_lock(client: &Client, name: &str) -> anyhow::Result<LockState> {
         token: if held { token } else { 0 },
         ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
         fence,
+        queued,
     })
 }
 
@@ -194,12 +198,21 @@ pub async fn force_unlock(args: &ForceUnlockArgs) -> anyhow::Result<bool> {
             args.name
         );
     }
-    args.kind.require_lock("force-unlock")?;
+    args.kind.require_exclusive("force-unlock")?;
     let client = connect(&args.redis, &args.namespace).await?;
-    let result = deadbolt_lock::Lock::new(&client, &args.name)
-        .force_unlock()
-        .await
-        .with_context(|| format!("force-unlocking {}", args.name));
+    let result = match args.kind {
+        PrimitiveKind::Fair => {
+            deadbolt_fair::FairLock::new(&client, &args.name)
+                .force_unlock()
+                .await
+        }
+        _ => {
+            deadbolt_lock::Lock::new(&client, &args.name)
+                .force_unlock()
+                .await
+        }
+    }
+    .with_context(|| format!("force-unlocking {}", args.name));
     client.shutdown().await;
     result
 }

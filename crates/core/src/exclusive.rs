@@ -204,18 +204,23 @@ impl<K: ExclusiveKind> Exclusive<K> {
         self.acquire(LeaseMode::Fixed(lease), wait_mode(wait)).await
     }
 
-    /// Holder, hold count, token, PTTL (-2 when free) and fencing counter, read atomically.
+    /// Holder, hold count, token, PTTL (-2 when free), fencing counter and
+    /// queue length (fair lock), read atomically.
     ///
     /// # Errors
     /// `Unavailable`, `Indeterminate`, `WrongType`.
     ///
     /// # Cancel safety
     /// Cancel safe: read-only.
-    pub async fn inspect(&self) -> Result<(String, u64, u64, i64, u64)> {
+    pub async fn inspect(&self) -> Result<(String, u64, u64, i64, u64, u64)> {
         let spec = self.spec()?;
         let call = ScriptCall::new(
             &LOCK_INSPECT,
-            vec![spec.renew_key.clone(), self.inner.fence_key.clone()],
+            vec![
+                spec.renew_key.clone(),
+                self.inner.fence_key.clone(),
+                format!("{}:q", spec.renew_key),
+            ],
             vec![],
         );
         self.inner.client.run(&call).await

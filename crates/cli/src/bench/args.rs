@@ -57,7 +57,7 @@ impl ScenarioKind {
 pub enum ContenderKind {
     /// deadbolt's reentrant `Lock` (Pub/Sub waiting, watchdog lease).
     Lock,
-    /// deadbolt's strict-FIFO `FairLock` (not written yet: unavailable).
+    /// deadbolt's strict-FIFO `FairLock`.
     Fair,
     /// The textbook lock: `SET key token NX PX lease`, spin-polled every
     /// `--poll-interval`, released by a Lua compare-and-delete.

@@ -6,16 +6,8 @@
 //! [`Held`] whose `release` gives it back. Futures are boxed so the scenarios
 //! can run any contender through `dyn`.
 //!
-//! # Adding deadbolt's FairLock (about 15 lines)
-//!
-//! 1. In `crates/cli/Cargo.toml`: `deadbolt-fair.workspace = true`.
-//! 2. Below, next to `deadbolt_primitive!(deadbolt_lock::Lock, …)`:
-//!    `deadbolt_primitive!(deadbolt_fair::FairLock, deadbolt_fair::FairLockGuard);`
-//!    (a handle type with `lock(&self) -> Result<Guard>` and a guard with
-//!    `unlock(self) -> Result<()>`).
-//! 3. In [`make`], replace the `ContenderKind::Fair` arm (marked
-//!    `FAIRLOCK GOES HERE`) with
-//!    `Ok(Box::new(Deadbolt::new(kind, opts, |c, n| Arc::new(deadbolt_fair::FairLock::new(c, n)))))`.
+//! deadbolt's `Lock` and `FairLock` are both `deadbolt_core::Exclusive<K>`;
+//! one generic implementation serves every exclusive kind.
 //!
 //! Everything else (scenarios, command counting, report, table, plot) takes
 //! the new contender as it is.
@@ -93,13 +85,9 @@ pub(crate) fn make(
         ContenderKind::Lock => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
             Arc::new(deadbolt_lock::Lock::new(c, n))
         }))),
-        ContenderKind::Fair => {
-            // FAIRLOCK GOES HERE (see the module docs):
-            // Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
-            //     Arc::new(deadbolt_fair::FairLock::new(c, n))
-            // })))
-            Err("deadbolt's FairLock is not written yet".into())
-        }
+        ContenderKind::Fair => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
+            Arc::new(deadbolt_fair::FairLock::new(c, n))
+        }))),
         ContenderKind::RawPoll => Ok(Box::new(RawPoll {
             namespace: opts.namespace.clone(),
             lease_ms: lease_millis(opts.lease),
@@ -198,25 +186,19 @@ impl ContenderClient for DeadboltClient {
     }
 }
 
-/// Implements [`LockHandle`] and [`Held`] for a deadbolt handle type whose
-/// `lock(&self)` waits (watchdog lease) and whose guard has `unlock(self)`.
-macro_rules! deadbolt_primitive {
-    ($handle:ty, $guard:ty) => {
-        impl LockHandle for $handle {
-            fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
-                Box::pin(async move { Ok(Box::new(self.lock().await?) as Box<dyn Held>) })
-            }
-        }
-
-        impl Held for $guard {
-            fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
-                Box::pin(async move { Ok((*self).unlock().await?) })
-            }
-        }
-    };
+/// Every deadbolt exclusive lock (`Lock`, `FairLock`): `lock()` waits with a
+/// watchdog lease.
+impl<K: deadbolt_core::ExclusiveKind> LockHandle for deadbolt_core::Exclusive<K> {
+    fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
+        Box::pin(async move { Ok(Box::new(self.lock().await?) as Box<dyn Held>) })
+    }
 }
 
-deadbolt_primitive!(deadbolt_lock::Lock, deadbolt_lock::LockGuard);
+impl Held for deadbolt_core::ExclusiveGuard {
+    fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
+        Box::pin(async move { Ok((*self).unlock().await?) })
+    }
+}
 
 // ---------------------------------------------------------------------------
 // raw-poll: the textbook SET NX PX lock
