@@ -221,9 +221,16 @@ impl Client {
         self.inner.shutdown.load(Ordering::SeqCst)
     }
 
-    /// Number of Pub/Sub channels this client is subscribed to (or subscribing).
+    /// Number of Pub/Sub channels this client is subscribed to (or
+    /// subscribing), including channels lingering for a moment after their
+    /// last waiter left.
     pub fn subscribed_channels(&self) -> usize {
         self.inner.engine.channel_count()
+    }
+
+    /// Number of local acquires currently waiting on a channel.
+    pub fn waiters(&self) -> usize {
+        self.inner.engine.waiter_count()
     }
 
     /// Number of releases the background releaser has not finished yet.

@@ -6,7 +6,9 @@
 //!
 //! **Subscriptions.** A waiter registers a [`Slot`] on a channel before it
 //! subscribes. The first slot of a channel asks the engine's task to
-//! SUBSCRIBE; the last one to leave asks it to UNSUBSCRIBE. That task alone
+//! SUBSCRIBE; when the last one leaves, the channel lingers for two seconds
+//! (a client that waits on one lock again and again keeps its subscription)
+//! and is then unsubscribed. That task alone
 //! sends SUBSCRIBE/UNSUBSCRIBE, batching every request queued since its last
 //! round, and decides from the table (not from the requests) what the server
 //! must hear, so a quick unsubscribe/subscribe of one channel can never leave
@@ -76,7 +78,15 @@ struct Channel {
     slots: Vec<Arc<Slot>>,
     /// Epoch of the subscriber connection on which SUBSCRIBE was confirmed.
     confirmed: Option<u64>,
+    /// Since when the channel has had no waiter; it is unsubscribed
+    /// [`LINGER`] later unless a waiter comes back.
+    idle_since: Option<Instant>,
 }
+
+/// How long a channel stays subscribed after its last waiter left, so a
+/// client that waits on the same lock again and again does not pay a
+/// SUBSCRIBE and an UNSUBSCRIBE each time.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[derive(Debug)]
 struct Shared {
@@ -169,9 +179,10 @@ impl Engine {
         let mut table = self.shared.table.lock();
         let entry = table.entry(channel.to_string()).or_default();
         entry.slots.push(slot.clone());
-        let first = entry.slots.len() == 1;
+        entry.idle_since = None;
+        let needs_subscribe = entry.slots.len() == 1 && entry.confirmed.is_none();
         drop(table);
-        if first {
+        if needs_subscribe {
             let _ = self.shared.ops.send(());
         }
         Subscription {
@@ -185,9 +196,19 @@ impl Engine {
         self.conn.close();
     }
 
-    /// Channels currently in the table (for tests and inspection).
+    /// Channels in the table, lingering ones included (for tests and inspection).
     pub(crate) fn channel_count(&self) -> usize {
         self.shared.table.lock().len()
+    }
+
+    /// Local waiters registered on any channel.
+    pub(crate) fn waiter_count(&self) -> usize {
+        self.shared
+            .table
+            .lock()
+            .values()
+            .map(|c| c.slots.len())
+            .sum()
     }
 }
 
@@ -225,8 +246,20 @@ async fn run(weak: std::sync::Weak<Shared>, conn: Arc<Conn>, mut ops: mpsc::Unbo
             on_server.clear();
             last_epoch = h.epoch;
         }
+        let now = Instant::now();
         let (to_sub, to_unsub) = {
-            let table = shared.table.lock();
+            let mut table = shared.table.lock();
+            // Channels idle for LINGER go; so do idle ones never confirmed.
+            let mut next_linger: Option<Instant> = None;
+            table.retain(|_, c| match c.idle_since {
+                Some(t) if t + LINGER <= now || c.confirmed != Some(h.epoch) => false,
+                Some(t) => {
+                    next_linger = Some(next_linger.map_or(t + LINGER, |n| n.min(t + LINGER)));
+                    true
+                }
+                None => true,
+            });
+            retry_at = next_linger;
             let to_sub: Vec<String> = table
                 .iter()
                 .filter(|(_, c)| c.confirmed != Some(h.epoch))
@@ -373,7 +406,9 @@ impl Drop for Subscription {
         };
         ch.slots.retain(|s| !Arc::ptr_eq(s, &self.slot));
         if ch.slots.is_empty() {
-            table.remove(&self.channel);
+            // Keep the subscription for a while (see LINGER); the engine's
+            // task unsubscribes it if no waiter comes back.
+            ch.idle_since = Some(Instant::now());
             drop(table);
             let _ = shared.ops.send(());
             return;

@@ -108,7 +108,29 @@ async fn try_lock_for_gives_up_after_the_wait() {
     .await;
     assert!(r.unwrap().is_none());
     assert!(t.elapsed() >= Duration::from_millis(400));
-    assert_eq!(c.subscribed_channels(), 0, "the waiter left its channel");
+    assert_eq!(c.waiters(), 0, "the waiter left its channel");
+    assert_eq!(
+        c.subscribed_channels(),
+        1,
+        "the channel lingers for the next wait"
+    );
+    // ... and is unsubscribed a moment later (no event exists for this; look every 50 ms).
+    within("unsubscribe after linger", async {
+        while c.subscribed_channels() > 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let mut raw = srv.conn().await;
+    let chans: Vec<String> = redis::cmd("PUBSUB")
+        .arg("CHANNELS")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(
+        chans.is_empty(),
+        "still subscribed on the server: {chans:?}"
+    );
     g.unlock().await.unwrap();
 }
 
