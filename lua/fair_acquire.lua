@@ -14,8 +14,8 @@
 --                         re-entry by the holder, pick-up of a hand-off (the
 --                         claim lease becomes our lease), or a replay.
 --                         When a queued waiter becomes the holder, the next
---                         waiter is told (fair_wake_next) so it re-reads the
---                         lease it must wait out.
+--                         waiter is told the new lease (fair_wake_next), so
+--                         it sleeps exactly until that lease ends.
 --   {0, pttl}             busy ('try' only); nothing recorded
 --   {2, pttl, fresh}      queued; fresh = 1 when this call added the entry
 --                         (first time, or again after a purge)
@@ -54,7 +54,7 @@ if redis.call('EXISTS', K.hold) == 1 then
         redis.call('HDEL', K.hold, 'c')
         redis.call('PEXPIRE', K.hold, lease)
         pttl = tonumber(lease)
-        fair_wake_next(K)
+        fair_wake_next(K, pttl)
       end
       -- Otherwise a replay of an attempt already granted: counted once.
       return {1, token, pttl}
@@ -91,7 +91,7 @@ if head == nil or head == attempt then
     -- The head took the lock itself (the holder's lease ran out).
     redis.call('ZREM', K.q, head)
     redis.call('HDEL', K.qo, head)
-    fair_wake_next(K)
+    fair_wake_next(K, tonumber(lease))
   end
   return {1, token, tonumber(lease)}
 end

@@ -347,9 +347,12 @@ impl Client {
                         // No TTL known: a message or a reconnect wakes us.
                         now + self.config().watchdog_timeout
                     };
-                    let until = deadline.map_or(by_ttl, |d| d.min(by_ttl));
-                    // Woken or not, the next try tells: a lease that ran out is free.
-                    let _woke: Woke = sub.wait(until).await;
+                    let mut until = deadline.map_or(by_ttl, |d| d.min(by_ttl));
+                    // Woken or not, the next try tells: a lease that ran out
+                    // is free. A hint moves the bound without a try.
+                    while let Woke::Hint(h) = sub.wait(until).await {
+                        until = deadline.map_or(h, |d| d.min(h));
+                    }
                 }
                 Err(e) if e.is_retryable() => {
                     if e.is_unavailable() && !self.inner.conn.is_up() {

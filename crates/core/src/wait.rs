@@ -63,6 +63,9 @@ struct Slot {
     tag: Option<String>,
     pending: AtomicBool,
     acquired: AtomicBool,
+    /// When the current holder's lease ends, as told by a `t:<tag> <pttl>`
+    /// message: the waiter moves its sleep bound without a round trip.
+    hint: parking_lot::Mutex<Option<Instant>>,
     notify: Notify,
 }
 
@@ -106,15 +109,34 @@ impl Shared {
         match payload {
             b"*" => ch.slots.iter().for_each(|s| s.wake()),
             p if p.starts_with(WAKE_TAG_PREFIX.as_bytes()) => {
-                let tag = &p[WAKE_TAG_PREFIX.len()..];
-                ch.slots
-                    .iter()
-                    .filter(|s| s.tag.as_deref().map(str::as_bytes) == Some(tag))
-                    .for_each(|s| s.wake());
+                let rest = &p[WAKE_TAG_PREFIX.len()..];
+                // `t:<tag>`: try again now; `t:<tag> <pttl>`: the lock has a
+                // new holder whose lease ends in pttl ms: sleep until then.
+                let (tag, hint) = match rest.iter().position(|b| *b == b' ') {
+                    Some(i) => (&rest[..i], parse_ms(&rest[i + 1..])),
+                    None => (rest, None),
+                };
+                for s in ch.slots.iter() {
+                    if s.tag.as_deref().map(str::as_bytes) != Some(tag) {
+                        continue;
+                    }
+                    match hint {
+                        Some(ms) => {
+                            *s.hint.lock() =
+                                Some(Instant::now() + std::time::Duration::from_millis(ms));
+                            s.notify.notify_one();
+                        }
+                        None => s.wake(),
+                    }
+                }
             }
             _ => wake_one(ch),
         }
     }
+}
+
+fn parse_ms(b: &[u8]) -> Option<u64> {
+    std::str::from_utf8(b).ok()?.trim().parse().ok()
 }
 
 fn wake_one(ch: &Channel) {
@@ -174,6 +196,7 @@ impl Engine {
             tag,
             pending: AtomicBool::new(false),
             acquired: AtomicBool::new(false),
+            hint: parking_lot::Mutex::new(None),
             notify: Notify::new(),
         });
         let mut table = self.shared.table.lock();
@@ -339,6 +362,9 @@ pub(crate) enum Woke {
     Notified,
     /// The deadline passed first.
     Deadline,
+    /// The lock changed hands; the new holder's lease ends at this instant.
+    /// Sleep on without a try.
+    Hint(Instant),
 }
 
 impl Subscription {
@@ -377,6 +403,9 @@ impl Subscription {
         loop {
             if self.slot.pending.swap(false, Ordering::SeqCst) {
                 return Woke::Notified;
+            }
+            if let Some(h) = self.slot.hint.lock().take() {
+                return Woke::Hint(h);
             }
             tokio::select! {
                 () = self.slot.notify.notified() => {}
