@@ -283,35 +283,80 @@ impl Client {
         }
 
         let mut last_err: Option<Error> = None;
-        let mut heartbeat: Option<HeartbeatReg> = None;
-        let (sent_at, first) = once(self, &mut attempt, &try_call).await;
-        let mut was_queued = matches!(first, Ok(Reply::Queued { .. }));
-        if was_queued {
-            heartbeat = spec
-                .heartbeat
-                .as_ref()
-                .map(|h| self.inner.heartbeat.register(h));
+        // A channel this client already listens on (another local waiter,
+        // or one lingering after a recent wait) costs nothing to join: join
+        // it before the first try, and the try after subscribing is not
+        // needed, since no release can fall between the two.
+        let tag = spec.tagged.then(|| attempt_id.clone());
+        let early = match wait {
+            WaitMode::Try => None,
+            _ => self
+                .inner
+                .engine
+                .subscribe_if_confirmed(&spec.channel, tag.clone()),
+        };
+        if let Some(sub) = &early {
+            sub.begin_try();
         }
-        match first {
-            Ok(Reply::Granted { token, pttl }) => return Ok(Some(grant(token, pttl, sent_at))),
+        let (sent_at, first) = once(self, &mut attempt, &try_call).await;
+        let mut queue = QueueState::default();
+        let mut next_wait = match first {
+            Ok(Reply::Granted { token, pttl }) => {
+                if let Some(sub) = &early {
+                    sub.mark_acquired();
+                }
+                return Ok(Some(grant(token, pttl, sent_at)));
+            }
             Ok(Reply::Busy { .. }) | Ok(Reply::Queued { .. }) if wait == WaitMode::Try => {
                 attempt.give_up().await;
                 return Ok(None);
             }
-            Ok(_) => {}
-            Err(e) if e.is_retryable() && wait != WaitMode::Try => last_err = Some(e),
+            Ok(reply) => {
+                queue.observe(self, spec, reply);
+                match (&early, reply) {
+                    (Some(_), Reply::Busy { pttl } | Reply::Queued { pttl, .. }) => Some(pttl),
+                    _ => None,
+                }
+            }
+            Err(e) if e.is_retryable() && wait != WaitMode::Try => {
+                last_err = Some(e);
+                None
+            }
             Err(e) => return Err(e),
-        }
+        };
 
-        // Failed: subscribe, then try again at once (a release may have
-        // landed between the first try and the subscription).
-        let tag = spec.tagged.then(|| attempt_id.clone());
-        let sub = self.inner.engine.subscribe(&spec.channel, tag);
-        let confirm_by = Instant::now() + self.config().command_timeout;
-        let confirm_by = deadline.map_or(confirm_by, |d| d.min(confirm_by));
-        sub.confirmed(confirm_by).await;
+        let sub = match early {
+            Some(sub) => sub,
+            None => {
+                // Failed: subscribe, then try again at once (a release may
+                // have landed between the first try and the subscription).
+                let sub = self.inner.engine.subscribe(&spec.channel, tag);
+                let confirm_by = Instant::now() + self.config().command_timeout;
+                let confirm_by = deadline.map_or(confirm_by, |d| d.min(confirm_by));
+                sub.confirmed(confirm_by).await;
+                sub
+            }
+        };
         let wait_call = call("wait");
         loop {
+            if let Some(pttl) = next_wait.take() {
+                // Sleep until a release message, the holder's TTL, or the
+                // deadline. Woken or not, the next try tells: a lease that ran
+                // out is free. A hint moves the bound without a try.
+                let now = Instant::now();
+                let by_ttl = if pttl > 0 {
+                    now + Duration::from_millis(pttl.unsigned_abs())
+                } else if pttl == -2 {
+                    now // the key vanished between the checks: try again now
+                } else {
+                    // No TTL known: a message or a reconnect wakes us.
+                    now + self.config().watchdog_timeout
+                };
+                let mut until = deadline.map_or(by_ttl, |d| d.min(by_ttl));
+                while let Woke::Hint(h) = sub.wait(until).await {
+                    until = deadline.map_or(h, |d| d.min(h));
+                }
+            }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 break;
             }
@@ -322,59 +367,56 @@ impl Client {
                     sub.mark_acquired();
                     return Ok(Some(grant(token, pttl, sent_at)));
                 }
-                Ok(Reply::Busy { pttl }) | Ok(Reply::Queued { pttl, .. }) => {
-                    if let Ok(Reply::Queued { fresh, .. }) = r {
-                        if fresh && was_queued {
-                            tracing::warn!(kind = spec.kind, key = %spec.renew_key,
-                                "waiter was purged from the queue while alive; re-enqueued at the tail");
-                        }
-                        was_queued = true;
-                        if heartbeat.is_none() {
-                            heartbeat = spec
-                                .heartbeat
-                                .as_ref()
-                                .map(|h| self.inner.heartbeat.register(h));
-                        }
-                    }
+                Ok(reply @ (Reply::Busy { pttl } | Reply::Queued { pttl, .. })) => {
+                    queue.observe(self, spec, reply);
                     last_err = None;
-                    // Sleep until a release message, the holder's TTL, or the deadline.
-                    let now = Instant::now();
-                    let by_ttl = if pttl > 0 {
-                        now + Duration::from_millis(pttl.unsigned_abs())
-                    } else if pttl == -2 {
-                        now // the key vanished between the checks: try again now
-                    } else {
-                        // No TTL known: a message or a reconnect wakes us.
-                        now + self.config().watchdog_timeout
-                    };
-                    let mut until = deadline.map_or(by_ttl, |d| d.min(by_ttl));
-                    // Woken or not, the next try tells: a lease that ran out
-                    // is free. A hint moves the bound without a try.
-                    while let Woke::Hint(h) = sub.wait(until).await {
-                        until = deadline.map_or(h, |d| d.min(h));
-                    }
+                    next_wait = Some(pttl);
                 }
                 Err(e) if e.is_retryable() => {
                     if e.is_unavailable() && !self.inner.conn.is_up() {
                         self.inner.conn.wait_up(deadline).await;
-                        last_err = Some(e);
-                        continue;
                     }
                     last_err = Some(e);
-                    continue;
                 }
                 Err(e) => return Err(e),
             }
         }
         // Out of time.
         drop(sub);
-        drop(heartbeat);
+        drop(queue);
         match last_err {
             Some(e) => Err(e), // the armed attempt's drop hands it to the releaser
             None => {
                 attempt.give_up().await;
                 Ok(None)
             }
+        }
+    }
+}
+
+/// What a waiter knows about its place in a queue: whether it was queued
+/// (to notice a purge) and its liveness registration while queued.
+#[derive(Default)]
+struct QueueState {
+    queued: bool,
+    heartbeat: Option<HeartbeatReg>,
+}
+
+impl QueueState {
+    fn observe(&mut self, client: &Client, spec: &AcquireSpec, reply: Reply) {
+        let Reply::Queued { fresh, .. } = reply else {
+            return;
+        };
+        if fresh && self.queued {
+            tracing::warn!(kind = spec.kind, key = %spec.renew_key,
+                "waiter was purged from the queue while alive; re-enqueued at the tail");
+        }
+        self.queued = true;
+        if self.heartbeat.is_none() {
+            self.heartbeat = spec
+                .heartbeat
+                .as_ref()
+                .map(|h| client.inner.heartbeat.register(h));
         }
     }
 }

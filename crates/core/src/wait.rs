@@ -70,6 +70,16 @@ struct Slot {
 }
 
 impl Slot {
+    fn new(tag: Option<String>) -> Arc<Slot> {
+        Arc::new(Slot {
+            tag,
+            pending: AtomicBool::new(false),
+            acquired: AtomicBool::new(false),
+            hint: parking_lot::Mutex::new(None),
+            notify: Notify::new(),
+        })
+    }
+
     fn wake(&self) {
         self.pending.store(true, Ordering::SeqCst);
         self.notify.notify_one();
@@ -192,13 +202,7 @@ impl Engine {
     ///
     /// Returns at once; [`Subscription::confirmed`] waits for the server.
     pub(crate) fn subscribe(self: &Arc<Self>, channel: &str, tag: Option<String>) -> Subscription {
-        let slot = Arc::new(Slot {
-            tag,
-            pending: AtomicBool::new(false),
-            acquired: AtomicBool::new(false),
-            hint: parking_lot::Mutex::new(None),
-            notify: Notify::new(),
-        });
+        let slot = Slot::new(tag);
         let mut table = self.shared.table.lock();
         let entry = table.entry(channel.to_string()).or_default();
         entry.slots.push(slot.clone());
@@ -213,6 +217,32 @@ impl Engine {
             channel: channel.to_string(),
             slot,
         }
+    }
+
+    /// Register a waiter only if `channel` is already subscribed and
+    /// confirmed on the live connection (joining costs no round trip).
+    pub(crate) fn subscribe_if_confirmed(
+        self: &Arc<Self>,
+        channel: &str,
+        tag: Option<String>,
+    ) -> Option<Subscription> {
+        let epoch = self.conn.health().borrow().epoch;
+        // Checked and joined under one lock: the engine's task only drops
+        // channels without waiters, so a joined channel stays subscribed.
+        let mut table = self.shared.table.lock();
+        let entry = table.get_mut(channel)?;
+        if entry.confirmed != Some(epoch) {
+            return None;
+        }
+        let slot = Slot::new(tag);
+        entry.slots.push(slot.clone());
+        entry.idle_since = None;
+        drop(table);
+        Some(Subscription {
+            engine: self.clone(),
+            channel: channel.to_string(),
+            slot,
+        })
     }
 
     pub(crate) fn close(&self) {
