@@ -166,6 +166,11 @@ impl Conn {
         self.health.subscribe()
     }
 
+    /// The current connection epoch (grows at every reconnection).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.health.borrow().epoch
+    }
+
     pub(crate) fn is_up(&self) -> bool {
         self.health.borrow().up
     }

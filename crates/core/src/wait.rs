@@ -226,7 +226,7 @@ impl Engine {
         channel: &str,
         tag: Option<String>,
     ) -> Option<Subscription> {
-        let epoch = self.conn.health().borrow().epoch;
+        let epoch = self.conn.epoch();
         // Checked and joined under one lock: the engine's task only drops
         // channels without waiters, so a joined channel stays subscribed.
         let mut table = self.shared.table.lock();
@@ -403,7 +403,7 @@ impl Subscription {
     pub(crate) async fn confirmed(&self, deadline: Instant) -> bool {
         let mut rx = self.engine.shared.confirmations.subscribe();
         loop {
-            let epoch = self.engine.conn.health().borrow().epoch;
+            let epoch = self.engine.conn.epoch();
             let ok = self
                 .engine
                 .shared

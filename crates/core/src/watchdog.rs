@@ -15,7 +15,6 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::client::run_on;
@@ -28,7 +27,6 @@ const BATCH: usize = 256;
 #[derive(Debug)]
 pub(crate) struct Watchdog {
     holds: Mutex<HashMap<u64, Arc<HoldInner>>>,
-    changed: Arc<Notify>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -36,7 +34,6 @@ impl Watchdog {
     pub(crate) fn start(conn: Arc<Conn>, timeout: Duration) -> Arc<Watchdog> {
         let wd = Arc::new(Watchdog {
             holds: Mutex::new(HashMap::new()),
-            changed: Arc::new(Notify::new()),
             task: Mutex::new(None),
         });
         let handle = tokio::spawn(run(Arc::downgrade(&wd), conn, timeout));
@@ -45,15 +42,12 @@ impl Watchdog {
     }
 
     pub(crate) fn register(&self, hold: Arc<HoldInner>) {
+        // No wake-up of the task: it ticks on its own, and a hold registered
+        // just after a tick is renewed at the next one, a third of its lease
+        // later. (Waking the task per registration cost a context switch on
+        // every uncontended acquire.)
         hold.in_watchdog.store(true, Ordering::SeqCst);
-        let first = {
-            let mut h = self.holds.lock();
-            h.insert(hold.id, hold);
-            h.len() == 1
-        };
-        if first {
-            self.changed.notify_one();
-        }
+        self.holds.lock().insert(hold.id, hold);
     }
 
     pub(crate) fn unregister(&self, hold: &HoldInner) {
@@ -85,22 +79,15 @@ async fn run(weak: Weak<Watchdog>, conn: Arc<Conn>, timeout: Duration) {
     let lease_ms = timeout.as_millis().to_string();
     let mut next = Instant::now() + interval;
     loop {
-        // Sleep until the next round; with no holds, until one is registered.
-        {
-            let Some(wd) = weak.upgrade() else { return };
-            let empty = wd.holds.lock().is_empty();
-            if empty {
-                let changed = wd.changed.clone();
-                drop(wd);
-                changed.notified().await;
-                next = Instant::now() + interval;
-                continue;
-            }
-        }
+        // Tick every third of the lease; a round with no holds sends nothing.
         tokio::time::sleep_until(next).await;
         let Some(wd) = weak.upgrade() else { return };
         let holds: Vec<Arc<HoldInner>> = wd.holds.lock().values().cloned().collect();
         drop(wd);
+        if holds.is_empty() {
+            next = Instant::now() + interval;
+            continue;
+        }
         let mut failed = false;
         // Group by renew script; one call per batch.
         let mut groups: HashMap<&'static str, Vec<Arc<HoldInner>>> = HashMap::new();
