@@ -11,7 +11,7 @@
 //! * `deadbolt force-unlock NAME --yes` deletes a lock whoever holds it.
 //!
 //! The logic lives here so that tests drive it in-process: parse a [`Cli`]
-//! (or build the argument structs) and call [`run`], [`bench`],
+//! (or build the argument structs) and call [`run`], [`bench()`],
 //! [`inspect`] or [`force_unlock`]. `main.rs` only parses and calls [`run`].
 
 use std::io::Write as _;

@@ -289,7 +289,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
 
     /// Take the lock, run `work` with the fencing token, and unlock.
     ///
-    /// `work` is raced against the hold's [`lost`](LockGuard::lost): if the
+    /// `work` is raced against the hold's [`lost`](crate::ExclusiveGuard::lost): if the
     /// hold is lost first, `work` is dropped and [`Error::NotHeld`] returned.
     ///
     /// # Errors

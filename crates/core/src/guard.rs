@@ -5,7 +5,7 @@ use crate::{Hold, LeaseState, Result};
 
 /// One hold of an exclusive lock ([`Exclusive`](crate::Exclusive): `Lock`, `FairLock`).
 ///
-/// Release it with [`unlock`](LockGuard::unlock) to see the outcome. Dropping
+/// Release it with [`unlock`](ExclusiveGuard::unlock) to see the outcome. Dropping
 /// it releases too, but not at once: the release goes through the client's
 /// background releaser (and a warning is logged).
 #[must_use = "if unused the lock is released at once"]

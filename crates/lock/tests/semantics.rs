@@ -356,3 +356,32 @@ fn send_sync(c: deadbolt_core::Client, g: deadbolt_lock::LockGuard) {
     is_send(&g.lost());
     is_send(&g.unlock());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_last_client_still_releases_in_the_background() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let lock = Lock::new(&c, "orphan");
+    let key = lock.key().unwrap().to_string();
+    let g = lock.lock().await.unwrap();
+    assert!(exists(&srv, &key).await);
+    drop(g);
+    drop(lock);
+    drop(c);
+    // The releaser keeps its own connection until the release is answered.
+    let mut raw = srv.conn().await;
+    within("background release", async {
+        loop {
+            let n: i64 = redis::cmd("EXISTS")
+                .arg(&key)
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            if n == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+}

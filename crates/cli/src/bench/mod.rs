@@ -50,17 +50,17 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<Report> {
     bench_with(args, |_| {}).await
 }
 
-/// [`bench`], calling `on_ready` with the Redis URL once the server answers
+/// [`bench()`], calling `on_ready` with the Redis URL once the server answers
 /// (and before any scenario runs).
 ///
 /// Ctrl-C or SIGTERM during the run stops it: the embedded server is stopped
 /// and the partial report comes back with `interrupted: true`.
 ///
 /// # Errors
-/// As [`bench`].
+/// As [`bench()`].
 ///
 /// # Cancel safety
-/// As [`bench`].
+/// As [`bench()`].
 pub async fn bench_with(
     args: &BenchArgs,
     on_ready: impl FnOnce(&str) + Send,
