@@ -15,15 +15,13 @@
 --
 -- O(1).
 
-local kind = redis.call('TYPE', KEYS[1]).ok
-if kind ~= 'hash' then
-  -- Missing (expired or never granted) or replaced by a key of another type:
-  -- either way this attempt holds nothing here.
-  return 0
-end
-if redis.call('HDEL', KEYS[1], 'a:' .. ARGV[1]) == 0 then
-  -- Not our hold: another owner took the lock after ours expired, or the
-  -- attempt never got it.
+-- pcall: a missing key gives 0, a key of another type an error table;
+-- either way this attempt holds nothing here (expired, never granted, or
+-- replaced by a value of another type).
+local removed = redis.pcall('HDEL', KEYS[1], 'a:' .. ARGV[1])
+if type(removed) ~= 'number' or removed == 0 then
+  -- Not our hold: it expired, another owner took the lock after ours
+  -- expired, or the attempt never got it.
   return 0
 end
 if redis.call('HINCRBY', KEYS[1], 'n', -1) > 0 then

@@ -284,9 +284,13 @@ pub(crate) async fn run_on<T: FromRedisValue>(conn: &Arc<Conn>, call: &ScriptCal
     match inv.invoke_async::<T>(&mut c).await {
         Ok(v) => Ok(v),
         Err(e) => match conn.sent_error(epoch, e) {
-            Error::WrongType { key } if key.is_empty() => Err(Error::WrongType {
-                key: call.main_key().to_string(),
-            }),
+            // A script's own `WRONGTYPE <key>` names the key; Redis's message
+            // does not: name the primitive's main key then.
+            Error::WrongType { key } if key.is_empty() || key.contains(' ') => {
+                Err(Error::WrongType {
+                    key: call.main_key().to_string(),
+                })
+            }
             other => Err(other),
         },
     }

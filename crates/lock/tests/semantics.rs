@@ -313,6 +313,23 @@ async fn bad_input_is_refused_and_writes_nothing() {
         "nothing written"
     );
     assert!(matches!(w.is_locked().await, Err(Error::WrongType { .. })));
+
+    // The fencing counter's key holding another type: refused before the hold is written.
+    let f = Lock::new(&c, "fenced");
+    let hold = f.key().unwrap().to_string();
+    let fence = format!("{hold}:fence");
+    let _: () = redis::cmd("HSET")
+        .arg(&fence)
+        .arg("x")
+        .arg(1)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    match f.try_lock().await {
+        Err(Error::WrongType { key }) => assert_eq!(key, fence),
+        other => panic!("expected WrongType, got {other:?}"),
+    }
+    assert!(!exists(&srv, &hold).await, "the hold was written");
     assert!(matches!(
         deadbolt_core::Client::builder(&srv.url())
             .namespace("a{b")
