@@ -12,4 +12,6 @@ mod resp;
 mod server;
 
 pub use proxy::FaultProxy;
-pub use server::{free_port, redis_server_path, RedisServer, RedisServerBuilder};
+pub use server::{
+    free_port, parse_commandstats, redis_server_path, RedisServer, RedisServerBuilder,
+};

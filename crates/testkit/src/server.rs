@@ -523,7 +523,8 @@ fn probe_server_pid(addr: SocketAddr) -> Option<u32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-fn parse_commandstats(info: &str) -> HashMap<String, u64> {
+/// Parse the text of `INFO commandstats` into lowercased command name → calls.
+pub fn parse_commandstats(info: &str) -> HashMap<String, u64> {
     info.lines()
         .filter_map(|line| {
             let rest = line.trim().strip_prefix("cmdstat_")?;

@@ -108,17 +108,8 @@ pub(crate) async fn commandstats(
 }
 
 pub(crate) fn parse_commandstats(info: &str) -> BTreeMap<String, u64> {
-    info.lines()
-        .filter_map(|line| {
-            let rest = line.trim().strip_prefix("cmdstat_")?;
-            let (name, fields) = rest.split_once(':')?;
-            let calls = fields
-                .split(',')
-                .find_map(|f| f.strip_prefix("calls="))?
-                .parse()
-                .ok()?;
-            Some((name.to_ascii_lowercase(), calls))
-        })
+    deadbolt_testkit::parse_commandstats(info)
+        .into_iter()
         .collect()
 }
 
