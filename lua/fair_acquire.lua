@@ -35,7 +35,7 @@ local function enqueue(pttl)
     -- Server order decides the place: the counter, not a client clock.
     local seq = redis.call('INCR', K.seq)
     redis.call('ZADD', K.q, seq, attempt)
-    redis.call('HSET', K.qo, attempt, owner)
+    redis.call('HSET', K.qo, attempt, owner .. ' ' .. lease)
     fresh = 1
   end
   -- Every try of a waiter also proves its client alive.
@@ -75,7 +75,7 @@ if redis.call('EXISTS', K.hold) == 1 then
 end
 
 -- Free. The live head of the queue has the first right to it.
-local head, howner, more = fair_live_head(K, now_ms)
+local head, howner, hlease, more = fair_live_head(K, now_ms)
 if more then
   -- Too many dead heads for one call: the next call goes on purging.
   if mode == 'try' then
@@ -97,7 +97,7 @@ if head == nil or head == attempt then
 end
 -- Someone else is first: give it the lock (it may not have noticed the
 -- holder's lease ran out) and stay behind it.
-fair_handoff(K, head, howner, now_us, wt)
+fair_handoff(K, head, howner, hlease, now_us, wt)
 if mode == 'try' then
   return {0, wt}
 end

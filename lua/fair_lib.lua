@@ -10,12 +10,15 @@
 --                                      holding an unclaimed hand-off
 --   K.fence  <ns>:{name}:fair:fence    fencing counter (string, TTL 1 h)
 --   K.q      <ns>:{name}:fair:q        queue ZSET: attempt -> enqueue seq
---   K.qo     <ns>:{name}:fair:qo       hash: attempt -> owner id
+--   K.qo     <ns>:{name}:fair:qo       hash: attempt -> '<owner id> <lease ms>'
 --   K.alive  <ns>:{name}:fair:alive    ZSET: client uuid -> liveness deadline
 --                                      (server clock, ms)
 --   K.seq    <ns>:{name}:fair:seq      enqueue counter (server order)
 -- Channel of a client's waiters: <hold>:ch:<client uuid>; messages
--- t:<attempt> (hand-off: try now) and t:<attempt> <pttl> (new holder's lease).
+--   g:<attempt> <token> <ttl>  hand-off: the lock is yours with this token
+--                              under a claim lease of ttl ms
+--   t:<attempt> <pttl>         you are next; the holder's lease ends in pttl ms
+--   t:<attempt>                try again now
 --
 -- Every function is O(log n) in the queue length, except fair_live_head,
 -- which removes up to 64 dead heads (O(log n) each) per call.
@@ -47,38 +50,36 @@ local function fair_client(owner)
   return string.match(owner, '^([^:]+)')
 end
 
+-- A queue entry's value: owner id and requested lease.
+local function fair_entry(v)
+  local owner, lease = string.match(v, '^(%S+) (%d+)$')
+  if owner then
+    return owner, tonumber(lease)
+  end
+  return v, nil
+end
+
 -- The first live waiter: drops heads whose client's liveness record is
--- missing or past its deadline. Returns attempt, owner; or nil; or
--- nil, nil, true when more dead heads remain than one call may remove.
+-- missing or past its deadline. Returns attempt, owner, lease; or nil; or
+-- nil, nil, nil, true when more dead heads remain than one call may remove.
 local function fair_live_head(K, now_ms)
   for _ = 1, 64 do
     local head = redis.call('ZRANGE', K.q, 0, 0)[1]
     if not head then
       return nil
     end
-    local owner = redis.call('HGET', K.qo, head)
-    local alive = owner and redis.call('ZSCORE', K.alive, fair_client(owner))
-    if alive and tonumber(alive) >= now_ms then
-      return head, owner
+    local v = redis.call('HGET', K.qo, head)
+    if v then
+      local owner, lease = fair_entry(v)
+      local alive = redis.call('ZSCORE', K.alive, fair_client(owner))
+      if alive and tonumber(alive) >= now_ms then
+        return head, owner, lease
+      end
     end
     redis.call('ZREM', K.q, head)
     redis.call('HDEL', K.qo, head)
   end
-  return nil, nil, true
-end
-
--- Hand the free lock to a waiter: it holds it under a claim lease of
--- waiter_timeout until it picks it up (fair_acquire sets its real lease), so
--- a dead head blocks the queue for at most waiter_timeout. Only that waiter's
--- client is told, and only that waiter wakes.
-local function fair_handoff(K, head, owner, now_us, wt_ms)
-  redis.call('ZREM', K.q, head)
-  redis.call('HDEL', K.qo, head)
-  local _, stoken = fair_token(K, now_us)
-  redis.call('DEL', K.hold)
-  redis.call('HSET', K.hold, 'o', owner, 't', stoken, 'n', 1, 'a:' .. head, 1, 'c', head)
-  redis.call('PEXPIRE', K.hold, wt_ms)
-  redis.call('PUBLISH', K.hold .. ':ch:' .. fair_client(owner), 't:' .. head)
+  return nil, nil, nil, true
 end
 
 -- Tell the waiter now first in line when the new holder's lease ends
@@ -88,19 +89,42 @@ end
 local function fair_wake_next(K, pttl)
   local head = redis.call('ZRANGE', K.q, 0, 0)[1]
   if head then
-    local owner = redis.call('HGET', K.qo, head)
-    if owner then
-      redis.call('PUBLISH', K.hold .. ':ch:' .. fair_client(owner),
+    local v = redis.call('HGET', K.qo, head)
+    if v then
+      redis.call('PUBLISH', K.hold .. ':ch:' .. fair_client(fair_entry(v)),
         't:' .. head .. ' ' .. string.format('%.0f', pttl))
     end
   end
 end
 
+-- Hand the free lock to a waiter under a claim lease: min(its lease,
+-- waiter_timeout), so a dead head blocks the queue for at most
+-- waiter_timeout. Only that waiter's client is told, with the token and the
+-- claim lease: the waiter holds the lock from that message on and extends
+-- the claim to its own lease in the background (or, if the message came too
+-- late to trust, picks it up with fair_acquire). The next waiter in line is
+-- told when the claim ends.
+local function fair_handoff(K, head, owner, lease, now_us, wt_ms)
+  redis.call('ZREM', K.q, head)
+  redis.call('HDEL', K.qo, head)
+  local _, stoken = fair_token(K, now_us)
+  local ttl = wt_ms
+  if lease and lease < wt_ms then
+    ttl = lease
+  end
+  redis.call('DEL', K.hold)
+  redis.call('HSET', K.hold, 'o', owner, 't', stoken, 'n', 1, 'a:' .. head, 1, 'c', head)
+  redis.call('PEXPIRE', K.hold, ttl)
+  redis.call('PUBLISH', K.hold .. ':ch:' .. fair_client(owner),
+    'g:' .. head .. ' ' .. stoken .. ' ' .. string.format('%.0f', ttl))
+  fair_wake_next(K, ttl)
+end
+
 -- Hand off to the live head if the lock is free and someone waits.
 local function fair_pass_on(K, now_ms, now_us, wt_ms)
-  local head, owner = fair_live_head(K, now_ms)
+  local head, owner, lease = fair_live_head(K, now_ms)
   if head then
-    fair_handoff(K, head, owner, now_us, wt_ms)
+    fair_handoff(K, head, owner, lease, now_us, wt_ms)
   end
 end
 

@@ -27,7 +27,7 @@ use crate::client::Client;
 use crate::config::lease_ms;
 use crate::error::{Error, Result};
 use crate::heartbeat::{HeartbeatReg, HeartbeatSpec};
-use crate::lease::{Hold, HoldSpec, LeaseMode};
+use crate::lease::{valid_until, Hold, HoldSpec, LeaseMode};
 use crate::scripts::{LuaScript, ScriptCall};
 use crate::wait::Woke;
 
@@ -312,7 +312,7 @@ impl Client {
                 return Ok(None);
             }
             Ok(reply) => {
-                queue.observe(self, spec, reply);
+                queue.observe(self, spec, reply, sent_at);
                 match (&early, reply) {
                     (Some(_), Reply::Busy { pttl } | Reply::Queued { pttl, .. }) => Some(pttl),
                     _ => None,
@@ -356,6 +356,21 @@ impl Client {
                 while let Woke::Hint(h) = sub.wait(until).await {
                     until = deadline.map_or(h, |d| d.min(h));
                 }
+                // A hand-off message that names this attempt carries the
+                // token and the claim lease: take the lock without a round
+                // trip when the claim is still good counted from the instant
+                // the enqueueing request was sent (the grant came later).
+                if let (Some((token, ttl)), Some(t0)) = (sub.take_grant(), queue.enqueued_at) {
+                    if valid_until(t0, ttl) > Instant::now() + Duration::from_millis(1) {
+                        attempt.disarm();
+                        sub.mark_acquired();
+                        let hold = grant(token, ttl, t0);
+                        if ms > ttl {
+                            hold.extend_in_background(ms, ttl);
+                        }
+                        return Ok(Some(hold));
+                    }
+                }
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 break;
@@ -368,7 +383,7 @@ impl Client {
                     return Ok(Some(grant(token, pttl, sent_at)));
                 }
                 Ok(reply @ (Reply::Busy { pttl } | Reply::Queued { pttl, .. })) => {
-                    queue.observe(self, spec, reply);
+                    queue.observe(self, spec, reply, sent_at);
                     last_err = None;
                     next_wait = Some(pttl);
                 }
@@ -399,14 +414,20 @@ impl Client {
 #[derive(Default)]
 struct QueueState {
     queued: bool,
+    /// When the request that created the current queue entry was sent: any
+    /// hand-off to this entry happened after it.
+    enqueued_at: Option<Instant>,
     heartbeat: Option<HeartbeatReg>,
 }
 
 impl QueueState {
-    fn observe(&mut self, client: &Client, spec: &AcquireSpec, reply: Reply) {
+    fn observe(&mut self, client: &Client, spec: &AcquireSpec, reply: Reply, sent_at: Instant) {
         let Reply::Queued { fresh, .. } = reply else {
             return;
         };
+        if fresh {
+            self.enqueued_at = Some(sent_at);
+        }
         if fresh && self.queued {
             tracing::warn!(kind = spec.kind, key = %spec.renew_key,
                 "waiter was purged from the queue while alive; re-enqueued at the tail");

@@ -266,6 +266,40 @@ impl Hold {
         }
     }
 
+    /// Extend the hold to at least `lease_ms` in a background task, a third
+    /// of the way into its current lease of `claim_ms` (a fair-lock hand-off
+    /// arrives under a short claim lease; a hold released before then needs
+    /// no extension at all). Success moves the local validity; "gone" marks
+    /// the hold `Lost`; a failed call leaves the claim's validity (and the
+    /// watchdog, for watchdog leases, retries).
+    pub(crate) fn extend_in_background(&self, lease_ms: u64, claim_ms: u64) {
+        let inner = self.inner.clone();
+        let at = Instant::now() + Duration::from_millis(claim_ms / 3);
+        tokio::spawn(async move {
+            // A timer for the renewal, as the watchdog's; not a wait loop.
+            tokio::time::sleep_until(at).await;
+            if *inner.state.borrow() != LeaseState::Active {
+                return;
+            }
+            let call = ScriptCall::new(
+                inner.spec.renew,
+                vec![inner.spec.renew_key.clone()],
+                vec![lease_ms.to_string(), inner.attempt.clone()],
+            );
+            let sent = Instant::now();
+            match inner.client.run::<Vec<i64>>(&call).await {
+                Ok(v) => match v.first().copied() {
+                    Some(p) if p >= 0 => inner.renewed(sent, p.unsigned_abs()),
+                    _ => {
+                        inner.finish(LeaseState::Lost);
+                    }
+                },
+                Err(e) => tracing::warn!(error = %e, key = %inner.spec.renew_key,
+                    "extending a handed-off claim failed; it holds until the claim ends"),
+            }
+        });
+    }
+
     /// Stop renewal, then release this hold and wait for the server's answer.
     ///
     /// # Errors

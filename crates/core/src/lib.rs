@@ -34,7 +34,7 @@ pub use guard::ExclusiveGuard;
 pub use heartbeat::HeartbeatSpec;
 pub use keys::Keys;
 pub use lease::{drift, valid_until, Hold, HoldSpec, LeaseMode, LeaseState};
-pub use wait::{WAKE_ALL, WAKE_ONE, WAKE_TAG_PREFIX};
+pub use wait::{WAKE_ALL, WAKE_GRANT_PREFIX, WAKE_ONE, WAKE_TAG_PREFIX};
 
 impl Client {
     /// Number of holds the watchdog currently renews.

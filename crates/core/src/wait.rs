@@ -29,8 +29,9 @@
 //!
 //! **Who is woken.** A message `1` wakes one local waiter (the longest waiting
 //! one not already woken); `*` wakes every waiter on the channel (shared
-//! grants); `t:<tag>` wakes the waiter registered with that tag (fair lock
-//! hand-off). A waiter that was woken and then leaves without acquiring passes
+//! grants); `t:<tag>` wakes the waiter registered with that tag; `g:<tag>
+//! <token> <ttl>` hands that waiter the lock (fair lock); `t:<tag> <pttl>`
+//! only moves that waiter's sleep bound. A waiter that was woken and then leaves without acquiring passes
 //! the wake on to the next waiter, so a cancelled waiter never swallows the
 //! only wake-up of a release.
 //!
@@ -57,6 +58,8 @@ pub const WAKE_ONE: &str = "1";
 pub const WAKE_ALL: &str = "*";
 /// Prefix of a message that wakes the waiter registered with a tag.
 pub const WAKE_TAG_PREFIX: &str = "t:";
+/// Prefix of a hand-off message: `g:<tag> <token> <claim ttl ms>`.
+pub const WAKE_GRANT_PREFIX: &str = "g:";
 
 #[derive(Debug)]
 struct Slot {
@@ -66,6 +69,9 @@ struct Slot {
     /// When the current holder's lease ends, as told by a `t:<tag> <pttl>`
     /// message: the waiter moves its sleep bound without a round trip.
     hint: parking_lot::Mutex<Option<Instant>>,
+    /// A hand-off named this waiter: `(token, claim ttl ms)` from a
+    /// `g:<tag> <token> <ttl>` message.
+    grant: parking_lot::Mutex<Option<(u64, u64)>>,
     notify: Notify,
 }
 
@@ -76,6 +82,7 @@ impl Slot {
             pending: AtomicBool::new(false),
             acquired: AtomicBool::new(false),
             hint: parking_lot::Mutex::new(None),
+            grant: parking_lot::Mutex::new(None),
             notify: Notify::new(),
         })
     }
@@ -137,6 +144,21 @@ impl Shared {
                             s.notify.notify_one();
                         }
                         None => s.wake(),
+                    }
+                }
+            }
+            p if p.starts_with(WAKE_GRANT_PREFIX.as_bytes()) => {
+                let mut parts = p[WAKE_GRANT_PREFIX.len()..].split(|b| *b == b' ');
+                let (Some(tag), Some(token), Some(ttl)) =
+                    (parts.next(), parts.next(), parts.next())
+                else {
+                    return;
+                };
+                let grant = parse_ms(token).zip(parse_ms(ttl));
+                for s in ch.slots.iter() {
+                    if s.tag.as_deref().map(str::as_bytes) == Some(tag) {
+                        *s.grant.lock() = grant;
+                        s.wake();
                     }
                 }
             }
@@ -448,6 +470,11 @@ impl Subscription {
                 }
             }
         }
+    }
+
+    /// The hand-off that named this waiter, if one arrived: `(token, ttl ms)`.
+    pub(crate) fn take_grant(&self) -> Option<(u64, u64)> {
+        self.slot.grant.lock().take()
     }
 
     /// The waiter got what it waited for: its leaving passes nothing on.

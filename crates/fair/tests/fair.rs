@@ -255,3 +255,28 @@ async fn cancelled_waiters_leave_no_queue_entries_or_holds() {
         assert!(!holder.is_locked().await.unwrap(), "a hold was left behind");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handed_off_hold_outlives_its_claim_lease() {
+    let srv = server();
+    // A short waiter timeout makes the claim lease short.
+    let wt = Duration::from_millis(300);
+    let c = client(&srv.url(), wt).await;
+    let holder = FairLock::new(&c, "claim");
+    let g = holder.lock().await.unwrap();
+    let w = FairLock::new(&c, "claim");
+    let w2 = w.clone();
+    let t = tokio::spawn(async move { w2.lock().await.unwrap() });
+    until_queued(&srv, &holder, 1).await;
+    g.unlock().await.unwrap();
+    let gw = within("hand-off", t).await.unwrap();
+    tokio::time::sleep(wt * 4).await; // several claim leases pass
+    assert!(
+        w.is_held().await.unwrap(),
+        "the claim was not extended to the watchdog lease"
+    );
+    assert_eq!(gw.state(), deadbolt_core::LeaseState::Active);
+    assert!(gw.valid_for() > wt, "local validity {:?}", gw.valid_for());
+    gw.unlock().await.unwrap();
+    assert!(!holder.is_locked().await.unwrap());
+}
