@@ -15,7 +15,7 @@
 --   error WRONGTYPE <key>  a key of another type is in the way; nothing written
 --
 -- O(1): a handful of hash operations, no loops. The fresh grant, the hot
--- path, runs five commands.
+-- path, runs five commands (HGET, TIME, SET..GET, HSET, PEXPIRE).
 
 -- pcall: a key of another type comes back as an error table, reported with
 -- its name before anything is written (cheaper than a TYPE call first).
@@ -28,15 +28,24 @@ if not owner then
   -- Free: a fresh grant advances the fencing counter. The floor is the server
   -- clock in microseconds, so tokens keep rising after the counter is lost
   -- (restart without persistence, failover, expiry of the counter key).
-  local last = redis.pcall('GET', KEYS[2])
-  if type(last) == 'table' then
-    return redis.error_reply('WRONGTYPE ' .. KEYS[2])
-  end
+  -- One SET ... GET stores the clock-based token and returns the previous
+  -- counter; only when the counter is ahead of the clock (several grants in
+  -- one microsecond, or a clock that stepped back) is it set once more.
   local now = redis.call('TIME')
-  local token = math.max((tonumber(last) or 0) + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
+  local token = tonumber(now[1]) * 1000000 + tonumber(now[2])
   -- %.0f keeps all digits; tostring would round to 14 significant digits.
   local stoken = string.format('%.0f', token)
-  redis.call('SET', KEYS[2], stoken, 'PX', 3600000)
+  local prev = redis.pcall('SET', KEYS[2], stoken, 'PX', 3600000, 'GET')
+  if type(prev) == 'table' then
+    -- A key of another type: SET ... GET refuses and writes nothing.
+    return redis.error_reply('WRONGTYPE ' .. KEYS[2])
+  end
+  local last = tonumber(prev) or 0
+  if last >= token then
+    token = last + 1
+    stoken = string.format('%.0f', token)
+    redis.call('SET', KEYS[2], stoken, 'PX', 3600000)
+  end
   redis.call('HSET', KEYS[1], 'o', ARGV[1], 't', stoken, 'n', 1, 'a:' .. ARGV[2], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
   return {1, token, tonumber(ARGV[3])}

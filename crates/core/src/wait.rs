@@ -267,8 +267,13 @@ impl Engine {
         })
     }
 
+    /// Close the subscriber connection and wake every waiter, so each finds
+    /// out at its next step that the client is gone.
     pub(crate) fn close(&self) {
         self.conn.close();
+        for ch in self.shared.table.lock().values() {
+            ch.slots.iter().for_each(|s| s.wake());
+        }
     }
 
     /// Channels in the table, lingering ones included (for tests and inspection).

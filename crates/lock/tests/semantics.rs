@@ -402,3 +402,24 @@ async fn dropping_the_last_client_still_releases_in_the_background() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_waits_at_once() {
+    let srv = server();
+    let c1 = client(&srv.url()).await;
+    let c2 = client(&srv.url()).await;
+    let g = Lock::new(&c1, "closing").lock().await.unwrap();
+    let waiter = Lock::new(&c2, "closing");
+    let t = tokio::spawn(async move { waiter.lock().await });
+    srv.wait_for_channels(1).await;
+    let started = Instant::now();
+    c2.shutdown().await;
+    let r = within("waiter after shutdown", t).await.unwrap();
+    assert!(matches!(r, Err(Error::Shutdown)), "{r:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    g.unlock().await.unwrap();
+}
