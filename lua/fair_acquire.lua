@@ -23,6 +23,10 @@
 local K = fair_keys(0)
 local owner, attempt, lease, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local wt = tonumber(ARGV[5])
+local holder = redis.pcall('HGET', K.hold, 'o')
+if type(holder) == 'table' then
+  return redis.error_reply('WRONGTYPE ' .. K.hold)
+end
 local bad = fair_check_types(K)
 if bad then
   return bad
@@ -44,9 +48,9 @@ local function enqueue(pttl)
   return {2, pttl, fresh}
 end
 
-if redis.call('EXISTS', K.hold) == 1 then
+if holder then
   local pttl = redis.call('PTTL', K.hold)
-  if redis.call('HGET', K.hold, 'o') == owner then
+  if holder == owner then
     local token = tonumber(redis.call('HGET', K.hold, 't'))
     if redis.call('HEXISTS', K.hold, 'a:' .. attempt) == 1 then
       if redis.call('HGET', K.hold, 'c') == attempt then

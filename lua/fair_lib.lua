@@ -38,12 +38,18 @@ local function fair_now()
 end
 
 -- Next fencing token: max(counter + 1, server time in µs), stored with a TTL.
+-- One SET ... GET in the common case (the counter behind the clock); a
+-- second SET only when the counter is ahead.
 local function fair_token(K, now_us)
-  local last = tonumber(redis.call('GET', K.fence) or '0') or 0
-  local token = math.max(last + 1, now_us)
-  local s = string.format('%.0f', token)
-  redis.call('SET', K.fence, s, 'PX', 3600000)
-  return token, s
+  local s = string.format('%.0f', now_us)
+  local last = tonumber(redis.call('SET', K.fence, s, 'PX', 3600000, 'GET')) or 0
+  if last >= now_us then
+    local token = last + 1
+    s = string.format('%.0f', token)
+    redis.call('SET', K.fence, s, 'PX', 3600000)
+    return token, s
+  end
+  return now_us, s
 end
 
 local function fair_client(owner)
@@ -136,11 +142,10 @@ local function fair_touch(K, ttl_ms)
   redis.call('PEXPIRE', K.seq, ttl_ms)
 end
 
+-- Keys of another type in the way are reported by name before anything is
+-- written. The hold hash is checked by the caller (pcall HGET, which it needs
+-- anyway); the queue and the fence here.
 local function fair_check_types(K)
-  local h = redis.call('TYPE', K.hold).ok
-  if h ~= 'none' and h ~= 'hash' then
-    return redis.error_reply('WRONGTYPE ' .. K.hold)
-  end
   local q = redis.call('TYPE', K.q).ok
   if q ~= 'none' and q ~= 'zset' then
     return redis.error_reply('WRONGTYPE ' .. K.q)

@@ -21,17 +21,20 @@ if redis.call('ZREM', K.q, attempt) == 1 then
   redis.call('HDEL', K.qo, attempt)
   return 1
 end
-if redis.call('TYPE', K.hold).ok ~= 'hash' then
-  return 0
-end
-if redis.call('HDEL', K.hold, 'a:' .. attempt) == 0 then
+-- pcall: a missing hold gives 0, a key of another type an error table;
+-- either way this attempt holds nothing.
+local removed = redis.pcall('HDEL', K.hold, 'a:' .. attempt)
+if type(removed) ~= 'number' or removed == 0 then
   return 0
 end
 if redis.call('HINCRBY', K.hold, 'n', -1) > 0 then
   return 1
 end
--- Last hold (also an unclaimed hand-off whose waiter gave up): pass it on.
+-- Last hold (also an unclaimed hand-off whose waiter gave up): pass it on
+-- if anyone waits (the clock is read only then).
 redis.call('DEL', K.hold)
-local now_ms, now_us = fair_now()
-fair_pass_on(K, now_ms, now_us, wt)
+if redis.call('EXISTS', K.q) == 1 then
+  local now_ms, now_us = fair_now()
+  fair_pass_on(K, now_ms, now_us, wt)
+end
 return 2
