@@ -48,7 +48,7 @@ impl PrimitiveKind {
     }
 }
 
-/// Arguments of `deadbolt inspect`.
+/// Arguments of `deadbolt inspect`; also the target of `deadbolt force-unlock`.
 #[derive(Debug, Clone, Args)]
 pub struct InspectArgs {
     /// The lock's name (as passed to `client.lock(name)`).
@@ -67,17 +67,9 @@ pub struct InspectArgs {
 /// Arguments of `deadbolt force-unlock`.
 #[derive(Debug, Clone, Args)]
 pub struct ForceUnlockArgs {
-    /// The lock's name.
-    pub name: String,
-    /// Kind of primitive.
-    #[arg(long, value_enum, default_value = "lock")]
-    pub kind: PrimitiveKind,
-    /// Redis URL.
-    #[arg(long, value_name = "URL", default_value = DEFAULT_REDIS)]
-    pub redis: String,
-    /// Namespace (key prefix) the locks were made with.
-    #[arg(long, value_name = "NS", default_value = "deadbolt")]
-    pub namespace: String,
+    /// Which lock, on which Redis.
+    #[command(flatten)]
+    pub target: InspectArgs,
     /// Confirm: the current holder loses the lock while it may still be
     /// working under it.
     #[arg(long)]
@@ -190,8 +182,9 @@ async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::
 /// # Cancel safety
 /// If dropped, the delete may or may not have happened; running it again is
 /// harmless.
-pub async fn force_unlock(args: &ForceUnlockArgs) -> anyhow::Result<bool> {
-    if !args.yes {
+pub async fn force_unlock(force: &ForceUnlockArgs) -> anyhow::Result<bool> {
+    let args = &force.target;
+    if !force.yes {
         bail!(
             "refusing to force-unlock {:?} without --yes: its holder would lose the lock \
              while it may still be working under it",

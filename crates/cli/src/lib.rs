@@ -111,9 +111,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::ForceUnlock(args) => {
             let removed = force_unlock(&args).await?;
             if removed {
-                println!("{}: unlocked (the hold was deleted)", args.name);
+                println!("{}: unlocked (the hold was deleted)", args.target.name);
             } else {
-                println!("{}: was not locked; nothing deleted", args.name);
+                println!("{}: was not locked; nothing deleted", args.target.name);
             }
             Ok(ExitCode::SUCCESS)
         }

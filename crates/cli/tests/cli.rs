@@ -416,10 +416,7 @@ async fn inspect_and_force_unlock() {
     assert!(err.to_string().contains("not yet supported"), "{err:#}");
 
     let mut force = ForceUnlockArgs {
-        name: "orders:42".into(),
-        kind: deadbolt_cli::PrimitiveKind::Lock,
-        redis: server.url(),
-        namespace: "it".into(),
+        target: inspect_args.clone(),
         yes: false,
     };
     assert!(deadbolt_cli::force_unlock(&force).await.is_err());

@@ -82,6 +82,30 @@ impl Env<'_> {
         Ok(clients)
     }
 
+    /// End a timed run: wait for its workers, read the commands counters,
+    /// stop the pinger and the clients. Returns the workers' results, the
+    /// elapsed time since `start`, the counters after, and the PING p50 and
+    /// count.
+    async fn finish_run<T: 'static>(
+        &mut self,
+        set: JoinSet<anyhow::Result<T>>,
+        start: Instant,
+        pinger: Pinger,
+        clients: &[Arc<dyn ContenderClient>],
+    ) -> anyhow::Result<(
+        Vec<T>,
+        std::time::Duration,
+        BTreeMap<String, u64>,
+        (Option<f64>, u64),
+    )> {
+        let workers = join_all(set).await;
+        let elapsed = start.elapsed();
+        let after = self.snapshot().await;
+        let pings = self.finish_pinger(pinger).await;
+        shutdown(clients).await;
+        Ok((workers?, elapsed, after?, pings?))
+    }
+
     /// Stop `pinger`, keep its samples, and return its p50 and PING count.
     async fn finish_pinger(&mut self, pinger: Pinger) -> anyhow::Result<(Option<f64>, u64)> {
         let (h, sent) = pinger.finish().await?;
@@ -261,12 +285,8 @@ async fn uncontended(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
             Ok((tally, acquire, total))
         });
     }
-    let workers = join_all(set).await;
-    let elapsed = start.elapsed();
-    let after = env.snapshot().await;
-    let pings = env.finish_pinger(pinger).await;
-    shutdown(&clients).await;
-    let (workers, after, (ping_p50, sent)) = (workers?, after?, pings?);
+    let (workers, elapsed, after, (ping_p50, sent)) =
+        env.finish_run(set, start, pinger, &clients).await?;
 
     let mut tally = Tally::default();
     let mut acquire = histogram();
@@ -360,12 +380,8 @@ pub(crate) async fn contended(
             Ok((i, tally, waits))
         });
     }
-    let workers = join_all(set).await;
-    let elapsed = start.elapsed();
-    let after = env.snapshot().await;
-    let pings = env.finish_pinger(pinger).await;
-    shutdown(&clients).await;
-    let (mut workers, after, (ping_p50, sent)) = (workers?, after?, pings?);
+    let (mut workers, elapsed, after, (ping_p50, sent)) =
+        env.finish_run(set, start, pinger, &clients).await?;
     workers.sort_by_key(|w| w.0);
 
     let mut tally = Tally::default();
