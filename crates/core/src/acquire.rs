@@ -259,6 +259,7 @@ impl Client {
             attempt: &mut Attempt<'_>,
             call: &ScriptCall,
         ) -> (Instant, Result<Reply>) {
+            let prior_doubt = attempt.in_doubt;
             attempt.in_doubt = true;
             let sent_at = Instant::now();
             let r = match client.run::<Vec<i64>>(call).await {
@@ -277,7 +278,9 @@ impl Client {
                     attempt.queued = true;
                 }
                 Err(Error::Indeterminate(_)) => {}
-                Err(Error::Unavailable(_)) | Err(_) => attempt.in_doubt = false,
+                // This request did not grant anything, but an earlier one of
+                // the same attempt may have: keep that doubt.
+                Err(_) => attempt.in_doubt = prior_doubt,
             }
             (sent_at, r)
         }
@@ -338,6 +341,7 @@ impl Client {
             }
         };
         let wait_call = call("wait");
+        let mut refused: i64 = 0;
         loop {
             if let Some(pttl) = next_wait.take() {
                 // Sleep until a release message, the holder's TTL, or the
@@ -385,11 +389,20 @@ impl Client {
                 Ok(reply @ (Reply::Busy { pttl } | Reply::Queued { pttl, .. })) => {
                     queue.observe(self, spec, reply, sent_at);
                     last_err = None;
+                    refused = 0;
                     next_wait = Some(pttl);
                 }
                 Err(e) if e.is_retryable() => {
-                    if e.is_unavailable() && !self.inner.conn.is_up() {
-                        self.inner.conn.wait_up(deadline).await;
+                    if e.is_unavailable() {
+                        if self.inner.conn.is_up() {
+                            // The server refused without running it (LOADING,
+                            // BUSY, READONLY...): wait on the channel with a
+                            // growing bound rather than ask again at once.
+                            refused = (refused * 2).clamp(10, 500);
+                            next_wait = Some(refused);
+                        } else {
+                            self.inner.conn.wait_up(deadline).await;
+                        }
                     }
                     last_err = Some(e);
                 }

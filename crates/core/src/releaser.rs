@@ -69,10 +69,17 @@ impl Releaser {
 }
 
 async fn release_until(conn: &Arc<Conn>, call: &ScriptCall, deadline: Instant) {
+    let mut backoff = std::time::Duration::from_millis(10);
     loop {
         match run_on::<i64>(conn, call).await {
             Ok(_) => return,
             Err(Error::Unavailable(_)) | Err(Error::Indeterminate(_)) if !conn.is_closed() => {
+                if conn.is_up() {
+                    // Up but refusing (LOADING, BUSY) or slow: a growing
+                    // pause instead of asking again at once.
+                    tokio::time::sleep_until(deadline.min(Instant::now() + backoff)).await;
+                    backoff = (backoff * 2).min(std::time::Duration::from_millis(500));
+                }
                 if Instant::now() >= deadline || !conn.wait_up(Some(deadline)).await {
                     tracing::warn!(
                         key = call.main_key(),
