@@ -247,3 +247,27 @@ async fn failing_renewals_mark_the_hold_lost_when_validity_runs_out() {
     proxy.set_blackhole(false);
     drop(g);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unconfirmed_unlock_is_unknown_and_finished_by_the_releaser() {
+    let srv = server();
+    let proxy = proxied(&srv).await;
+    let c = Client::builder(&proxy.url())
+        .command_timeout(Duration::from_millis(300))
+        .build()
+        .await
+        .unwrap();
+    let lock = Lock::new(&c, "unknown");
+    let g = lock.lock().await.unwrap();
+    let lost = g.lost();
+    let sha = deadbolt_core::scripts::LOCK_RELEASE.sha().to_string();
+    proxy.drop_reply_matching(sha.as_bytes(), 1, Duration::from_millis(600));
+    let r = g.unlock().await;
+    assert!(matches!(r, Err(Error::Indeterminate(_))), "{r:?}");
+    assert_eq!(
+        within("lost()", lost).await,
+        deadbolt_core::LeaseState::Unknown
+    );
+    assert!(c.releases_settled(HANG).await);
+    assert!(!exists(&srv, lock.key().unwrap()).await);
+}

@@ -423,3 +423,26 @@ async fn shutdown_ends_waits_at_once() {
     );
     g.unlock().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_renews_many_holds_per_round_trip() {
+    let srv = server();
+    let c = client_with(&srv.url(), Duration::from_millis(900)).await;
+    let mut guards = Vec::new();
+    for i in 0..300 {
+        guards.push(Lock::new(&c, &format!("many:{i}")).lock().await.unwrap());
+    }
+    assert_eq!(c.renewed_holds(), 300);
+    srv.reset_stats().await;
+    tokio::time::sleep(Duration::from_millis(1000)).await; // about three renewal rounds
+    let calls = evalsha_calls(&srv).await;
+    // 300 holds in batches of 256: two calls a round, never one per hold.
+    assert!(
+        (2..=8).contains(&calls),
+        "{calls} renewal calls for 300 holds"
+    );
+    for g in guards {
+        assert_eq!(g.state(), LeaseState::Active);
+        g.unlock().await.unwrap();
+    }
+}
