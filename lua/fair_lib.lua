@@ -111,9 +111,11 @@ end
 -- late to trust, picks it up with fair_acquire). The next waiter in line is
 -- told when the claim ends.
 local function fair_handoff(K, head, owner, lease, now_us, wt_ms)
+  -- The token first: if the counter key is of another type, this fails
+  -- before the head leaves the queue.
+  local _, stoken = fair_token(K, now_us)
   redis.call('ZREM', K.q, head)
   redis.call('HDEL', K.qo, head)
-  local _, stoken = fair_token(K, now_us)
   local ttl = wt_ms
   if lease and lease < wt_ms then
     ttl = lease

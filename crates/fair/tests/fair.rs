@@ -280,3 +280,28 @@ async fn handed_off_hold_outlives_its_claim_lease() {
     gw.unlock().await.unwrap();
     assert!(!holder.is_locked().await.unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_ride_out_a_restart_that_lost_the_queue() {
+    let mut srv = server();
+    let c = client(&srv.url(), Duration::from_secs(5)).await;
+    let holder = FairLock::new(&c, "restart");
+    let g = holder.lock().await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..3 {
+        let l = FairLock::new(&c, "restart");
+        tasks.push(tokio::spawn(async move {
+            let g = l.lock().await.unwrap();
+            g.unlock().await.unwrap();
+        }));
+        until_queued(&srv, &holder, i + 1).await;
+    }
+    // A restart without persistence: the hold and the queue are gone.
+    srv.restart().unwrap();
+    for t in tasks {
+        within("waiter after restart", t).await.unwrap();
+    }
+    assert!(matches!(g.unlock().await, Err(Error::NotHeld)));
+    assert_eq!(queue_len(&srv, &holder).await, 0);
+    assert!(!holder.is_locked().await.unwrap());
+}
