@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
-use deadbolt_core::scripts::{ScriptCall, LOCK_INSPECT};
+use deadbolt_core::scripts::{ScriptCall, FAIR_QUEUE, LOCK_INSPECT};
 use deadbolt_core::Client;
 
 /// The Redis used when `--redis` is not given.
@@ -97,6 +97,27 @@ pub struct LockState {
     pub fence: u64,
     /// Waiters queued (fair lock; 0 for a `Lock`).
     pub queued: u64,
+    /// The head of the fair lock's queue, in order (at most
+    /// [`QUEUE_LISTED`] entries; empty for a `Lock`).
+    pub queue: Vec<QueueEntry>,
+}
+
+/// How many queue entries `deadbolt inspect` lists.
+pub const QUEUE_LISTED: usize = 20;
+
+/// One waiter in a fair lock's queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueEntry {
+    /// The waiting acquire's attempt id.
+    pub attempt: String,
+    /// Owner id `<client uuid>:<handle id>` of the waiter.
+    pub owner: String,
+    /// The lease it asked for; `None` when not recorded.
+    pub lease: Option<Duration>,
+    /// How long its client counts as alive without another heartbeat;
+    /// `None` when its client is past its deadline (it will be skipped).
+    pub alive_for: Option<Duration>,
 }
 
 impl fmt::Display for LockState {
@@ -120,7 +141,22 @@ impl fmt::Display for LockState {
             "  fence       {}  (fencing counter: last token handed out)",
             self.fence
         )?;
-        writeln!(f, "  queued      {}", self.queued)
+        writeln!(f, "  queued      {}", self.queued)?;
+        for (i, q) in self.queue.iter().enumerate() {
+            let alive = q
+                .alive_for
+                .map_or("dead (will be skipped)".to_string(), |d| {
+                    format!("alive {:.1} s", d.as_secs_f64())
+                });
+            writeln!(
+                f,
+                "    {:>3}. {}  attempt {}  {alive}",
+                i + 1,
+                q.owner,
+                q.attempt
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -160,6 +196,27 @@ async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::
         .await
         .with_context(|| format!("reading {}", keys.main()))?;
     let held = pttl != -2 && !owner.is_empty();
+    let queue = if kind == PrimitiveKind::Fair && queued > 0 {
+        let call = ScriptCall::new(
+            &FAIR_QUEUE,
+            deadbolt_fair::fair_keys(&keys),
+            vec![QUEUE_LISTED.to_string()],
+        );
+        client
+            .run::<Vec<(String, String, i64, i64)>>(&call)
+            .await
+            .with_context(|| format!("reading the queue of {}", keys.main()))?
+            .into_iter()
+            .map(|(attempt, owner, lease, alive)| QueueEntry {
+                attempt,
+                owner,
+                lease: u64::try_from(lease).ok().map(Duration::from_millis),
+                alive_for: u64::try_from(alive).ok().map(Duration::from_millis),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(LockState {
         name: name.to_string(),
         key: keys.main().to_string(),
@@ -169,6 +226,7 @@ async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::
         ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
         fence,
         queued,
+        queue,
     })
 }
 

@@ -28,7 +28,10 @@ pub use bench::{
     Latency, RedisInfo, Report, RunResult, ScenarioKind, Settings, Skipped, SweepPoint,
     REPORT_SCHEMA,
 };
-pub use inspect::{force_unlock, inspect, ForceUnlockArgs, InspectArgs, LockState, PrimitiveKind};
+pub use inspect::{
+    force_unlock, inspect, ForceUnlockArgs, InspectArgs, LockState, PrimitiveKind, QueueEntry,
+    QUEUE_LISTED,
+};
 
 /// Exit code after an interrupted bench (128 + SIGINT, as shells report it).
 pub const EXIT_INTERRUPTED: u8 = 130;

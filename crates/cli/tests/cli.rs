@@ -410,6 +410,33 @@ async fn inspect_and_force_unlock() {
     assert_eq!(f.key, "it:{orders:42}:fair");
     assert_eq!(f.owner, None);
     assert_eq!(f.queued, 0);
+    assert!(f.queue.is_empty());
+
+    // A held fair lock with two waiters: inspect lists them in queue order.
+    let fair_holder = deadbolt_fair::FairLock::new(&client, "orders:42");
+    let fair_guard = fair_holder.lock().await.unwrap();
+    let w1 = deadbolt_fair::FairLock::new(&client, "orders:42");
+    let w2 = deadbolt_fair::FairLock::new(&client, "orders:42");
+    let (o1, o2) = (w1.owner().to_string(), w2.owner().to_string());
+    let t1 = tokio::spawn(async move { w1.lock().await.unwrap().unlock().await.unwrap() });
+    let mut seen = deadbolt_cli::inspect(&fair).await.unwrap();
+    while seen.queued < 1 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        seen = deadbolt_cli::inspect(&fair).await.unwrap();
+    }
+    let t2 = tokio::spawn(async move { w2.lock().await.unwrap().unlock().await.unwrap() });
+    while seen.queued < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        seen = deadbolt_cli::inspect(&fair).await.unwrap();
+    }
+    assert_eq!(seen.owner.as_deref(), Some(fair_holder.owner()));
+    let owners: Vec<&str> = seen.queue.iter().map(|q| q.owner.as_str()).collect();
+    assert_eq!(owners, [o1.as_str(), o2.as_str()]);
+    assert!(seen.queue.iter().all(|q| q.alive_for.is_some()));
+    assert!(seen.to_string().contains(&o2));
+    fair_guard.unlock().await.unwrap();
+    t1.await.unwrap();
+    t2.await.unwrap();
     let mut other = inspect_args.clone();
     other.kind = deadbolt_cli::PrimitiveKind::Rw;
     let err = deadbolt_cli::inspect(&other).await.unwrap_err();

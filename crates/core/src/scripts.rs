@@ -88,6 +88,8 @@ scripts! {
     FAIR_FORCE_UNLOCK = "fair_force_unlock" with "fair_lib";
     /// Keep one client's fair-lock waiters alive; hand off expired holds.
     FAIR_HEARTBEAT = "fair_heartbeat" with "fair_lib";
+    /// List the head of a fair lock's queue (read-only).
+    FAIR_QUEUE = "fair_queue" with "fair_lib";
 }
 
 /// A script with its keys and arguments, owned so it can be handed to the
