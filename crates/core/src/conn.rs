@@ -216,7 +216,7 @@ async fn reconnect(weak: Weak<Conn>, epoch: u64) {
                 return;
             }
             Err(e) => {
-                tracing::debug!(connection = conn.label, error = %e, "reconnect failed");
+                tracing::debug!(connection = conn.label, error = %e.report(), "reconnect failed");
             }
         }
         drop(conn);

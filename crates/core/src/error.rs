@@ -20,12 +20,12 @@ pub enum Error {
     /// The command was certainly not executed: the connection is known to be
     /// down, the server refused it before running it, or it could not be sent.
     /// Retrying is always safe.
-    #[error("redis unavailable: {0}")]
+    #[error("redis unavailable (the command was not run)")]
     Unavailable(#[source] Cause),
     /// The command may or may not have run: it was handed to the connection and
     /// then timed out or the connection broke. For an acquire, any possible
     /// grant has already been handed to the background releaser.
-    #[error("outcome unknown: {0}")]
+    #[error("outcome unknown (the command may have run)")]
     Indeterminate(#[source] Cause),
     /// Unlock or renewal of a hold that expired or was taken over.
     #[error("the hold is no longer held (expired or taken over)")]
@@ -43,12 +43,14 @@ pub enum Error {
     #[error("the client was shut down")]
     Shutdown,
     /// Any other error reply from the server.
-    #[error("redis error: {0}")]
+    #[error("redis answered with an error")]
     Redis(#[source] redis::RedisError),
 }
 
 /// Why a command is [`Error::Unavailable`] or [`Error::Indeterminate`]:
-/// the underlying Redis error when there was one, or a description.
+/// the underlying Redis error when there was one, or a description. It is the
+/// `source()` of those variants, whose own messages say only what the caller
+/// may assume.
 #[derive(Debug)]
 pub struct Cause {
     message: String,
@@ -82,15 +84,23 @@ impl fmt::Display for Cause {
     }
 }
 
-impl std::error::Error for Cause {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
-            .as_ref()
-            .map(|e| e as &(dyn std::error::Error + 'static))
-    }
-}
+/// The message already carries the Redis error's text, so the chain stops
+/// here (no line printed twice); [`Cause::redis_error`] gives the error itself.
+impl std::error::Error for Cause {}
 
 impl Error {
+    /// This error and its causes on one line (`outer: inner: ...`), for logs.
+    pub fn report(&self) -> String {
+        let mut out = self.to_string();
+        let mut next = std::error::Error::source(self);
+        while let Some(e) = next {
+            out.push_str(": ");
+            out.push_str(&e.to_string());
+            next = e.source();
+        }
+        out
+    }
+
     /// True for [`Error::Indeterminate`]: the command may have run.
     pub fn is_indeterminate(&self) -> bool {
         matches!(self, Error::Indeterminate(_))
@@ -142,6 +152,15 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn report_joins_the_chain_once() {
+        let e = Error::unavailable("command connection is down");
+        assert_eq!(
+            e.report(),
+            "redis unavailable (the command was not run): command connection is down"
+        );
+    }
 
     #[test]
     fn predicates() {

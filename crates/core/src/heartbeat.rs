@@ -124,7 +124,7 @@ async fn run(weak: Weak<Heartbeat>, conn: Arc<Conn>, client_id: String, wt: Dura
                     vec![client_id.clone(), wt_ms.clone()],
                 );
                 if let Err(e) = run_on::<i64>(&conn, &call).await {
-                    tracing::warn!(error = %e, names = batch.len(), "waiter heartbeat failed");
+                    tracing::warn!(error = %e.report(), names = batch.len(), "waiter heartbeat failed");
                 }
             }
         }

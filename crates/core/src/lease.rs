@@ -294,7 +294,7 @@ impl Hold {
                         inner.finish(LeaseState::Lost);
                     }
                 },
-                Err(e) => tracing::warn!(error = %e, key = %inner.spec.renew_key,
+                Err(e) => tracing::warn!(error = %e.report(), key = %inner.spec.renew_key,
                     "extending a handed-off claim failed; it holds until the claim ends"),
             }
         });

@@ -89,7 +89,7 @@ async fn release_until(conn: &Arc<Conn>, call: &ScriptCall, deadline: Instant) {
                 }
             }
             Err(e) => {
-                tracing::warn!(key = call.main_key(), error = %e, "background release failed");
+                tracing::warn!(key = call.main_key(), error = %e.report(), "background release failed");
                 return;
             }
         }

@@ -122,7 +122,7 @@ async fn run(weak: Weak<Watchdog>, conn: Arc<Conn>, timeout: Duration) {
                     }
                     Err(e) => {
                         failed = true;
-                        tracing::warn!(error = %e, holds = batch.len(), "watchdog renewal failed");
+                        tracing::warn!(error = %e.report(), holds = batch.len(), "watchdog renewal failed");
                         let now = Instant::now();
                         for h in batch {
                             if h.expired(now) && h.finish(LeaseState::Lost) {
