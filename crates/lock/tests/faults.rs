@@ -127,11 +127,7 @@ async fn killed_subscriber_connection_does_not_strand_waiters() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_server_is_unavailable_promptly() {
     let mut srv = server();
-    let c = Client::builder(&srv.url())
-        .command_timeout(Duration::from_millis(500))
-        .build()
-        .await
-        .unwrap();
+    let c = fast_client(&srv.url(), 500).await;
     let lock = Lock::new(&c, "down");
     srv.stop();
     let started = Instant::now();
@@ -169,11 +165,7 @@ async fn dead_server_is_unavailable_promptly() {
 async fn dropped_reply_is_indeterminate_and_nothing_stays_held() {
     let srv = server();
     let proxy = proxied(&srv).await;
-    let c = Client::builder(&proxy.url())
-        .command_timeout(Duration::from_millis(300))
-        .build()
-        .await
-        .unwrap();
+    let c = fast_client(&proxy.url(), 300).await;
     let lock = Lock::new(&c, "dropped");
     proxy.drop_reply_matching(
         lock.key().unwrap().as_bytes(),
@@ -196,11 +188,7 @@ async fn dropped_reply_is_indeterminate_and_nothing_stays_held() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_server_makes_waiting_lock_ride_it_out() {
     let srv = server();
-    let c = Client::builder(&srv.url())
-        .command_timeout(Duration::from_millis(300))
-        .build()
-        .await
-        .unwrap();
+    let c = fast_client(&srv.url(), 300).await;
     let lock = Lock::new(&c, "paused");
     srv.pause();
     let l2 = lock.clone();
@@ -252,11 +240,7 @@ async fn failing_renewals_mark_the_hold_lost_when_validity_runs_out() {
 async fn unconfirmed_unlock_is_unknown_and_finished_by_the_releaser() {
     let srv = server();
     let proxy = proxied(&srv).await;
-    let c = Client::builder(&proxy.url())
-        .command_timeout(Duration::from_millis(300))
-        .build()
-        .await
-        .unwrap();
+    let c = fast_client(&proxy.url(), 300).await;
     let lock = Lock::new(&c, "unknown");
     let g = lock.lock().await.unwrap();
     let lost = g.lost();

@@ -25,6 +25,15 @@ pub async fn client_with(url: &str, watchdog: Duration) -> Client {
         .expect("connect")
 }
 
+/// A client with a short command timeout (fault tests wait out timeouts).
+pub async fn fast_client(url: &str, command_timeout_ms: u64) -> Client {
+    Client::builder(url)
+        .command_timeout(Duration::from_millis(command_timeout_ms))
+        .build()
+        .await
+        .expect("connect")
+}
+
 pub async fn exists(srv: &RedisServer, key: &str) -> bool {
     let mut c = srv.conn().await;
     redis::cmd("EXISTS")
