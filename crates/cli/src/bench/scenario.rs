@@ -197,6 +197,24 @@ impl Exclusion {
     }
 }
 
+/// One acquire of a worker, bounded by the run's end plus [`HANG`]: `None`
+/// when it failed (counted in `tally`), an error when it hung or failed too
+/// often in a row.
+async fn acquire_bounded(
+    h: &dyn super::contender::LockHandle,
+    deadline: Instant,
+    tally: &mut Tally,
+) -> anyhow::Result<Option<Box<dyn super::contender::Held>>> {
+    match timeout_at(deadline + HANG, h.acquire()).await {
+        Err(_) => bail!("an acquire did not return within {HANG:?} after the run"),
+        Ok(Err(e)) => {
+            tally.error(e)?;
+            Ok(None)
+        }
+        Ok(Ok(held)) => Ok(Some(held)),
+    }
+}
+
 async fn join_all<T: 'static>(mut set: JoinSet<anyhow::Result<T>>) -> anyhow::Result<Vec<T>> {
     let mut out = Vec::new();
     while let Some(r) = set.join_next().await {
@@ -262,13 +280,8 @@ async fn uncontended(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
             let mut total = histogram();
             while Instant::now() < deadline {
                 let t0 = Instant::now();
-                let held = match timeout_at(deadline + HANG, h.acquire()).await {
-                    Err(_) => bail!("an uncontended acquire did not return in {HANG:?}"),
-                    Ok(Err(e)) => {
-                        tally.error(e)?;
-                        continue;
-                    }
-                    Ok(Ok(held)) => held,
+                let Some(held) = acquire_bounded(&*h, deadline, &mut tally).await? else {
+                    continue;
                 };
                 let t1 = Instant::now();
                 let released = held.release().await;
@@ -358,13 +371,8 @@ pub(crate) async fn contended(
             let mut waits = histogram();
             while Instant::now() < deadline {
                 let t0 = Instant::now();
-                let held = match timeout_at(deadline + HANG, h.acquire()).await {
-                    Err(_) => bail!("a waiter did not get the lock within {HANG:?} after the run"),
-                    Ok(Err(e)) => {
-                        tally.error(e)?;
-                        continue;
-                    }
-                    Ok(Ok(held)) => held,
+                let Some(held) = acquire_bounded(&*h, deadline, &mut tally).await? else {
+                    continue;
                 };
                 record(&mut waits, t0.elapsed());
                 exclusion.enter();
