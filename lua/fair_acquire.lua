@@ -1,5 +1,6 @@
 -- fair_acquire.lua — take, re-enter, pick up, or queue for a fair lock.
--- (fair_lib.lua is prepended: key layout and shared functions are there.)
+-- (hold_lib.lua and fair_lib.lua are prepended: key layout and shared
+-- functions are there.)
 --
 -- KEYS[1..6]  hold, fence, q, qo, alive, seq  (see fair_lib.lua)
 -- ARGV[1]  owner id <client uuid>:<handle id>
@@ -7,7 +8,10 @@
 -- ARGV[3]  lease in ms
 -- ARGV[4]  mode: 'try' (one attempt, never joins or jumps the queue)
 --                'wait' (joins the queue when it cannot take the lock)
--- ARGV[5]  waiter timeout in ms (claim lease, liveness window)
+-- ARGV[5]  waiter timeout in ms of this waiter's client (its claim lease on
+--          a hand-off, its liveness window); stored with the queue entry
+-- ARGV[6]  secret: a fresh random integer (< 2^53) per call, stored with the
+--          queue entry when this call creates it and echoed by the hand-off
 --
 -- Reply:
 --   {1, token, pttl}      granted: fresh (queue empty or we are its live head),
@@ -17,35 +21,40 @@
 --                         waiter is told the new lease (fair_wake_next), so
 --                         it sleeps exactly until that lease ends.
 --   {0, pttl}             busy ('try' only); nothing recorded
---   {2, pttl, fresh}      queued; fresh = 1 when this call added the entry
---                         (first time, or again after a purge)
---   error WRONGTYPE <key>
+--   {2, pttl, fresh, secret}
+--                         queued; fresh = 1 when this call added the entry
+--                         (first time, or again after a purge); secret is
+--                         the one stored with the entry (a grant for this
+--                         entry carries it)
+--   error WRONGTYPE <key>  a key of another type; checked before any write
+--   error BADVALUE <key> ...  unusable fencing counter; nothing written
+--   other errors (OOM) as Redis gave them, from the first write
 local K = fair_keys(0)
 local owner, attempt, lease, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local wt = tonumber(ARGV[5])
-local holder = redis.pcall('HGET', K.hold, 'o')
-if type(holder) == 'table' then
-  return redis.error_reply('WRONGTYPE ' .. K.hold)
-end
+local wt, secret = tonumber(ARGV[5]), ARGV[6]
 local bad = fair_check_types(K)
 if bad then
   return bad
 end
-local now_ms, now_us = fair_now()
+local holder = redis.call('HGET', K.hold, 'o')
+local now_ms, now_us = hold_now()
 
 local function enqueue(pttl)
   local fresh = 0
-  if not redis.call('ZSCORE', K.q, attempt) then
+  if redis.call('ZSCORE', K.q, attempt) then
+    -- Already queued (a retry of this attempt): the stored secret stands.
+    secret = select(4, fair_entry(redis.call('HGET', K.qo, attempt) or ''))
+  else
     -- Server order decides the place: the counter, not a client clock.
     local seq = redis.call('INCR', K.seq)
     redis.call('ZADD', K.q, seq, attempt)
-    redis.call('HSET', K.qo, attempt, owner .. ' ' .. lease)
+    redis.call('HSET', K.qo, attempt, owner .. ' ' .. lease .. ' ' .. ARGV[5] .. ' ' .. secret)
     fresh = 1
   end
   -- Every try of a waiter also proves its client alive.
   redis.call('ZADD', K.alive, now_ms + wt, fair_client(owner))
   fair_touch(K, wt * 3)
-  return {2, pttl, fresh}
+  return {2, pttl, fresh, tonumber(secret)}
 end
 
 if holder then
@@ -78,9 +87,15 @@ if holder then
   return enqueue(pttl)
 end
 
--- Free. The live head of the queue has the first right to it.
-local head, howner, hlease, more = fair_live_head(K, now_ms)
-if more then
+-- Free. Any grant below needs a token: the counter is read and checked
+-- before the first write.
+local last, err = hold_read_fence(K.fence)
+if err then
+  return err
+end
+-- The live head of the queue has the first right to it.
+local head, e = fair_live_head(K, now_ms)
+if e == true then
   -- Too many dead heads for one call: the next call goes on purging.
   if mode == 'try' then
     return {0, 1}
@@ -88,7 +103,7 @@ if more then
   return enqueue(1)
 end
 if head == nil or head == attempt then
-  local token, stoken = fair_token(K, now_us)
+  local token, stoken = hold_next_token(K.fence, last, now_us)
   redis.call('HSET', K.hold, 'o', owner, 't', stoken, 'n', 1, 'a:' .. attempt, 1)
   redis.call('PEXPIRE', K.hold, lease)
   if head then
@@ -101,7 +116,7 @@ if head == nil or head == attempt then
 end
 -- Someone else is first: give it the lock (it may not have noticed the
 -- holder's lease ran out) and stay behind it.
-fair_handoff(K, head, howner, hlease, now_us, wt)
+fair_handoff(K, head, e, last, now_us, wt)
 if mode == 'try' then
   return {0, wt}
 end

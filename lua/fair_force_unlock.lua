@@ -1,13 +1,19 @@
 -- fair_force_unlock.lua — delete a fair lock whoever holds it, and pass it on.
--- (fair_lib.lua is prepended.)
+-- (hold_lib.lua and fair_lib.lua are prepended.)
 --
 -- KEYS[1..6]  hold, fence, q, qo, alive, seq  (see fair_lib.lua)
 -- ARGV[1]  waiter timeout in ms
--- Reply: 1 when a hold was removed, 0 when the lock was free.
+-- Reply: 1 when a hold was removed, 0 when the lock was free;
+--   error WRONGTYPE <key> when a key of the lock is of another type (nothing
+--   is deleted: force-unlock removes locks, not whatever sits at the key).
 local K = fair_keys(0)
+local bad = fair_check_types(K)
+if bad then
+  return bad
+end
 if redis.call('DEL', K.hold) == 0 then
   return 0
 end
-local now_ms, now_us = fair_now()
+local now_ms, now_us = hold_now()
 fair_pass_on(K, now_ms, now_us, tonumber(ARGV[1]))
 return 1

@@ -1,20 +1,21 @@
 -- fair_queue.lua — list the head of a fair lock's queue (`deadbolt inspect`).
--- (fair_lib.lua is prepended.)
+-- (hold_lib.lua and fair_lib.lua are prepended.)
 --
 -- Read-only.
 -- KEYS[1..6]  hold, fence, q, qo, alive, seq  (see fair_lib.lua)
 -- ARGV[1]  how many entries to list at most
 --
--- Reply: an array of {attempt, owner id, lease ms (or -1), liveness ms}, in
+-- Reply: error WRONGTYPE <key> for a key of another type; otherwise an array of {attempt, owner id, lease ms (or -1), liveness ms}, in
 -- queue order; liveness is how long the owner's client stays alive without a
 -- heartbeat (negative: it is past its deadline and will be skipped).
 --
 -- O(log n + limit).
 local K = fair_keys(0)
-if redis.call('TYPE', K.q).ok ~= 'zset' then
-  return {}
+local bad = fair_check_types(K)
+if bad then
+  return bad
 end
-local now_ms = fair_now()
+local now_ms = hold_now()
 local out = {}
 for i, attempt in ipairs(redis.call('ZRANGE', K.q, 0, tonumber(ARGV[1]) - 1)) do
   local v = redis.call('HGET', K.qo, attempt)
@@ -22,6 +23,7 @@ for i, attempt in ipairs(redis.call('ZRANGE', K.q, 0, tonumber(ARGV[1]) - 1)) do
   if v then
     owner, lease = fair_entry(v)
   end
+  -- (The entry's secret is not listed: it is what makes a grant genuine.)
   local alive = owner ~= '' and redis.call('ZSCORE', K.alive, fair_client(owner))
   out[i] = {attempt, owner, lease or -1, alive and (tonumber(alive) - now_ms) or -1}
 end

@@ -1,5 +1,5 @@
 -- fair_release.lua — leave the queue or release one hold, by attempt id.
--- (fair_lib.lua is prepended.)
+-- (hold_lib.lua and fair_lib.lua are prepended.)
 --
 -- Used by unlock, by the releaser (dropped guards, cancelled or Indeterminate
 -- acquires) and by a waiter that gives up. Idempotent: the attempt's queue
@@ -7,24 +7,29 @@
 --
 -- KEYS[1..6]  hold, fence, q, qo, alive, seq  (see fair_lib.lua)
 -- ARGV[1]  attempt id
--- ARGV[2]  waiter timeout in ms (claim lease of the next holder)
+-- ARGV[2]  waiter timeout in ms (claim lease of the next holder when its
+--          queue entry predates the per-entry waiter timeout)
 --
 -- Reply:
 --   0  nothing to release (expired, taken over, or already released)
 --   1  left the queue, or an inner hold released (still held)
 --   2  the last hold released; the lock went to the next live waiter, if any
+--   error WRONGTYPE <key>  a key of the lock is of another type; checked
+--      before anything is written, so the hold and the queue are untouched
 local K = fair_keys(0)
 local attempt, wt = ARGV[1], tonumber(ARGV[2])
+local bad = fair_check_types(K)
+if bad then
+  return bad
+end
 
 if redis.call('ZREM', K.q, attempt) == 1 then
   -- A waiter that gave up leaves at once; nobody is woken.
   redis.call('HDEL', K.qo, attempt)
   return 1
 end
--- pcall: a missing hold gives 0, a key of another type an error table;
--- either way this attempt holds nothing.
-local removed = redis.pcall('HDEL', K.hold, 'a:' .. attempt)
-if type(removed) ~= 'number' or removed == 0 then
+if redis.call('HDEL', K.hold, 'a:' .. attempt) == 0 then
+  -- Not held by this attempt: expired, taken over, or already released.
   return 0
 end
 if redis.call('HINCRBY', K.hold, 'n', -1) > 0 then
@@ -34,7 +39,7 @@ end
 -- if anyone waits (the clock is read only then).
 redis.call('DEL', K.hold)
 if redis.call('EXISTS', K.q) == 1 then
-  local now_ms, now_us = fair_now()
+  local now_ms, now_us = hold_now()
   fair_pass_on(K, now_ms, now_us, wt)
 end
 return 2

@@ -1,4 +1,5 @@
 -- lock_acquire.lua — take, re-enter or replay one attempt on a reentrant lock.
+-- (hold_lib.lua is prepended: type checks and fencing tokens are there.)
 --
 -- KEYS[1]  hold hash  <ns>:{name}:lock
 --          fields: o = owner id, t = fencing token, n = hold count,
@@ -13,39 +14,34 @@
 --                     that was already granted (pttl is the key's TTL after the call)
 --   {0, pttl}         held by another owner; pttl tells the waiter how long to sleep
 --   error WRONGTYPE <key>  a key of another type is in the way; nothing written
+--   error BADVALUE <key> ...  the fencing counter is not a usable integer;
+--                     nothing written
+--   any other error (OOM under maxmemory) is passed through as Redis gave it;
+--   it comes from the first write, so nothing is written then either.
 --
 -- O(1): a handful of hash operations, no loops. The fresh grant, the hot
--- path, runs five commands (HGET, TIME, SET..GET, HSET, PEXPIRE).
+-- path, runs six commands (HGET, GET, TIME, SET, HSET, PEXPIRE).
 
 -- pcall: a key of another type comes back as an error table, reported with
 -- its name before anything is written (cheaper than a TYPE call first).
 local owner = redis.pcall('HGET', KEYS[1], 'o')
 if type(owner) == 'table' then
-  return redis.error_reply('WRONGTYPE ' .. KEYS[1])
+  if string.find(owner.err, '^WRONGTYPE') then
+    return redis.error_reply('WRONGTYPE ' .. KEYS[1])
+  end
+  return owner
 end
 
 if not owner then
-  -- Free: a fresh grant advances the fencing counter. The floor is the server
-  -- clock in microseconds, so tokens keep rising after the counter is lost
-  -- (restart without persistence, failover, expiry of the counter key).
-  -- One SET ... GET stores the clock-based token and returns the previous
-  -- counter; only when the counter is ahead of the clock (several grants in
-  -- one microsecond, or a clock that stepped back) is it set once more.
-  local now = redis.call('TIME')
-  local token = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  -- %.0f keeps all digits; tostring would round to 14 significant digits.
-  local stoken = string.format('%.0f', token)
-  local prev = redis.pcall('SET', KEYS[2], stoken, 'PX', 3600000, 'GET')
-  if type(prev) == 'table' then
-    -- A key of another type: SET ... GET refuses and writes nothing.
-    return redis.error_reply('WRONGTYPE ' .. KEYS[2])
+  -- Free: a fresh grant advances the fencing counter (hold_next_token).
+  -- The counter is read and checked before the first write: a key of
+  -- another type or a value out of range is refused with nothing written.
+  local last, err = hold_read_fence(KEYS[2])
+  if err then
+    return err
   end
-  local last = tonumber(prev) or 0
-  if last >= token then
-    token = last + 1
-    stoken = string.format('%.0f', token)
-    redis.call('SET', KEYS[2], stoken, 'PX', 3600000)
-  end
+  local _, now_us = hold_now()
+  local token, stoken = hold_next_token(KEYS[2], last, now_us)
   redis.call('HSET', KEYS[1], 'o', ARGV[1], 't', stoken, 'n', 1, 'a:' .. ARGV[2], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
   return {1, token, tonumber(ARGV[3])}

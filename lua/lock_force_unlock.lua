@@ -2,12 +2,18 @@
 --
 -- KEYS[1]  hold hash
 -- ARGV[1]  unlock channel
--- Reply: 1 when a hold was removed, 0 when the lock was free.
+-- Reply: 1 when a hold was removed, 0 when the lock was free;
+--   error WRONGTYPE <key> when the key holds another type (nothing deleted:
+--   force-unlock removes locks, not whatever sits at the key).
 -- The previous holder's next renewal or unlock finds its attempt gone and
 -- reports the hold Lost / NotHeld.
 --
 -- O(1) (the hash holds at most one field per re-entry).
 
+local t = redis.call('TYPE', KEYS[1]).ok
+if t ~= 'none' and t ~= 'hash' then
+  return redis.error_reply('WRONGTYPE ' .. KEYS[1])
+end
 if redis.call('DEL', KEYS[1]) == 1 then
   redis.call('PUBLISH', ARGV[1], '1')
   return 1

@@ -25,79 +25,52 @@
 //! call `client.lock(name)`. See `docs/safety.md` for what a Redis lock can
 //! and cannot promise.
 
-use std::ops::Deref;
+use std::time::Duration;
 
-pub use deadbolt_core::{
-    ClientBuilder as CoreClientBuilder, Config, Error, LeaseMode, LeaseState, Result, MAX_LEASE_MS,
-};
+pub use deadbolt_core::{Config, Error, LeaseMode, LeaseState, LockInfo, Result, MAX_LEASE_MS};
 pub use deadbolt_core::{Exclusive, ExclusiveGuard};
 pub use deadbolt_fair::{FairLock, FairLockGuard};
 pub use deadbolt_lock::{Lock, LockGuard};
 
-/// The core crate, for building primitives of your own.
+/// The core crate: the engine under every primitive (acquire loop, waiting,
+/// watchdog, releaser), for building primitives of your own.
 pub use deadbolt_core as core;
+
+/// The redis-rs crate deadbolt is built on, for [`Client::from_redis`]
+/// (TLS with a private CA, ACL users, other connection settings).
+pub use redis;
 
 /// A connection to Redis from which every deadbolt primitive is made.
 ///
-/// Cheap to clone; clones share connections, the watchdog and the releaser.
-/// Dereferences to [`deadbolt_core::Client`] for `shutdown` and settings.
+/// Cheap to clone (an `Arc` inside); clones share the connections, the
+/// watchdog and the background releaser. Make one per process (or per
+/// Redis server) and hand out clones.
+///
+/// ```no_run
+/// # async fn f() -> deadbolt::Result<()> {
+/// use std::time::Duration;
+/// let client = deadbolt::Client::builder("redis://127.0.0.1/")
+///     .namespace("billing")
+///     .watchdog_timeout(Duration::from_secs(10))
+///     .build()
+///     .await?;
+/// let guard = client.lock("invoice:7").lock().await?;
+/// guard.unlock().await?;
+/// client.shutdown().await;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Client {
     core: deadbolt_core::Client,
 }
 
-/// Builds a [`Client`] with non-default settings.
-#[derive(Debug)]
-pub struct ClientBuilder {
-    core: deadbolt_core::ClientBuilder,
-}
-
-impl ClientBuilder {
-    /// Prefix of every key and channel (default `deadbolt`); no braces.
-    pub fn namespace(self, ns: impl Into<String>) -> Self {
-        ClientBuilder {
-            core: self.core.namespace(ns),
-        }
-    }
-
-    /// Lease of watchdog-renewed holds (default 30 s).
-    pub fn watchdog_timeout(self, d: std::time::Duration) -> Self {
-        ClientBuilder {
-            core: self.core.watchdog_timeout(d),
-        }
-    }
-
-    /// Bound on one command's round trip (default 1 s).
-    pub fn command_timeout(self, d: std::time::Duration) -> Self {
-        ClientBuilder {
-            core: self.core.command_timeout(d),
-        }
-    }
-
-    /// How long a silent fair-lock waiter keeps its place (default 5 s).
-    pub fn waiter_timeout(self, d: std::time::Duration) -> Self {
-        ClientBuilder {
-            core: self.core.waiter_timeout(d),
-        }
-    }
-
-    /// Connect.
-    ///
-    /// # Errors
-    /// `InvalidArgument` for bad settings, `Unavailable` when Redis cannot be reached.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: nothing but script bodies is written.
-    pub async fn build(self) -> Result<Client> {
-        Ok(Client {
-            core: self.core.build().await?,
-        })
-    }
-}
+/// Builds a [`Client`] with non-default settings: core's builder, so the
+/// settings are exactly core's ([`Config`] documents each one).
+pub type ClientBuilder = deadbolt_core::ClientBuilder<Client>;
 
 impl Client {
     /// Connect with default settings (namespace `deadbolt`, watchdog 30 s,
-    /// command timeout 1 s).
+    /// command timeout 1 s, waiter timeout 5 s).
     ///
     /// # Errors
     /// `InvalidArgument` for a bad URL, `Unavailable` when Redis cannot be reached.
@@ -105,23 +78,18 @@ impl Client {
     /// # Cancel safety
     /// Cancel safe: nothing but script bodies is written.
     pub async fn connect(url: &str) -> Result<Client> {
-        Ok(Client {
-            core: deadbolt_core::Client::connect(url).await?,
-        })
+        Client::builder(url).build().await
     }
 
     /// A builder for non-default settings.
     pub fn builder(url: &str) -> ClientBuilder {
-        ClientBuilder {
-            core: deadbolt_core::Client::builder(url),
-        }
+        ClientBuilder::new(url)
     }
 
-    /// A builder over a redis-rs client configured by the caller (TLS, ACL).
+    /// A builder over a redis-rs client configured by the caller (TLS with a
+    /// private CA, ACL); deadbolt switches it to RESP3.
     pub fn from_redis(client: redis::Client) -> ClientBuilder {
-        ClientBuilder {
-            core: deadbolt_core::Client::from_redis(client),
-        }
+        ClientBuilder::from_redis(client)
     }
 
     /// A new handle (a new owner) on the reentrant lock `name`.
@@ -134,15 +102,50 @@ impl Client {
         FairLock::new(&self.core, name)
     }
 
-    /// The core client.
-    pub fn core(&self) -> &deadbolt_core::Client {
-        &self.core
+    /// Release what this client holds, leave every queue and close; see
+    /// [`deadbolt_core::Client::shutdown`] for the steps and the bound
+    /// (3 × `command_timeout` + 1 s).
+    ///
+    /// # Cancel safety
+    /// If dropped, new calls still fail with `Shutdown`; holds not yet
+    /// released end with their leases.
+    pub async fn shutdown(&self) {
+        self.core.shutdown().await;
     }
-}
 
-impl Deref for Client {
-    type Target = deadbolt_core::Client;
-    fn deref(&self) -> &Self::Target {
+    /// True once [`shutdown`](Client::shutdown) was called.
+    pub fn is_shutdown(&self) -> bool {
+        self.core.is_shutdown()
+    }
+
+    /// This client's uuid: the first half of the owner id of every handle
+    /// made from it.
+    pub fn id(&self) -> &str {
+        self.core.id()
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &Config {
+        self.core.config()
+    }
+
+    /// Releases handed to the background releaser (dropped guards, cancelled
+    /// acquires) and not finished yet.
+    pub fn pending_releases(&self) -> usize {
+        self.core.pending_releases()
+    }
+
+    /// Wait until the background releaser has nothing left, or `timeout`;
+    /// returns whether it is idle.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
+    pub async fn releases_settled(&self, timeout: Duration) -> bool {
+        self.core.releases_settled(timeout).await
+    }
+
+    /// The core client, for primitives built on [`deadbolt::core`](crate::core).
+    pub fn as_core(&self) -> &deadbolt_core::Client {
         &self.core
     }
 }

@@ -13,7 +13,7 @@ async fn count_exactly<K: ExclusiveKind>(clients: usize, rounds: usize) {
         let client = deadbolt::Client::connect(&srv.url()).await.unwrap();
         let mut raw = srv.conn().await;
         tasks.push(tokio::spawn(async move {
-            let lock = Exclusive::<K>::new(&client, "count");
+            let lock = Exclusive::<K>::new(client.as_core(), "count");
             for _ in 0..rounds {
                 let g = lock.lock().await.unwrap();
                 let v: Option<i64> = redis::cmd("GET")

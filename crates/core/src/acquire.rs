@@ -7,10 +7,17 @@
 //!
 //! Acquire scripts share one contract:
 //! `ARGV = [owner, attempt, lease_ms, mode ('try' | 'wait'), extra...]`, reply
-//! `{1, token, pttl}` granted, `{0, pttl}` busy (nothing recorded), `{2, pttl}`
-//! queued (the attempt is recorded and must be released when the caller gives
-//! up). Release scripts take `ARGV = [attempt, extra...]` and reply 0 when the
-//! attempt held nothing.
+//! `{1, token, pttl}` granted, `{0, pttl}` busy (nothing recorded),
+//! `{2, pttl, fresh, secret}` queued (the attempt is recorded and must be
+//! released when the caller gives up; `secret` identifies the queue entry).
+//! Specs with hand-off by name ([`AcquireSpec::tagged`]) get one more ARGV
+//! after the extra ones: a fresh random secret per call, stored with the
+//! queue entry the call creates and echoed by a hand-off message for that
+//! entry. A hand-off is accepted only when it carries the secret of the
+//! waiter's current entry: a late grant for an entry the waiter already lost
+//! (purged, re-enqueued) or a forged one is ignored, and the waiter asks the
+//! server instead. Release scripts take `ARGV = [attempt, extra...]` and
+//! reply 0 when the attempt held nothing.
 //!
 //! Every acquire carries an attempt id. While a request of the attempt may
 //! have been recorded by the server (in flight, `Indeterminate`, or queued),
@@ -65,7 +72,9 @@ pub struct AcquireSpec {
     pub renew_key: String,
     /// Channel the waiter subscribes to.
     pub channel: String,
-    /// When true, `t:<attempt>` messages wake this waiter (and only it).
+    /// When true, `t:<attempt>` / `g:<attempt> ...` messages wake this waiter
+    /// (and only it), and each acquire call carries a fresh entry secret as
+    /// its last ARGV (see the module docs).
     pub tagged: bool,
     /// Liveness heartbeat kept while the attempt is queued (fair queues).
     pub heartbeat: Option<HeartbeatSpec>,
@@ -76,7 +85,7 @@ pub struct AcquireSpec {
 enum Reply {
     Granted { token: u64, pttl: u64 },
     Busy { pttl: i64 },
-    Queued { pttl: i64, fresh: bool },
+    Queued { pttl: i64, fresh: bool, secret: u64 },
 }
 
 fn decode(v: &[i64]) -> Result<Reply> {
@@ -89,6 +98,7 @@ fn decode(v: &[i64]) -> Result<Reply> {
         [2, pttl, rest @ ..] => Ok(Reply::Queued {
             pttl: *pttl,
             fresh: rest.first() == Some(&1),
+            secret: rest.get(1).map_or(0, |s| s.unsigned_abs()),
         }),
         _ => Err(Error::InvalidArgument(format!(
             "unexpected acquire reply {v:?}"
@@ -101,6 +111,11 @@ pub fn new_attempt_id() -> String {
     let a: u64 = rand::random();
     let b: u32 = rand::random();
     format!("{a:016x}{b:08x}")
+}
+
+/// A queue entry's secret: random, in 1 .. 2^53 (Lua carries it exactly).
+fn new_secret() -> u64 {
+    rand::random_range(1..(1u64 << 53))
 }
 
 /// Hands the release of an attempt to the releaser if dropped while armed.
@@ -136,7 +151,9 @@ impl Attempt<'_> {
 
 impl Drop for Attempt<'_> {
     fn drop(&mut self) {
-        if self.armed() && !self.client.is_shutdown() {
+        // Also during shutdown: the releaser runs until shutdown closes it,
+        // so a waiter woken by shutdown leaves its queue.
+        if self.armed() {
             let bound = self
                 .client
                 .config()
@@ -145,7 +162,7 @@ impl Drop for Attempt<'_> {
             self.client
                 .inner
                 .releaser
-                .submit(self.release.clone(), Instant::now() + bound);
+                .submit(self.release.clone(), crate::config::after(bound));
         }
     }
 }
@@ -177,6 +194,9 @@ impl Client {
             LeaseMode::Fixed(d) => lease_ms(d)?,
         };
         self.check_open()?;
+        // Counted while running, so shutdown can wait for woken waiters to
+        // leave (dropped after the attempt, which hands over its release).
+        let _running = self.inner.acquiring.enter();
         let attempt_id = new_attempt_id();
         let span = tracing::debug_span!("acquire", kind = spec.kind, key = %spec.renew_key,
             owner, attempt = %attempt_id);
@@ -203,7 +223,8 @@ impl Client {
     ) -> Result<Option<Hold>> {
         let deadline = match wait {
             WaitMode::Try => Some(Instant::now()),
-            WaitMode::For(d) => Some(Instant::now() + d),
+            // A wait too long for an `Instant` is a wait without end.
+            WaitMode::For(d) => Instant::now().checked_add(d),
             WaitMode::Forever => None,
         };
         let release = ScriptCall::new(
@@ -231,6 +252,7 @@ impl Client {
                 ]
                 .into_iter()
                 .chain(spec.extra_args.iter().cloned())
+                .chain(spec.tagged.then(|| new_secret().to_string()))
                 .collect(),
             )
         };
@@ -302,7 +324,7 @@ impl Client {
             sub.begin_try();
         }
         let (sent_at, first) = once(self, &mut attempt, &try_call).await;
-        let mut queue = QueueState::default();
+        let mut queue = QueueState::new(sent_at);
         let mut next_wait = match first {
             Ok(Reply::Granted { token, pttl }) => {
                 if let Some(sub) = &early {
@@ -334,38 +356,51 @@ impl Client {
                 // Failed: subscribe, then try again at once (a release may
                 // have landed between the first try and the subscription).
                 let sub = self.inner.engine.subscribe(&spec.channel, tag);
-                let confirm_by = Instant::now() + self.config().command_timeout;
+                let confirm_by = crate::config::after(self.config().command_timeout);
                 let confirm_by = deadline.map_or(confirm_by, |d| d.min(confirm_by));
                 sub.confirmed(confirm_by).await;
                 sub
             }
         };
-        let wait_call = call("wait");
         let mut refused: i64 = 0;
         loop {
+            if let Some(reason) = sub.refused() {
+                // Without the channel no release would ever wake this waiter.
+                return Err(Error::SubscribeRefused {
+                    channel: spec.channel.clone(),
+                    reason,
+                });
+            }
             if let Some(pttl) = next_wait.take() {
                 // Sleep until a release message, the holder's TTL, or the
                 // deadline. Woken or not, the next try tells: a lease that ran
                 // out is free. A hint moves the bound without a try.
                 let now = Instant::now();
                 let by_ttl = if pttl > 0 {
-                    now + Duration::from_millis(pttl.unsigned_abs())
+                    crate::config::later(now, Duration::from_millis(pttl.unsigned_abs()))
                 } else if pttl == -2 {
                     now // the key vanished between the checks: try again now
                 } else {
                     // No TTL known: a message or a reconnect wakes us.
-                    now + self.config().watchdog_timeout
+                    crate::config::later(now, self.config().watchdog_timeout)
                 };
                 let mut until = deadline.map_or(by_ttl, |d| d.min(by_ttl));
                 while let Woke::Hint(h) = sub.wait(until).await {
                     until = deadline.map_or(h, |d| d.min(h));
                 }
                 // A hand-off message that names this attempt carries the
-                // token and the claim lease: take the lock without a round
-                // trip when the claim is still good counted from the instant
-                // the enqueueing request was sent (the grant came later).
-                if let (Some((token, ttl)), Some(t0)) = (sub.take_grant(), queue.enqueued_at) {
-                    if valid_until(t0, ttl) > Instant::now() + Duration::from_millis(1) {
+                // token, the claim lease and the entry's secret: take the
+                // lock without a round trip when the grant is for the
+                // current queue entry and its claim is still good counted
+                // from the instant the request that created the entry was
+                // sent (the grant came later). Anything else (a late grant
+                // for a lost entry, a forgery) is left to the next try.
+                if let (Some((token, ttl, secret)), Some((current, t0))) =
+                    (sub.take_grant(), queue.entry)
+                {
+                    if secret == current
+                        && valid_until(t0, ttl) > Instant::now() + Duration::from_millis(1)
+                    {
                         attempt.disarm();
                         sub.mark_acquired();
                         let hold = grant(token, ttl, t0);
@@ -380,7 +415,7 @@ impl Client {
                 break;
             }
             sub.begin_try();
-            let (sent_at, r) = once(self, &mut attempt, &wait_call).await;
+            let (sent_at, r) = once(self, &mut attempt, &call("wait")).await;
             match r {
                 Ok(Reply::Granted { token, pttl }) => {
                     sub.mark_acquired();
@@ -423,23 +458,38 @@ impl Client {
 }
 
 /// What a waiter knows about its place in a queue: whether it was queued
-/// (to notice a purge) and its liveness registration while queued.
-#[derive(Default)]
+/// (to notice a purge), its current entry and its liveness registration.
 struct QueueState {
+    /// When the attempt's first request was sent.
+    started: Instant,
     queued: bool,
-    /// When the request that created the current queue entry was sent: any
-    /// hand-off to this entry happened after it.
-    enqueued_at: Option<Instant>,
+    /// The current queue entry: its secret, and an instant no later than
+    /// when the request that created it was sent (any hand-off to this entry
+    /// happened after it).
+    entry: Option<(u64, Instant)>,
     heartbeat: Option<HeartbeatReg>,
 }
 
 impl QueueState {
+    fn new(started: Instant) -> QueueState {
+        QueueState {
+            started,
+            queued: false,
+            entry: None,
+            heartbeat: None,
+        }
+    }
+
     fn observe(&mut self, client: &Client, spec: &AcquireSpec, reply: Reply, sent_at: Instant) {
-        let Reply::Queued { fresh, .. } = reply else {
+        let Reply::Queued { fresh, secret, .. } = reply else {
             return;
         };
         if fresh {
-            self.enqueued_at = Some(sent_at);
+            self.entry = Some((secret, sent_at));
+        } else if self.entry.map(|e| e.0) != Some(secret) {
+            // The entry was created by an earlier request of this attempt
+            // whose reply never came: it was sent after `started`.
+            self.entry = Some((secret, self.started));
         }
         if fresh && self.queued {
             tracing::warn!(kind = spec.kind, key = %spec.renew_key,
@@ -470,12 +520,15 @@ mod tests {
         );
         assert_eq!(decode(&[0, 50]).unwrap(), Reply::Busy { pttl: 50 });
         assert_eq!(
-            decode(&[2, 50, 1]).unwrap(),
+            decode(&[2, 50, 1, 9]).unwrap(),
             Reply::Queued {
                 pttl: 50,
-                fresh: true
+                fresh: true,
+                secret: 9
             }
         );
+        let s = new_secret();
+        assert!(s > 0 && s < (1 << 53));
         assert!(decode(&[]).is_err());
     }
 

@@ -1,9 +1,14 @@
 //! The core client: connections, waiting engine, watchdog and releaser of one
 //! process's view of a Redis server.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
 
 use redis::FromRedisValue;
 use tokio::time::Instant;
@@ -13,6 +18,7 @@ use crate::conn::{with_resp3, Conn};
 use crate::error::{Error, Result};
 use crate::heartbeat::Heartbeat;
 use crate::keys::Keys;
+use crate::lease::{HoldInner, LeaseState};
 use crate::releaser::Releaser;
 use crate::scripts::{ScriptCall, ALL};
 use crate::wait::Engine;
@@ -50,8 +56,51 @@ pub(crate) struct ClientInner {
     pub(crate) watchdog: Arc<Watchdog>,
     pub(crate) heartbeat: Arc<Heartbeat>,
     pub(crate) releaser: Releaser,
+    /// Acquire calls running now (shutdown waits for woken waiters to leave).
+    pub(crate) acquiring: Running,
+    /// Every hold not yet released or dropped, for shutdown to release.
+    pub(crate) holds: Mutex<HashMap<u64, Weak<HoldInner>>>,
     next_handle: AtomicU64,
     shutdown: AtomicBool,
+}
+
+/// A count of running calls and a way to await zero.
+#[derive(Debug, Default)]
+pub(crate) struct Running {
+    n: AtomicUsize,
+    idle: Notify,
+}
+
+/// One running call; dropping it ends it.
+#[derive(Debug)]
+pub(crate) struct RunningGuard<'a>(&'a Running);
+
+impl Running {
+    pub(crate) fn enter(&self) -> RunningGuard<'_> {
+        self.n.fetch_add(1, Ordering::SeqCst);
+        RunningGuard(self)
+    }
+
+    /// Wait until no call runs, or `deadline`. Returns whether none runs.
+    async fn settled(&self, deadline: Instant) -> bool {
+        loop {
+            let idle = self.idle.notified();
+            if self.n.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, idle).await.is_err() {
+                return self.n.load(Ordering::SeqCst) == 0;
+            }
+        }
+    }
+}
+
+impl Drop for RunningGuard<'_> {
+    fn drop(&mut self) {
+        if self.0.n.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
 }
 
 impl Drop for ClientInner {
@@ -65,13 +114,54 @@ impl Drop for ClientInner {
 }
 
 /// Builds a [`Client`] with settings other than the defaults.
-#[derive(Debug)]
-pub struct ClientBuilder {
+///
+/// `C` is what [`build`](ClientBuilder::build) returns: the core client, or a
+/// type made from it (the `deadbolt` facade's `Client` uses this builder, so
+/// the two can never offer different settings).
+pub struct ClientBuilder<C = Client> {
     target: std::result::Result<redis::Client, String>,
     config: Config,
+    out: PhantomData<fn() -> C>,
 }
 
-impl ClientBuilder {
+impl<C> std::fmt::Debug for ClientBuilder<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field(
+                "target",
+                &self
+                    .target
+                    .as_ref()
+                    .map(|c| c.get_connection_info().addr().to_string()),
+            )
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl<C: From<Client>> ClientBuilder<C> {
+    /// A builder for the server at `url`: a redis-rs URL
+    /// (`redis://[user:pass@]host[:port][/db]`, `rediss://` with the `tls`
+    /// feature, `unix:///path`). A bad URL is reported by
+    /// [`build`](ClientBuilder::build).
+    pub fn new(url: &str) -> Self {
+        ClientBuilder {
+            target: redis::Client::open(url).map_err(|e| url_error(url, &e)),
+            config: Config::default(),
+            out: PhantomData,
+        }
+    }
+
+    /// A builder over a redis-rs client configured by the caller (TLS with
+    /// a private CA, ACL); deadbolt switches it to RESP3.
+    pub fn from_redis(client: redis::Client) -> Self {
+        ClientBuilder {
+            target: Ok(client),
+            config: Config::default(),
+            out: PhantomData,
+        }
+    }
+
     /// Prefix of every key and channel (default `deadbolt`); no braces.
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         self.config.namespace = namespace.into();
@@ -110,7 +200,11 @@ impl ClientBuilder {
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is written to Redis but script bodies (SCRIPT LOAD).
-    pub async fn build(self) -> Result<Client> {
+    pub async fn build(self) -> Result<C> {
+        self.build_core().await.map(C::from)
+    }
+
+    async fn build_core(self) -> Result<Client> {
         let client = self.target.map_err(Error::InvalidArgument)?;
         self.config.validate()?;
         let client = with_resp3(client)?;
@@ -132,6 +226,8 @@ impl ClientBuilder {
             id,
             heartbeat,
             releaser: Releaser::new(conn.clone()),
+            acquiring: Running::default(),
+            holds: Mutex::new(HashMap::new()),
             config: self.config,
             conn,
             engine,
@@ -158,19 +254,13 @@ impl Client {
 
     /// A builder for non-default settings.
     pub fn builder(url: &str) -> ClientBuilder {
-        ClientBuilder {
-            target: redis::Client::open(url).map_err(|e| format!("redis url: {e}")),
-            config: Config::default(),
-        }
+        ClientBuilder::new(url)
     }
 
     /// A builder over a redis-rs client you configured yourself (TLS, ACL);
     /// deadbolt switches it to RESP3.
     pub fn from_redis(client: redis::Client) -> ClientBuilder {
-        ClientBuilder {
-            target: Ok(client),
-            config: Config::default(),
-        }
+        ClientBuilder::from_redis(client)
     }
 
     /// This client's uuid (the first half of every owner id it makes).
@@ -197,23 +287,61 @@ impl Client {
         Keys::new(&self.inner.config.namespace, kind, name)
     }
 
-    /// Stop renewals, let the releaser finish (bounded by the command timeout
-    /// plus one second), and close the connections. Later calls fail with
-    /// [`Error::Shutdown`].
+    /// Release what this client holds, leave every queue, and close.
+    ///
+    /// In order: new calls fail with [`Error::Shutdown`] from now on;
+    /// renewals and waiter heartbeats stop; every waiting acquire is woken,
+    /// returns `Shutdown` and hands its queue entry (or possible grant) to
+    /// the releaser (awaited up to `command_timeout`); every hold still
+    /// active is released (up to `command_timeout`) and its guard then
+    /// reads [`LeaseState::Released`], or [`LeaseState::Lost`] if the
+    /// release could not be confirmed (its lease's TTL frees it); the
+    /// releaser finishes what it has (up to `command_timeout` + 1 s); the
+    /// connections close. So shutdown returns within
+    /// 3 × `command_timeout` + 1 s (3 s + 1 s by default), and afterwards
+    /// this client has nothing in Redis but what a fault kept it from
+    /// removing, which expires with its lease or `waiter_timeout`.
     ///
     /// # Cancel safety
-    /// Cancel safe: if dropped, the shutdown still took effect; pending
-    /// releases go on in the background until their bound.
+    /// If dropped, the shutdown still took effect (new calls fail) but the
+    /// steps not reached are skipped: holds then end with their leases,
+    /// queue entries within `waiter_timeout`.
     pub async fn shutdown(&self) {
         if self.inner.shutdown.swap(true, Ordering::SeqCst) {
             return;
         }
-        self.inner.watchdog.stop();
-        self.inner.heartbeat.stop();
-        let bound = self.inner.config.command_timeout + Duration::from_secs(1);
-        self.inner.releaser.drain(Instant::now() + bound).await;
-        self.inner.engine.close();
-        self.inner.conn.close();
+        let inner = &self.inner;
+        let step = inner.config.command_timeout;
+        inner.watchdog.stop();
+        inner.heartbeat.stop();
+        inner.engine.wake_all();
+        inner.acquiring.settled(crate::config::after(step)).await;
+        let holds: Vec<Arc<HoldInner>> = inner
+            .holds
+            .lock()
+            .drain()
+            .filter_map(|(_, w)| w.upgrade())
+            .filter(|h| *h.state.borrow() == LeaseState::Active)
+            .collect();
+        let releases = holds.iter().map(|h| async move {
+            let done = tokio::time::timeout(step, run_on::<i64>(&inner.conn, &h.spec.release))
+                .await
+                .ok()
+                .and_then(|r| r.ok());
+            h.finish(if done.is_some_and(|n| n > 0) {
+                LeaseState::Released
+            } else {
+                LeaseState::Lost
+            });
+        });
+        futures::future::join_all(releases).await;
+        inner
+            .releaser
+            .drain(crate::config::after(step + Duration::from_secs(1)))
+            .await;
+        inner.releaser.close();
+        inner.engine.close();
+        inner.conn.close();
     }
 
     /// True once [`shutdown`](Client::shutdown) was called.
@@ -244,7 +372,10 @@ impl Client {
     /// # Cancel safety
     /// Cancel safe: it only watches.
     pub async fn releases_settled(&self, timeout: Duration) -> bool {
-        self.inner.releaser.drain(Instant::now() + timeout).await
+        self.inner
+            .releaser
+            .drain(crate::config::after(timeout))
+            .await
     }
 
     pub(crate) fn check_open(&self) -> Result<()> {
@@ -269,6 +400,18 @@ impl Client {
         self.check_open()?;
         run_on(&self.inner.conn, call).await
     }
+}
+
+/// The error for a URL redis-rs cannot parse, with a hint.
+fn url_error(url: &str, e: &redis::RedisError) -> String {
+    let scheme = url.split("://").next().unwrap_or("");
+    let hint = match scheme {
+        "redis" | "unix" | "redis+unix" => String::new(),
+        "rediss" => " (rediss:// needs deadbolt's `tls` feature)".to_string(),
+        _ => " (expected redis://host:port/, rediss://... or unix:///path)".to_string(),
+    };
+    let text = e.detail().map_or_else(|| e.to_string(), str::to_string);
+    format!("redis URL {url:?} is not usable: {text}{hint}")
 }
 
 /// Run `call` on `conn` (shared by the client and the releaser).

@@ -35,6 +35,21 @@ impl Default for Config {
     }
 }
 
+/// The longest span core adds to an instant: about 30 years. Waits, bounds
+/// and hints beyond it (`Duration::MAX` included) are cut to it rather than
+/// overflow an `Instant` (which panics).
+pub(crate) const FAR: Duration = Duration::from_secs(30 * 365 * 86_400);
+
+/// `at + d`, with `d` cut to [`FAR`]: never panics.
+pub(crate) fn later(at: tokio::time::Instant, d: Duration) -> tokio::time::Instant {
+    at + d.min(FAR)
+}
+
+/// `now + d`, with `d` cut to [`FAR`].
+pub(crate) fn after(d: Duration) -> tokio::time::Instant {
+    later(tokio::time::Instant::now(), d)
+}
+
 /// The largest lease deadbolt accepts, in milliseconds: 2^53 − 1, the largest
 /// integer Lua numbers carry exactly (Redis itself would take up to ~2^63 ms).
 pub const MAX_LEASE_MS: u64 = (1 << 53) - 1;

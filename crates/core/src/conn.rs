@@ -175,14 +175,16 @@ impl Conn {
         self.health.borrow().up
     }
 
-    /// Wait until the connection is up (or `deadline` passes). Returns whether it is up.
+    /// Wait until the connection is up, closed, or `deadline` passes.
+    /// Returns whether it is up.
     pub(crate) async fn wait_up(&self, deadline: Option<Instant>) -> bool {
         let mut rx = self.health.subscribe();
-        let fut = rx.wait_for(|h| h.up);
-        match deadline {
+        let fut = rx.wait_for(|h| h.up || self.is_closed());
+        let woke = match deadline {
             Some(d) => matches!(tokio::time::timeout_at(d, fut).await, Ok(Ok(_))),
             None => fut.await.is_ok(),
-        }
+        };
+        woke && self.is_up()
     }
 
     pub(crate) fn close(&self) {

@@ -19,22 +19,46 @@ pub enum Error {
     InvalidArgument(String),
     /// The command was certainly not executed: the connection is known to be
     /// down, the server refused it before running it, or it could not be sent.
-    /// Retrying is always safe.
-    #[error("redis unavailable (the command was not run)")]
-    Unavailable(#[source] Cause),
+    /// Retrying is always safe. The message ends with the immediate cause
+    /// ("connection refused", "LOADING ...").
+    #[error("redis unavailable (the command was not run): {0}")]
+    Unavailable(Cause),
     /// The command may or may not have run: it was handed to the connection and
     /// then timed out or the connection broke. For an acquire, any possible
     /// grant has already been handed to the background releaser.
-    #[error("outcome unknown (the command may have run)")]
-    Indeterminate(#[source] Cause),
+    #[error("outcome unknown (the command may have run): {0}")]
+    Indeterminate(Cause),
     /// Unlock or renewal of a hold that expired or was taken over.
     #[error("the hold is no longer held (expired or taken over)")]
     NotHeld,
     /// A key of another type is in the way; nothing was written.
-    #[error("key {key} holds a value of another type")]
+    #[error("key {key} holds a value of another type; nothing was written")]
     WrongType {
         /// The key that is in the way.
         key: String,
+    },
+    /// A key holds a value deadbolt cannot use (a fencing counter that is not
+    /// an integer below 2^53 − 1, with which tokens could repeat or go
+    /// backwards); nothing was written. Someone else wrote that key: delete
+    /// or repair it.
+    #[error("key {key} holds an unusable value ({detail}); nothing was written")]
+    BadValue {
+        /// The key that holds the value.
+        key: String,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// The server refused to subscribe to a primitive's channel (for example
+    /// an ACL user without permission for it: `NOPERM`). Waiting calls fail
+    /// with this at once instead of missing every release; calls that need no
+    /// wait (`try_lock`) still work. Grant the user `&<channel>` (see
+    /// docs/safety.md).
+    #[error("subscribing to channel {channel} was refused: {reason}")]
+    SubscribeRefused {
+        /// The channel.
+        channel: String,
+        /// The server's error text.
+        reason: String,
     },
     /// A reader asked for the write lock while holding a read lock.
     #[error("a read holder cannot upgrade to the write lock")]
@@ -42,15 +66,16 @@ pub enum Error {
     /// The client was shut down.
     #[error("the client was shut down")]
     Shutdown,
-    /// Any other error reply from the server.
-    #[error("redis answered with an error")]
-    Redis(#[source] redis::RedisError),
+    /// Any other error reply from the server (for example `OOM` under
+    /// `maxmemory`), passed through as the server gave it.
+    #[error("redis answered with an error: {}", redis_text(.0))]
+    Redis(redis::RedisError),
 }
 
 /// Why a command is [`Error::Unavailable`] or [`Error::Indeterminate`]:
-/// the underlying Redis error when there was one, or a description. It is the
-/// `source()` of those variants, whose own messages say only what the caller
-/// may assume.
+/// the underlying Redis error when there was one, or a description. Those
+/// variants print it after what the caller may assume; the Redis error
+/// itself is [`Cause::redis_error`].
 #[derive(Debug)]
 pub struct Cause {
     message: String,
@@ -67,7 +92,7 @@ impl Cause {
 
     pub(crate) fn redis(err: redis::RedisError) -> Self {
         Cause {
-            message: err.to_string(),
+            message: redis_text(&err),
             source: Some(err),
         }
     }
@@ -88,8 +113,41 @@ impl fmt::Display for Cause {
 /// here (no line printed twice); [`Cause::redis_error`] gives the error itself.
 impl std::error::Error for Cause {}
 
+/// A redis-rs error as one short line: its text without repeats ("timed
+/// out: timed out") and without redis-rs's debug tags ("- IoError").
+fn redis_text(err: &redis::RedisError) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut push = |s: String| {
+        let s = s.trim().to_string();
+        if !s.is_empty() && !parts.iter().any(|p| p.contains(&s)) {
+            parts.push(s);
+        }
+    };
+    push(strip_kind(&err.to_string()));
+    let mut next = std::error::Error::source(err);
+    while let Some(e) = next {
+        push(e.to_string());
+        next = e.source();
+    }
+    parts.join(": ")
+}
+
+/// `"desc - IoError: detail"` → `"desc: detail"` (redis-rs prints its
+/// error kind's debug name in the middle).
+fn strip_kind(s: &str) -> String {
+    if let Some(i) = s.find(" - ") {
+        let rest = &s[i + 3..];
+        let end = rest.find(':').unwrap_or(rest.len());
+        if end > 0 && rest[..end].chars().all(|c| c.is_ascii_alphanumeric()) {
+            return format!("{}{}", &s[..i], &rest[end..]);
+        }
+    }
+    s.to_string()
+}
+
 impl Error {
-    /// This error and its causes on one line (`outer: inner: ...`), for logs.
+    /// This error on one line, for logs. Every variant's message already
+    /// carries its immediate cause; this adds any further `source()` chain.
     pub fn report(&self) -> String {
         let mut out = self.to_string();
         let mut next = std::error::Error::source(self);
@@ -130,6 +188,15 @@ impl Error {
                     let key = err.detail().unwrap_or("").trim().to_string();
                     return Error::WrongType { key };
                 }
+                // A script's `BADVALUE <key> <what>`.
+                "BADVALUE" => {
+                    let detail = err.detail().unwrap_or("").trim();
+                    let (key, what) = detail.split_once(' ').unwrap_or((detail, ""));
+                    return Error::BadValue {
+                        key: key.to_string(),
+                        detail: what.to_string(),
+                    };
+                }
                 // The server refused the command before running it.
                 "BUSY" | "LOADING" | "READONLY" | "MASTERDOWN" | "NOREPLICAS" | "TRYAGAIN"
                 | "CLUSTERDOWN" | "NOSCRIPT" => return Error::Unavailable(Cause::redis(err)),
@@ -160,6 +227,17 @@ mod tests {
             e.report(),
             "redis unavailable (the command was not run): command connection is down"
         );
+        assert_eq!(e.to_string(), e.report());
+    }
+
+    #[test]
+    fn redis_text_is_short() {
+        assert_eq!(
+            strip_kind("Connection refused - IoError: os error 111"),
+            "Connection refused: os error 111"
+        );
+        assert_eq!(strip_kind("timed out - IoError"), "timed out");
+        assert_eq!(strip_kind("a - b c"), "a - b c");
     }
 
     #[test]

@@ -85,7 +85,10 @@ impl<K: ExclusiveKind> Exclusive<K> {
         let keys = client.keys(K::KIND, name);
         let fence_key = keys.as_ref().map(|k| k.sub("fence")).unwrap_or_default();
         let force = keys.as_ref().ok().map(|k| K::force_unlock(client, k));
-        let spec = keys.map(|k| K::spec(client, &k)).map_err(|e| e.to_string());
+        let spec = keys.map(|k| K::spec(client, &k)).map_err(|e| match e {
+            Error::InvalidArgument(m) => m,
+            other => other.to_string(),
+        });
         Exclusive {
             inner: Arc::new(Inner {
                 client: client.clone(),
@@ -204,15 +207,15 @@ impl<K: ExclusiveKind> Exclusive<K> {
         self.acquire(LeaseMode::Fixed(lease), wait_mode(wait)).await
     }
 
-    /// Holder, hold count, token, PTTL (-2 when free), fencing counter and
-    /// queue length (fair lock), read atomically.
+    /// Holder, hold count, token, remaining TTL, fencing counter and queue
+    /// length (fair lock), read atomically.
     ///
     /// # Errors
     /// `Unavailable`, `Indeterminate`, `WrongType`.
     ///
     /// # Cancel safety
     /// Cancel safe: read-only.
-    pub async fn inspect(&self) -> Result<(String, u64, u64, i64, u64, u64)> {
+    pub async fn inspect(&self) -> Result<LockInfo> {
         let spec = self.spec()?;
         let call = ScriptCall::new(
             &LOCK_INSPECT,
@@ -223,7 +226,17 @@ impl<K: ExclusiveKind> Exclusive<K> {
             ],
             vec![],
         );
-        self.inner.client.run(&call).await
+        let (owner, n, token, pttl, fence, queued): (String, u64, u64, i64, i64, u64) =
+            self.inner.client.run(&call).await?;
+        let held = pttl != -2 && !owner.is_empty();
+        Ok(LockInfo {
+            holder: held.then_some(owner),
+            hold_count: if held { n } else { 0 },
+            token: held.then_some(token),
+            ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+            fence: u64::try_from(fence).ok(),
+            queued,
+        })
     }
 
     /// Whether anyone holds the lock.
@@ -234,7 +247,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// # Cancel safety
     /// Cancel safe: read-only.
     pub async fn is_locked(&self) -> Result<bool> {
-        Ok(self.inspect().await?.3 != -2)
+        Ok(self.inspect().await?.holder.is_some())
     }
 
     /// Whether this handle (or a clone of it) holds the lock.
@@ -245,7 +258,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// # Cancel safety
     /// Cancel safe: read-only.
     pub async fn is_held(&self) -> Result<bool> {
-        Ok(self.inspect().await?.0 == self.inner.owner)
+        Ok(self.inspect().await?.holder.as_deref() == Some(self.owner()))
     }
 
     /// How many times this handle holds the lock (0 when it does not).
@@ -256,8 +269,12 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// # Cancel safety
     /// Cancel safe: read-only.
     pub async fn hold_count(&self) -> Result<u64> {
-        let (owner, n, ..) = self.inspect().await?;
-        Ok(if owner == self.inner.owner { n } else { 0 })
+        let info = self.inspect().await?;
+        Ok(if info.holder.as_deref() == Some(self.owner()) {
+            info.hold_count
+        } else {
+            0
+        })
     }
 
     /// The lock key's remaining TTL, whoever holds it; `None` when free.
@@ -268,8 +285,8 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// # Cancel safety
     /// Cancel safe: read-only.
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
-        let pttl = self.inspect().await?.3;
-        Ok(u64::try_from(pttl).ok().map(Duration::from_millis))
+        let info = self.inspect().await?;
+        Ok(info.holder.and(info.ttl))
     }
 
     /// Delete the lock whoever holds it and wake a waiter. Returns whether a
@@ -315,6 +332,27 @@ impl<K: ExclusiveKind> Exclusive<K> {
         guard.unlock().await?;
         Ok(out)
     }
+}
+
+/// An exclusive lock's state, read in one atomic step by
+/// [`Exclusive::inspect`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockInfo {
+    /// The holder's owner id (`<client uuid>:<handle id>`); `None` when free.
+    pub holder: Option<String>,
+    /// How many times the holder holds it (re-entries count); 0 when free.
+    pub hold_count: u64,
+    /// The fencing token of the current hold; `None` when free.
+    pub token: Option<u64>,
+    /// The hold's remaining TTL; `None` when free.
+    pub ttl: Option<Duration>,
+    /// The fencing counter (the last token issued, 0 when none is
+    /// recorded); `None` when it holds a value the acquire would refuse
+    /// ([`Error::BadValue`]).
+    pub fence: Option<u64>,
+    /// Waiters in the queue (fair lock; always 0 for a plain lock).
+    pub queued: u64,
 }
 
 fn wait_mode(wait: Duration) -> WaitMode {

@@ -1,8 +1,14 @@
 //! Key and channel names.
 //!
 //! Every key and the channel of one primitive share the prefix
-//! `<ns>:{<name>}:<kind>`: one hash tag, so one cluster slot, and the kind keeps
+//! `<ns>:{<tag>}:<kind>`: one hash tag, so one cluster slot, and the kind keeps
 //! a `Lock` "x" apart from a `FairLock` "x".
+//!
+//! The tag is the name with `%` written `%25` and `}` written `%7D`. Redis
+//! takes a key's hash tag from its first `{` to the next `}`; a raw `}` in a
+//! name would end the tag early (or leave it empty, so that Redis hashes
+//! each whole key and one lock's keys land in different slots). Encoded,
+//! the tag is the whole name, never empty, and two names never share one.
 
 use crate::error::{Error, Result};
 
@@ -22,7 +28,7 @@ impl Keys {
             return Err(Error::InvalidArgument("name is empty".into()));
         }
         Ok(Keys {
-            prefix: format!("{ns}:{{{name}}}:{kind}"),
+            prefix: format!("{ns}:{{{}}}:{kind}", encode_tag(name)),
         })
     }
 
@@ -42,6 +48,19 @@ impl Keys {
     }
 }
 
+/// The hash tag of `name`: `%` → `%25`, `}` → `%7D` (see the module docs).
+pub fn encode_tag(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '}' => out.push_str("%7D"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,6 +75,17 @@ mod tests {
         assert_ne!(
             Keys::new("n", "lock", "x").unwrap(),
             Keys::new("n", "fair", "x").unwrap()
+        );
+    }
+
+    #[test]
+    fn braces_stay_inside_one_tag() {
+        let k = Keys::new("ns", "lock", "}a{b}%").unwrap();
+        assert_eq!(k.main(), "ns:{%7Da{b%7D%25}:lock");
+        // Distinct names stay distinct.
+        assert_ne!(
+            Keys::new("ns", "lock", "%7D").unwrap(),
+            Keys::new("ns", "lock", "}").unwrap()
         );
     }
 }

@@ -55,7 +55,7 @@ pub fn drift(ttl: Duration) -> Duration {
 /// request was sent and the PTTL in the reply.
 pub fn valid_until(sent_at: Instant, pttl_ms: u64) -> Instant {
     let ttl = Duration::from_millis(pttl_ms);
-    sent_at + ttl.saturating_sub(drift(ttl))
+    crate::config::later(sent_at, ttl.saturating_sub(drift(ttl)))
 }
 
 /// What a primitive tells core about a hold it was granted.
@@ -133,7 +133,7 @@ impl HoldInner {
             LeaseMode::Watchdog => cfg.watchdog_timeout,
             LeaseMode::Fixed(d) => d.min(cfg.watchdog_timeout.max(Duration::from_secs(5))),
         });
-        Instant::now() + bound
+        crate::config::after(bound)
     }
 }
 
@@ -164,6 +164,11 @@ impl Hold {
         if mode == LeaseMode::Watchdog {
             client.inner.watchdog.register(inner.clone());
         }
+        client
+            .inner
+            .holds
+            .lock()
+            .insert(inner.id, Arc::downgrade(&inner));
         Hold { inner, armed: true }
     }
 
@@ -274,7 +279,7 @@ impl Hold {
     /// watchdog, for watchdog leases, retries).
     pub(crate) fn extend_in_background(&self, lease_ms: u64, claim_ms: u64) {
         let inner = self.inner.clone();
-        let at = Instant::now() + Duration::from_millis(claim_ms / 3);
+        let at = crate::config::after(Duration::from_millis(claim_ms / 3));
         tokio::spawn(async move {
             // A timer for the renewal, as the watchdog's; not a wait loop.
             tokio::time::sleep_until(at).await;
@@ -326,6 +331,10 @@ impl Hold {
                 inner.state.send_replace(LeaseState::Released);
                 Ok(())
             }
+            // Shut down (or shutting down): shutdown releases what is
+            // still registered, and the drop below hands it to the releaser
+            // while that still runs.
+            Err(Error::Shutdown) => Err(Error::Shutdown),
             Err(e @ (Error::Unavailable(_) | Error::Indeterminate(_))) => {
                 if e.is_indeterminate() {
                     inner.finish(LeaseState::Unknown);
@@ -346,22 +355,23 @@ impl Hold {
 
 impl Drop for Hold {
     fn drop(&mut self) {
+        let inner = &self.inner;
+        inner.client.inner.holds.lock().remove(&inner.id);
         if !self.armed {
             return;
         }
-        let inner = &self.inner;
         inner.client.inner.watchdog.unregister(inner);
         if *inner.state.borrow() == LeaseState::Active {
             tracing::warn!(kind = inner.spec.kind, key = %inner.spec.renew_key,
                 "guard dropped without unlock().await; releasing in the background");
         }
-        if !inner.client.is_shutdown() {
-            inner
-                .client
-                .inner
-                .releaser
-                .submit(inner.spec.release.clone(), inner.release_deadline());
-        }
+        // Refused (a no-op) once shutdown has closed the releaser; by then
+        // shutdown has released every registered hold itself.
+        inner
+            .client
+            .inner
+            .releaser
+            .submit(inner.spec.release.clone(), inner.release_deadline());
         inner.state.send_if_modified(|s| {
             if *s == LeaseState::Active {
                 *s = LeaseState::Released;

@@ -29,10 +29,10 @@ pub use acquire::{new_attempt_id, AcquireSpec, WaitMode};
 pub use client::{Client, ClientBuilder};
 pub use config::{lease_ms, Config, MAX_LEASE_MS};
 pub use error::{Cause, Error, Result};
-pub use exclusive::{Exclusive, ExclusiveKind};
+pub use exclusive::{Exclusive, ExclusiveKind, LockInfo};
 pub use guard::ExclusiveGuard;
 pub use heartbeat::HeartbeatSpec;
-pub use keys::Keys;
+pub use keys::{encode_tag, Keys};
 pub use lease::{drift, valid_until, Hold, HoldSpec, LeaseMode, LeaseState};
 pub use wait::{WAKE_ALL, WAKE_GRANT_PREFIX, WAKE_ONE, WAKE_TAG_PREFIX};
 

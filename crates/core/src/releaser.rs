@@ -7,7 +7,7 @@
 //! an answer or its bound passes, when the lease's own TTL takes over.
 //! Submitting never blocks and never panics.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::Notify;
@@ -23,6 +23,7 @@ pub(crate) struct Releaser {
     conn: Arc<Conn>,
     pending: Arc<AtomicUsize>,
     idle: Arc<Notify>,
+    closed: AtomicBool,
     rt: tokio::runtime::Handle,
 }
 
@@ -32,6 +33,7 @@ impl Releaser {
             conn,
             pending: Arc::new(AtomicUsize::new(0)),
             idle: Arc::new(Notify::new()),
+            closed: AtomicBool::new(false),
             rt: tokio::runtime::Handle::current(),
         }
     }
@@ -40,8 +42,17 @@ impl Releaser {
         self.pending.load(Ordering::SeqCst)
     }
 
-    /// Hand over a release; it runs in the background until answered or `deadline`.
+    /// Hand over a release; it runs in the background until answered or
+    /// `deadline`. After [`close`](Releaser::close) (the end of shutdown)
+    /// nothing more is taken: the lease's TTL frees what is left.
     pub(crate) fn submit(&self, call: ScriptCall, deadline: Instant) {
+        if self.closed.load(Ordering::SeqCst) {
+            tracing::debug!(
+                key = call.main_key(),
+                "client shut down; the lease's TTL frees it"
+            );
+            return;
+        }
         self.pending.fetch_add(1, Ordering::SeqCst);
         let conn = self.conn.clone();
         let pending = self.pending.clone();
@@ -52,6 +63,11 @@ impl Releaser {
                 idle.notify_waiters();
             }
         });
+    }
+
+    /// Take no more releases.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
     }
 
     /// Wait until nothing is pending, or `deadline`. Returns whether idle.
@@ -77,7 +93,7 @@ async fn release_until(conn: &Arc<Conn>, call: &ScriptCall, deadline: Instant) {
                 if conn.is_up() {
                     // Up but refusing (LOADING, BUSY) or slow: a growing
                     // pause instead of asking again at once.
-                    tokio::time::sleep_until(deadline.min(Instant::now() + backoff)).await;
+                    tokio::time::sleep_until(deadline.min(crate::config::after(backoff))).await;
                     backoff = (backoff * 2).min(std::time::Duration::from_millis(500));
                 }
                 if Instant::now() >= deadline || !conn.wait_up(Some(deadline)).await {

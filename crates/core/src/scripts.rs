@@ -53,13 +53,13 @@ impl fmt::Debug for LuaScript {
 }
 
 macro_rules! scripts {
-    ($($(#[$doc:meta])* $ident:ident = $file:literal $(with $lib:literal)?;)*) => {
+    ($($(#[$doc:meta])* $ident:ident = $file:literal $(with $($lib:literal),+)?;)*) => {
         $(
             $(#[$doc])*
             pub static $ident: LuaScript = LuaScript::new(
                 $file,
                 concat!(
-                    $(include_str!(concat!("../../../lua/", $lib, ".lua")), "\n",)?
+                    $($(include_str!(concat!("../../../lua/", $lib, ".lua")), "\n",)+)?
                     include_str!(concat!("../../../lua/", $file, ".lua"))
                 ),
             );
@@ -71,7 +71,7 @@ macro_rules! scripts {
 
 scripts! {
     /// Take, re-enter or replay an attempt on a reentrant lock.
-    LOCK_ACQUIRE = "lock_acquire";
+    LOCK_ACQUIRE = "lock_acquire" with "hold_lib";
     /// Release one hold of a reentrant lock by attempt id.
     LOCK_RELEASE = "lock_release";
     /// Read a hold hash atomically.
@@ -81,15 +81,15 @@ scripts! {
     /// Renew many exclusive holds in one call.
     HOLD_RENEW = "hold_renew";
     /// Take, re-enter, pick up or queue for a fair lock.
-    FAIR_ACQUIRE = "fair_acquire" with "fair_lib";
+    FAIR_ACQUIRE = "fair_acquire" with "hold_lib", "fair_lib";
     /// Leave a fair lock's queue or release a hold, passing the lock on.
-    FAIR_RELEASE = "fair_release" with "fair_lib";
+    FAIR_RELEASE = "fair_release" with "hold_lib", "fair_lib";
     /// Delete a fair lock whoever holds it, passing it on.
-    FAIR_FORCE_UNLOCK = "fair_force_unlock" with "fair_lib";
+    FAIR_FORCE_UNLOCK = "fair_force_unlock" with "hold_lib", "fair_lib";
     /// Keep one client's fair-lock waiters alive; hand off expired holds.
-    FAIR_HEARTBEAT = "fair_heartbeat" with "fair_lib";
+    FAIR_HEARTBEAT = "fair_heartbeat" with "hold_lib", "fair_lib";
     /// List the head of a fair lock's queue (read-only).
-    FAIR_QUEUE = "fair_queue" with "fair_lib";
+    FAIR_QUEUE = "fair_queue" with "hold_lib", "fair_lib";
 }
 
 /// A script with its keys and arguments, owned so it can be handed to the

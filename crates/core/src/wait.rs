@@ -30,10 +30,17 @@
 //! **Who is woken.** A message `1` wakes one local waiter (the longest waiting
 //! one not already woken); `*` wakes every waiter on the channel (shared
 //! grants); `t:<tag>` wakes the waiter registered with that tag; `g:<tag>
-//! <token> <ttl>` hands that waiter the lock (fair lock); `t:<tag> <pttl>`
+//! <token> <ttl> <secret>` hands that waiter the lock (fair lock); `t:<tag> <pttl>`
 //! only moves that waiter's sleep bound. A waiter that was woken and then leaves without acquiring passes
 //! the wake on to the next waiter, so a cancelled waiter never swallows the
 //! only wake-up of a release.
+//!
+//! **Refusals.** When the server refuses a SUBSCRIBE with an error reply
+//! (an ACL user without permission for the channel: `NOPERM`), retrying
+//! cannot help: the channel is marked refused, its waiters are woken and
+//! fail with [`Error::SubscribeRefused`](crate::Error::SubscribeRefused).
+//! The mark goes with the channel's last waiter, so a later wait asks the
+//! server again.
 //!
 //! **Reconnects.** When the subscriber connection drops, every channel becomes
 //! unconfirmed. Once the connection is back, the engine re-subscribes every
@@ -58,7 +65,7 @@ pub const WAKE_ONE: &str = "1";
 pub const WAKE_ALL: &str = "*";
 /// Prefix of a message that wakes the waiter registered with a tag.
 pub const WAKE_TAG_PREFIX: &str = "t:";
-/// Prefix of a hand-off message: `g:<tag> <token> <claim ttl ms>`.
+/// Prefix of a hand-off message: `g:<tag> <token> <claim ttl ms> <secret>`.
 pub const WAKE_GRANT_PREFIX: &str = "g:";
 
 #[derive(Debug)]
@@ -69,9 +76,10 @@ struct Slot {
     /// When the current holder's lease ends, as told by a `t:<tag> <pttl>`
     /// message: the waiter moves its sleep bound without a round trip.
     hint: parking_lot::Mutex<Option<Instant>>,
-    /// A hand-off named this waiter: `(token, claim ttl ms)` from a
-    /// `g:<tag> <token> <ttl>` message.
-    grant: parking_lot::Mutex<Option<(u64, u64)>>,
+    /// A hand-off named this waiter: `(token, claim ttl ms, secret)` from a
+    /// `g:<tag> <token> <ttl> <secret>` message. The acquire loop checks the
+    /// secret against its queue entry before it trusts it.
+    grant: parking_lot::Mutex<Option<(u64, u64, u64)>>,
     notify: Notify,
 }
 
@@ -101,6 +109,9 @@ struct Channel {
     /// Since when the channel has had no waiter; it is unsubscribed
     /// [`LINGER`] later unless a waiter comes back.
     idle_since: Option<Instant>,
+    /// The server refused to subscribe (its error text); not retried while
+    /// waiters remain.
+    refused: Option<String>,
 }
 
 /// How long a channel stays subscribed after its last waiter left, so a
@@ -140,7 +151,7 @@ impl Shared {
                     match hint {
                         Some(ms) => {
                             *s.hint.lock() =
-                                Some(Instant::now() + std::time::Duration::from_millis(ms));
+                                Some(crate::config::after(std::time::Duration::from_millis(ms)));
                             s.notify.notify_one();
                         }
                         None => s.wake(),
@@ -149,12 +160,15 @@ impl Shared {
             }
             p if p.starts_with(WAKE_GRANT_PREFIX.as_bytes()) => {
                 let mut parts = p[WAKE_GRANT_PREFIX.len()..].split(|b| *b == b' ');
-                let (Some(tag), Some(token), Some(ttl)) =
-                    (parts.next(), parts.next(), parts.next())
+                let (Some(tag), Some(token), Some(ttl), Some(secret)) =
+                    (parts.next(), parts.next(), parts.next(), parts.next())
                 else {
                     return;
                 };
-                let grant = parse_ms(token).zip(parse_ms(ttl));
+                let grant = match (parse_ms(token), parse_ms(ttl), parse_ms(secret)) {
+                    (Some(t), Some(l), Some(s)) => Some((t, l, s)),
+                    _ => None,
+                };
                 for s in ch.slots.iter() {
                     if s.tag.as_deref().map(str::as_bytes) == Some(tag) {
                         *s.grant.lock() = grant;
@@ -271,6 +285,12 @@ impl Engine {
     /// out at its next step that the client is gone.
     pub(crate) fn close(&self) {
         self.conn.close();
+        self.wake_all();
+    }
+
+    /// Wake every waiter on every channel (shutdown: each then finds out
+    /// that the client is closing and leaves).
+    pub(crate) fn wake_all(&self) {
         for ch in self.shared.table.lock().values() {
             ch.slots.iter().for_each(|s| s.wake());
         }
@@ -342,7 +362,7 @@ async fn run(weak: std::sync::Weak<Shared>, conn: Arc<Conn>, mut ops: mpsc::Unbo
             retry_at = next_linger;
             let to_sub: Vec<String> = table
                 .iter()
-                .filter(|(_, c)| c.confirmed != Some(h.epoch))
+                .filter(|(_, c)| c.confirmed != Some(h.epoch) && c.refused.is_none())
                 .map(|(k, _)| k.clone())
                 .collect();
             let to_unsub: Vec<String> = on_server
@@ -394,6 +414,11 @@ async fn run(weak: std::sync::Weak<Shared>, conn: Arc<Conn>, mut ops: mpsc::Unbo
                     drop(table);
                     shared.confirmations.send_modify(|n| *n += 1);
                 }
+                Err(e) if e.code().is_some() => {
+                    // An error reply: the server refused (NOPERM). Find out
+                    // which channels, one by one, and fail their waiters.
+                    refuse(&shared, &mut c, &to_sub, e, epoch, &mut on_server).await;
+                }
                 Err(e) => {
                     let _ = conn.sent_error(epoch, e);
                     retry_at = Some(Instant::now() + std::time::Duration::from_millis(50));
@@ -401,6 +426,41 @@ async fn run(weak: std::sync::Weak<Shared>, conn: Arc<Conn>, mut ops: mpsc::Unbo
             }
         }
     }
+}
+
+/// After a refused SUBSCRIBE of `channels`: subscribe each alone, mark the
+/// ones the server refuses, and wake their waiters (they fail with
+/// `SubscribeRefused`); the others are confirmed as usual.
+async fn refuse(
+    shared: &Shared,
+    c: &mut redis::aio::MultiplexedConnection,
+    channels: &[String],
+    first: redis::RedisError,
+    epoch: u64,
+    on_server: &mut std::collections::HashSet<String>,
+) {
+    let mut first = Some(first);
+    for k in channels {
+        let r = match (channels.len(), first.take()) {
+            (1, Some(e)) => Err(e),
+            _ => c.subscribe(k).await,
+        };
+        let mut table = shared.table.lock();
+        let Some(ch) = table.get_mut(k) else { continue };
+        match r {
+            Ok(()) => {
+                on_server.insert(k.clone());
+                ch.confirmed = Some(epoch);
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                tracing::warn!(channel = %k, %reason, "subscription refused; its waiters fail");
+                ch.refused = Some(reason);
+                ch.slots.iter().for_each(|s| s.wake());
+            }
+        }
+    }
+    shared.confirmations.send_modify(|n| *n += 1);
 }
 
 /// One waiter's registration on a channel. Dropping it leaves the channel
@@ -441,11 +501,24 @@ impl Subscription {
             if ok {
                 return true;
             }
+            if self.refused().is_some() {
+                return false;
+            }
             match tokio::time::timeout_at(deadline, rx.changed()).await {
                 Ok(Ok(())) => {}
                 _ => return false,
             }
         }
+    }
+
+    /// The server's refusal of this channel, if it refused.
+    pub(crate) fn refused(&self) -> Option<String> {
+        self.engine
+            .shared
+            .table
+            .lock()
+            .get(&self.channel)
+            .and_then(|c| c.refused.clone())
     }
 
     /// Call before each try: forget wake-ups that the try will observe anyway.
@@ -477,8 +550,9 @@ impl Subscription {
         }
     }
 
-    /// The hand-off that named this waiter, if one arrived: `(token, ttl ms)`.
-    pub(crate) fn take_grant(&self) -> Option<(u64, u64)> {
+    /// The hand-off that named this waiter, if one arrived:
+    /// `(token, ttl ms, secret)`.
+    pub(crate) fn take_grant(&self) -> Option<(u64, u64, u64)> {
         self.slot.grant.lock().take()
     }
 

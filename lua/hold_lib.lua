@@ -1,0 +1,76 @@
+-- hold_lib.lua — functions shared by every script that grants or checks holds.
+--
+-- Not a script of its own: the script loader prepends this file to the
+-- scripts that use it (see crates/core/src/scripts.rs), so the rules for key
+-- types and fencing tokens are written once.
+--
+-- Errors these functions produce (the client maps them to typed errors):
+--   WRONGTYPE <key>          a key of another type is in the way
+--   BADVALUE <key> <what>    a key holds a value deadbolt cannot use
+-- Both are raised before the calling script writes anything.
+
+-- Largest integer a Lua number (a double) carries exactly: 2^53 - 1.
+local HOLD_MAX_INT = 9007199254740991
+
+-- Check that every key in `keys` (a list of {key, type}) is missing or of the
+-- expected type. Returns nil, or an error reply naming the first bad key.
+-- Scripts call it before their first write: a script that fails half-way
+-- would leave its earlier writes behind (Redis has no rollback).
+local function hold_check_types(keys)
+  for _, kt in ipairs(keys) do
+    local t = redis.call('TYPE', kt[1]).ok
+    if t ~= 'none' and t ~= kt[2] then
+      return redis.error_reply('WRONGTYPE ' .. kt[1])
+    end
+  end
+  return nil
+end
+
+-- Read the fencing counter at `fence`. Returns the counter (0 when
+-- missing), or nil and an error reply: WRONGTYPE for a key of another type,
+-- BADVALUE when the value is not an integer in 0 .. 2^53-2 (with such a
+-- value the next token could repeat or go backwards in double arithmetic),
+-- or the server's own error, passed through.
+local function hold_read_fence(fence)
+  local v = redis.pcall('GET', fence)
+  if type(v) == 'table' then
+    if string.find(v.err, '^WRONGTYPE') then
+      return nil, redis.error_reply('WRONGTYPE ' .. fence)
+    end
+    return nil, v
+  end
+  if not v then
+    return 0
+  end
+  local n = nil
+  if string.match(v, '^%d+$') and #v <= 16 then
+    n = tonumber(v)
+  end
+  if n == nil or n >= HOLD_MAX_INT then
+    return nil, redis.error_reply('BADVALUE ' .. fence .. ' fencing counter '
+      .. string.sub(v, 1, 24) .. ' is not an integer below 2^53-1')
+  end
+  return n
+end
+
+-- The next fencing token after counter `last`: max(last + 1, server time in
+-- µs), stored back with a TTL of one hour. The clock floor keeps tokens
+-- rising when the counter is lost (restart without persistence, failover,
+-- expiry). Returns the token as a number and as a string (%.0f: tostring
+-- would round to 14 digits).
+local function hold_next_token(fence, last, now_us)
+  local token = now_us
+  if last >= token then
+    token = last + 1
+  end
+  local s = string.format('%.0f', token)
+  redis.call('SET', fence, s, 'PX', 3600000)
+  return token, s
+end
+
+-- Server time as milliseconds and microseconds.
+local function hold_now()
+  local t = redis.call('TIME')
+  local s, us = tonumber(t[1]), tonumber(t[2])
+  return s * 1000 + math.floor(us / 1000), s * 1000000 + us
+end
