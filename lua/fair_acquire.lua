@@ -46,7 +46,12 @@ local function enqueue(pttl)
     secret = select(4, fair_entry(redis.call('HGET', K.qo, attempt) or ''))
   else
     -- Server order decides the place: the counter, not a client clock.
-    local seq = redis.call('INCR', K.seq)
+    -- The first write of this path: a counter that is not an integer is
+    -- refused here with nothing written.
+    local seq = redis.pcall('INCR', K.seq)
+    if type(seq) == 'table' then
+      return redis.error_reply('BADVALUE ' .. K.seq .. ' enqueue counter: ' .. seq.err)
+    end
     redis.call('ZADD', K.q, seq, attempt)
     redis.call('HSET', K.qo, attempt, owner .. ' ' .. lease .. ' ' .. ARGV[5] .. ' ' .. secret)
     fresh = 1

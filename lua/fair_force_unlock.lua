@@ -11,9 +11,11 @@ local bad = fair_check_types(K)
 if bad then
   return bad
 end
-if redis.call('DEL', K.hold) == 0 then
+if redis.call('EXISTS', K.hold) == 0 then
   return 0
 end
 local now_ms, now_us = hold_now()
-fair_pass_on(K, now_ms, now_us, tonumber(ARGV[1]))
+if not fair_pass_on(K, now_ms, now_us, tonumber(ARGV[1])) then
+  redis.call('DEL', K.hold)
+end
 return 1

@@ -109,35 +109,41 @@ end
 -- `last` is the fencing counter, already read and checked.
 local function fair_handoff(K, head, e, last, now_us, wt_ms)
   local owner, lease, wt, secret = e[1], e[2], e[3] or wt_ms, e[4]
-  local _, stoken = hold_next_token(K.fence, last, now_us)
-  redis.call('ZREM', K.q, head)
-  redis.call('HDEL', K.qo, head)
+  local _, stoken = hold_token(last, now_us)
   local ttl = wt
   if lease and lease < wt then
     ttl = lease
   end
+  -- Published before the writes (the script is atomic, so nobody sees the
+  -- order): a user whose ACL forbids the channel gets NOPERM with nothing
+  -- changed.
+  redis.call('PUBLISH', K.hold .. ':ch:' .. fair_client(owner),
+    'g:' .. head .. ' ' .. stoken .. ' ' .. string.format('%.0f', ttl) .. ' ' .. secret)
+  redis.call('SET', K.fence, stoken, 'PX', 3600000)
+  redis.call('ZREM', K.q, head)
+  redis.call('HDEL', K.qo, head)
   redis.call('DEL', K.hold)
   redis.call('HSET', K.hold, 'o', owner, 't', stoken, 'n', 1, 'a:' .. head, 1, 'c', head)
   redis.call('PEXPIRE', K.hold, ttl)
-  redis.call('PUBLISH', K.hold .. ':ch:' .. fair_client(owner),
-    'g:' .. head .. ' ' .. stoken .. ' ' .. string.format('%.0f', ttl) .. ' ' .. secret)
   fair_wake_next(K, ttl)
 end
 
 -- Hand off to the live head if the lock is free and someone waits. When
 -- the fencing counter is unusable (BADVALUE) nobody can be granted the
 -- lock: the head is told to try again, and its acquire reports the error.
+-- Returns true when it handed the lock on (the old hold hash is replaced).
 local function fair_pass_on(K, now_ms, now_us, wt_ms)
   local head, e = fair_live_head(K, now_ms)
-  if not head then
-    return
+  if not head or e == true then
+    return false
   end
   local last, err = hold_read_fence(K.fence)
   if err then
     redis.call('PUBLISH', K.hold .. ':ch:' .. fair_client(e[1]), 't:' .. head)
-    return
+    return false
   end
   fair_handoff(K, head, e, last, now_us, wt_ms)
+  return true
 end
 
 -- Queue keys live while waiters keep them alive, then expire. Only ever

@@ -28,18 +28,24 @@ if redis.call('ZREM', K.q, attempt) == 1 then
   redis.call('HDEL', K.qo, attempt)
   return 1
 end
-if redis.call('HDEL', K.hold, 'a:' .. attempt) == 0 then
+if redis.call('HEXISTS', K.hold, 'a:' .. attempt) == 0 then
   -- Not held by this attempt: expired, taken over, or already released.
   return 0
 end
-if redis.call('HINCRBY', K.hold, 'n', -1) > 0 then
+if tonumber(redis.call('HGET', K.hold, 'n')) > 1 then
+  redis.call('HDEL', K.hold, 'a:' .. attempt)
+  redis.call('HINCRBY', K.hold, 'n', -1)
   return 1
 end
 -- Last hold (also an unclaimed hand-off whose waiter gave up): pass it on
--- if anyone waits (the clock is read only then).
-redis.call('DEL', K.hold)
+-- if anyone waits (the clock is read only then); the hand-off replaces the
+-- hold hash and publishes before it writes, so a refused PUBLISH (ACL)
+-- leaves the hold as it was.
 if redis.call('EXISTS', K.q) == 1 then
   local now_ms, now_us = hold_now()
-  fair_pass_on(K, now_ms, now_us, wt)
+  if fair_pass_on(K, now_ms, now_us, wt) then
+    return 2
+  end
 end
+redis.call('DEL', K.hold)
 return 2

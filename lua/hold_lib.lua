@@ -54,16 +54,20 @@ local function hold_read_fence(fence)
 end
 
 -- The next fencing token after counter `last`: max(last + 1, server time in
--- µs), stored back with a TTL of one hour. The clock floor keeps tokens
--- rising when the counter is lost (restart without persistence, failover,
--- expiry). Returns the token as a number and as a string (%.0f: tostring
--- would round to 14 digits).
-local function hold_next_token(fence, last, now_us)
+-- µs). The clock floor keeps tokens rising when the counter is lost
+-- (restart without persistence, failover, expiry). Returns the token as a
+-- number and as a string (%.0f: tostring would round to 14 digits).
+local function hold_token(last, now_us)
   local token = now_us
   if last >= token then
     token = last + 1
   end
-  local s = string.format('%.0f', token)
+  return token, string.format('%.0f', token)
+end
+
+-- hold_token, stored back as the counter with a TTL of one hour.
+local function hold_next_token(fence, last, now_us)
+  local token, s = hold_token(last, now_us)
   redis.call('SET', fence, s, 'PX', 3600000)
   return token, s
 end

@@ -18,17 +18,22 @@
 -- pcall: a missing key gives 0, a key of another type an error table;
 -- either way this attempt holds nothing here (expired, never granted, or
 -- replaced by a value of another type).
-local removed = redis.pcall('HDEL', KEYS[1], 'a:' .. ARGV[1])
-if type(removed) ~= 'number' or removed == 0 then
+local held = redis.pcall('HEXISTS', KEYS[1], 'a:' .. ARGV[1])
+if held ~= 1 then
   -- Not our hold: it expired, another owner took the lock after ours
   -- expired, or the attempt never got it.
   return 0
 end
-if redis.call('HINCRBY', KEYS[1], 'n', -1) > 0 then
+if tonumber(redis.call('HGET', KEYS[1], 'n')) > 1 then
   -- Inner unlock of a re-entered lock: the outer holds keep their TTL.
+  redis.call('HDEL', KEYS[1], 'a:' .. ARGV[1])
+  redis.call('HINCRBY', KEYS[1], 'n', -1)
   return 1
 end
-redis.call('DEL', KEYS[1])
--- '1' asks each subscribed client to wake one local waiter.
+-- The last hold. '1' asks each subscribed client to wake one local waiter.
+-- Published before the delete (the script is atomic, so no waiter can look
+-- in between): a user whose ACL forbids the channel gets NOPERM with the
+-- hold untouched, instead of a hold deleted with nobody woken.
 redis.call('PUBLISH', ARGV[2], '1')
+redis.call('DEL', KEYS[1])
 return 2

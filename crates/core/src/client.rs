@@ -337,7 +337,9 @@ impl Client {
         futures::future::join_all(releases).await;
         inner
             .releaser
-            .drain(crate::config::after(step + Duration::from_secs(1)))
+            .drain(crate::config::after(
+                step.saturating_add(Duration::from_secs(1)),
+            ))
             .await;
         inner.releaser.close();
         inner.engine.close();

@@ -101,8 +101,8 @@ impl Conn {
             Ok(())
         };
         let cfg = AsyncConnectionConfig::new()
-            .set_response_timeout(Some(this.command_timeout))
-            .set_connection_timeout(Some(this.command_timeout))
+            .set_response_timeout(Some(this.command_timeout.min(crate::config::FAR)))
+            .set_connection_timeout(Some(this.command_timeout.min(crate::config::FAR)))
             .set_push_sender(sender);
         this.client
             .get_multiplexed_async_connection_with_config(&cfg)

@@ -81,7 +81,6 @@ pub struct Hold {
     armed: bool,
 }
 
-#[derive(Debug)]
 pub(crate) struct HoldInner {
     pub(crate) id: u64,
     pub(crate) client: Client,
@@ -94,6 +93,19 @@ pub(crate) struct HoldInner {
     pub(crate) state: watch::Sender<LeaseState>,
     pub(crate) valid_until: Mutex<Instant>,
     pub(crate) in_watchdog: AtomicBool,
+}
+
+impl std::fmt::Debug for HoldInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hold")
+            .field("kind", &self.spec.kind)
+            .field("key", &self.spec.renew_key)
+            .field("attempt", &self.attempt)
+            .field("token", &self.token)
+            .field("mode", &self.mode)
+            .field("state", &*self.state.borrow())
+            .finish_non_exhaustive()
+    }
 }
 
 static NEXT_HOLD: AtomicU64 = AtomicU64::new(1);

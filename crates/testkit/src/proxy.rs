@@ -153,6 +153,8 @@ struct ConnState {
     marks: Mutex<VecDeque<Option<Duration>>>,
     /// The client sent a subscribe-family command (enables RESP2 pub/sub frame detection).
     subscribed: AtomicBool,
+    /// This connection's own reply delay, overriding the proxy-wide one.
+    reply_delay: Mutex<Option<Duration>>,
 }
 
 impl ConnState {
@@ -283,6 +285,21 @@ impl FaultProxy {
     /// proxy receives it, from now on. Bytes stay in order. `Duration::ZERO` turns it off.
     pub fn set_reply_delay(&self, d: Duration) {
         *self.shared.reply_delay.lock() = d;
+    }
+
+    /// Delay the replies (and push messages) of one connection only: the
+    /// `nth` connection this proxy accepted, counting from 0 (a deadbolt
+    /// client opens its command connection first, then its subscriber
+    /// connection). Overrides [`set_reply_delay`](Self::set_reply_delay) for
+    /// that connection; returns false when no such connection is open.
+    pub fn set_connection_reply_delay(&self, nth: u64, d: Duration) -> bool {
+        match self.shared.reg.lock().conns.get(&nth) {
+            Some(e) => {
+                *e.state.reply_delay.lock() = Some(d);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Withhold the reply to the next `count` requests whose raw RESP frame contains `needle`
@@ -555,7 +572,11 @@ async fn pump_replies(
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
-        let at = Instant::now() + *shared.reply_delay.lock();
+        let delay = state
+            .reply_delay
+            .lock()
+            .unwrap_or_else(|| *shared.reply_delay.lock());
+        let at = Instant::now() + delay;
         if state.silenced() {
             continue;
         }

@@ -1,0 +1,335 @@
+//! FairLock faults found from outside (issue 11): late and forged grants,
+//! shutdown, per-waiter claim leases, keys of another type. Real
+//! redis-server processes; faults through deadbolt-testkit.
+
+use std::time::{Duration, Instant};
+
+use deadbolt_core::{Client, Error, LeaseState};
+use deadbolt_fair::FairLock;
+use deadbolt_testkit::{FaultProxy, RedisServer};
+
+const HANG: Duration = Duration::from_secs(30);
+
+fn server() -> RedisServer {
+    RedisServer::start().expect("start redis-server (apt-get install -y redis-server)")
+}
+
+async fn client(url: &str, wt: Duration) -> Client {
+    Client::builder(url)
+        .waiter_timeout(wt)
+        .build()
+        .await
+        .expect("connect")
+}
+
+async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
+    tokio::time::timeout(HANG, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: hung for {HANG:?}"))
+}
+
+async fn cmd<T: redis::FromRedisValue>(srv: &RedisServer, args: &[&str]) -> T {
+    let mut c = srv.conn().await;
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query_async(&mut c).await.unwrap()
+}
+
+async fn queue(srv: &RedisServer, lock: &FairLock) -> Vec<String> {
+    cmd(
+        srv,
+        &["ZRANGE", &format!("{}:q", lock.key().unwrap()), "0", "-1"],
+    )
+    .await
+}
+
+/// Wait until the server's queue has `n` entries (no event exists for this;
+/// a short poll of the server's state).
+async fn until_queued(srv: &RedisServer, lock: &FairLock, n: usize) {
+    within("queue length", async {
+        while queue(srv, lock).await.len() != n {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await;
+}
+
+/// Issue 11.1: a waiter whose subscriber connection is slow lost its claim
+/// (the lease ran out, the next waiter took the lock) and re-enqueued; the
+/// old hand-off message then arrives. It must not be taken as a grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_grant_for_a_lost_queue_entry_is_refused() {
+    let srv = server();
+    let proxy = FaultProxy::start(srv.addr()).await.unwrap();
+    let h = client(&srv.url(), Duration::from_secs(5)).await;
+    // X: claim lease 500 ms (its own waiter_timeout); its connections are
+    // the proxy's 0 (commands) and 1 (subscriber).
+    let x = client(&proxy.url(), Duration::from_millis(500)).await;
+    // Y's client heart-beats every 100 ms, so it takes the lock soon after
+    // X's claim runs out.
+    let y = client(&srv.url(), Duration::from_millis(300)).await;
+    let holder = FairLock::new(&h, "late");
+    let xl = FairLock::new(&x, "late");
+    let yl = FairLock::new(&y, "late");
+    // H's lease ends 1.3 s from now: X's own timer retries then (unlock +
+    // 1.2 s), after its claim has run out (unlock + 0.5 s) and shortly
+    // before the late message lands (unlock + 1.5 s), so the message is
+    // within a claim lease of X's new entry.
+    let g = holder
+        .lock_with_lease(Duration::from_millis(1300))
+        .await
+        .unwrap();
+    let mut xt = tokio::spawn(async move { xl.lock().await.map(|g| (g.fencing_token(), g)) });
+    until_queued(&srv, &holder, 1).await;
+    let yt = tokio::spawn(async move { yl.lock().await });
+    until_queued(&srv, &holder, 2).await;
+    assert!(proxy.set_connection_reply_delay(1, Duration::from_millis(1500)));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    g.unlock().await.unwrap();
+    let yg = within("Y acquires after X's claim runs out", yt)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(yg.state(), LeaseState::Active);
+    // The late grant lands 1.5 s after the unlock; X must still be waiting
+    // for as long as Y holds (no event marks "a message was ignored": the
+    // window is the assertion).
+    let early = tokio::time::timeout(Duration::from_millis(2500), &mut xt).await;
+    assert!(
+        early.is_err(),
+        "X returned a guard while Y holds: {:?}",
+        early.map(|r| r.unwrap().map(|(t, _)| t))
+    );
+    assert!(yl_is_held(&srv, &holder, &y).await);
+    proxy.set_connection_reply_delay(1, Duration::ZERO);
+    let ytoken = yg.fencing_token();
+    yg.unlock().await.unwrap();
+    let (xtoken, xg) = within("X acquires after Y", xt).await.unwrap().unwrap();
+    assert!(xtoken > ytoken);
+    xg.unlock().await.unwrap();
+}
+
+async fn yl_is_held(srv: &RedisServer, lock: &FairLock, y: &Client) -> bool {
+    let owner: Option<String> = cmd(srv, &["HGET", lock.key().unwrap(), "o"]).await;
+    owner.is_some_and(|o| o.starts_with(y.id()))
+}
+
+/// Issue 11.7: a grant published by someone who cannot read the queue
+/// (and so does not know the entry's secret) is not taken; a forged hint
+/// with an absurd lease does not crash the client either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_grant_and_absurd_hint_are_ignored() {
+    let srv = server();
+    let h = client(&srv.url(), Duration::from_secs(5)).await;
+    let w = client(&srv.url(), Duration::from_secs(5)).await;
+    let holder = FairLock::new(&h, "forged");
+    let g = holder.lock().await.unwrap();
+    let wl = FairLock::new(&w, "forged");
+    let wt = tokio::spawn(async move {
+        let g = wl.lock().await.unwrap();
+        (Instant::now(), g)
+    });
+    until_queued(&srv, &holder, 1).await;
+    let attempt = queue(&srv, &holder).await.remove(0);
+    let channel = format!("{}:ch:{}", holder.key().unwrap(), w.id());
+    for msg in [
+        format!("g:{attempt} 123 60000 1"),
+        format!("g:{attempt} 123 60000"),
+        format!("t:{attempt} 18446744073709551615"),
+        format!("g:{attempt} 123 18446744073709551615 99"),
+    ] {
+        let n: i64 = cmd(&srv, &["PUBLISH", &channel, &msg]).await;
+        assert_eq!(n, 1, "the waiter's client listens on {channel}");
+    }
+    // Still waiting: a real grant comes only with the unlock.
+    let unlocked_at = Instant::now();
+    let htoken = g.fencing_token();
+    g.unlock().await.unwrap();
+    let (got_at, wg) = within("waiter acquires after the unlock", wt)
+        .await
+        .unwrap();
+    assert!(got_at >= unlocked_at, "took a forged grant");
+    assert_ne!(wg.fencing_token(), 123);
+    assert!(wg.fencing_token() > htoken);
+    wg.unlock().await.unwrap();
+}
+
+/// Issue 11.2: a waiter woken by shutdown leaves the queue, so the next
+/// release goes straight to the waiter behind it; holds still alive at
+/// shutdown are released and read `Released`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_leaves_the_queue_and_releases_holds() {
+    let srv = server();
+    let a = client(&srv.url(), Duration::from_secs(5)).await;
+    let b = client(&srv.url(), Duration::from_secs(5)).await;
+    let c = client(&srv.url(), Duration::from_secs(5)).await;
+    let al = FairLock::new(&a, "shut");
+    let g = al.lock().await.unwrap();
+    let bl = FairLock::new(&b, "shut");
+    let bt = tokio::spawn(async move { bl.lock().await.map(|_| ()) });
+    until_queued(&srv, &al, 1).await;
+    let cl = FairLock::new(&c, "shut");
+    let ct = tokio::spawn(async move { cl.lock().await });
+    until_queued(&srv, &al, 2).await;
+
+    // B also holds another fair lock and a fixed-lease one.
+    let other = FairLock::new(&b, "shut-other").lock().await.unwrap();
+    let fixed = FairLock::new(&b, "shut-fixed")
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    b.shutdown().await;
+    let bound = b.config().command_timeout * 3 + Duration::from_secs(1);
+    assert!(
+        started.elapsed() <= bound,
+        "shutdown took {:?}",
+        started.elapsed()
+    );
+    assert!(matches!(
+        within("B's waiter", bt).await.unwrap(),
+        Err(Error::Shutdown)
+    ));
+    assert_eq!(queue(&srv, &al).await.len(), 1, "B's entry left the queue");
+    assert_eq!(other.state(), LeaseState::Released);
+    assert_eq!(fixed.state(), LeaseState::Released);
+    let n: i64 = cmd(&srv, &["EXISTS", other_key(&al, "shut-other").as_str()]).await;
+    assert_eq!(n, 0, "B's hold was released on the server");
+    drop(other);
+    drop(fixed);
+
+    let unlocked = Instant::now();
+    g.unlock().await.unwrap();
+    let cg = within("C acquires", ct).await.unwrap().unwrap();
+    // Without B's entry in the way the hand-off is immediate; with it, C
+    // would wait out B's claim (waiter_timeout, 5 s).
+    assert!(
+        unlocked.elapsed() < Duration::from_secs(2),
+        "C waited {:?}",
+        unlocked.elapsed()
+    );
+    cg.unlock().await.unwrap();
+}
+
+fn other_key(lock: &FairLock, name: &str) -> String {
+    lock.key()
+        .unwrap()
+        .replace("{shut}", &format!("{{{name}}}"))
+}
+
+/// Issue 11.3: the claim lease of a handed-off lock is the waiter's own
+/// waiter_timeout, not the releasing client's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claim_lease_follows_the_waiters_own_waiter_timeout() {
+    let srv = server();
+    let proxy = FaultProxy::start(srv.addr()).await.unwrap();
+    let h = client(&srv.url(), Duration::from_secs(5)).await;
+    let k = client(&proxy.url(), Duration::from_secs(1)).await;
+    let w = client(&srv.url(), Duration::from_secs(1)).await;
+    let hl = FairLock::new(&h, "claim");
+    let g = hl.lock().await.unwrap();
+    let kl = FairLock::new(&k, "claim");
+    let _kt = tokio::spawn(async move { kl.lock().await.map(|_| ()) });
+    until_queued(&srv, &hl, 1).await;
+    let wl = FairLock::new(&w, "claim");
+    let wt = tokio::spawn(async move { wl.lock().await });
+    until_queued(&srv, &hl, 2).await;
+    // K dies (its liveness record still runs for up to 1 s): the hand-off
+    // goes to K, which never picks it up.
+    proxy.set_blackhole(true);
+    let unlocked = Instant::now();
+    g.unlock().await.unwrap();
+    let wg = within("W acquires", wt).await.unwrap().unwrap();
+    let waited = unlocked.elapsed();
+    // K's claim is 1 s; with the releaser's 5 s it would be over 5 s.
+    assert!(waited < Duration::from_millis(3500), "W waited {waited:?}");
+    wg.unlock().await.unwrap();
+}
+
+/// Issue 11.5: keys of another type are reported by name before anything
+/// is written, by the acquire and by the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_type_queue_keys_write_nothing() {
+    let srv = server();
+    let a = client(&srv.url(), Duration::from_secs(5)).await;
+    let b = client(&srv.url(), Duration::from_secs(5)).await;
+    let al = FairLock::new(&a, "wt");
+    let key = al.key().unwrap().to_string();
+    let g = al.lock().await.unwrap();
+    for suffix in ["qo", "alive", "seq", "q"] {
+        let bad = format!("{key}:{suffix}");
+        let _: () = cmd(&srv, &["RPUSH", &bad, "x"]).await;
+        let bl = FairLock::new(&b, "wt");
+        let err = bl
+            .try_lock_for(Duration::from_millis(200))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::WrongType { key } if *key == bad),
+            "{suffix}: {err:?}"
+        );
+        for other in ["q", "qo", "alive", "seq"] {
+            let k = format!("{key}:{other}");
+            if k != bad {
+                let n: i64 = cmd(&srv, &["EXISTS", &k]).await;
+                assert_eq!(n, 0, "{suffix}: {k} was written");
+            }
+        }
+        let _: () = cmd(&srv, &["DEL", &bad]).await;
+    }
+    // A counter that is a string but no integer: refused by name.
+    let seq = format!("{key}:seq");
+    let _: () = cmd(&srv, &["SET", &seq, "x"]).await;
+    let err = FairLock::new(&b, "wt")
+        .try_lock_for(Duration::from_millis(200))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::BadValue { key, .. } if *key == seq),
+        "{err:?}"
+    );
+    let _: () = cmd(&srv, &["DEL", &seq]).await;
+    // The holder's release with a bad key: refused, the hold untouched.
+    let bad = format!("{key}:alive");
+    let _: () = cmd(&srv, &["RPUSH", &bad, "x"]).await;
+    let err = al.force_unlock().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::WrongType { key } if *key == bad),
+        "{err:?}"
+    );
+    let err = g.unlock().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::WrongType { key } if *key == bad),
+        "{err:?}"
+    );
+    let n: i64 = cmd(&srv, &["EXISTS", &key]).await;
+    assert_eq!(n, 1, "the hold was not deleted by a refused release");
+}
+
+/// Issue 11.6: a fencing counter out of range is refused by name, with
+/// nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unusable_fencing_counter_is_refused() {
+    let srv = server();
+    let a = client(&srv.url(), Duration::from_secs(5)).await;
+    let l = FairLock::new(&a, "fence");
+    let fence = format!("{}:fence", l.key().unwrap());
+    for v in ["9007199254740991", "1e300", "inf", "abc", "-5"] {
+        let _: () = cmd(&srv, &["SET", &fence, v]).await;
+        let err = l.try_lock().await.unwrap_err();
+        assert!(
+            matches!(&err, Error::BadValue { key, .. } if *key == fence),
+            "{v}: {err:?}"
+        );
+        let now: String = cmd(&srv, &["GET", &fence]).await;
+        assert_eq!(now, v);
+        let n: i64 = cmd(&srv, &["EXISTS", l.key().unwrap()]).await;
+        assert_eq!(n, 0);
+    }
+    let _: () = cmd(&srv, &["SET", &fence, "9007199254740000"]).await;
+    let g = l.try_lock().await.unwrap().unwrap();
+    assert_eq!(g.fencing_token(), 9007199254740001);
+    g.unlock().await.unwrap();
+}

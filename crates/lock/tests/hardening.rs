@@ -1,0 +1,315 @@
+//! Lock faults and hostile input found from outside (issue 11): OOM, bad
+//! fencing counters, hash tags, overflowing durations, ACL refusals,
+//! shutdown and error messages. Real redis-server processes.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use deadbolt_core::{Client, Error, Keys, LeaseState};
+use deadbolt_lock::Lock;
+
+async fn cmd<T: redis::FromRedisValue>(srv: &RedisServer, args: &[&str]) -> T {
+    let mut c = srv.conn().await;
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query_async(&mut c).await.unwrap()
+}
+
+/// Issue 11.5: under `maxmemory` with noeviction the acquire fails with the
+/// server's OOM error, not a `WrongType` for the fencing key, and writes
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_memory_is_reported_as_it_is() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let _: () = cmd(&srv, &["CONFIG", "SET", "maxmemory-policy", "noeviction"]).await;
+    let _: () = cmd(&srv, &["CONFIG", "SET", "maxmemory", "1"]).await;
+    let lock = Lock::new(&c, "oom");
+    let err = lock.try_lock().await.unwrap_err();
+    let _: () = cmd(&srv, &["CONFIG", "SET", "maxmemory", "0"]).await;
+    assert!(
+        matches!(&err, Error::Redis(e) if e.code() == Some("OOM")),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("OOM"), "{err}");
+    assert_eq!(dbsize(&srv).await, 0);
+    // And it works once memory is there again.
+    lock.try_lock()
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+}
+
+/// Issue 11.6: a fencing counter at or beyond 2^53, or not an integer, is
+/// refused by name and left as it was; tokens never repeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unusable_fencing_counter_is_refused() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let lock = Lock::new(&c, "fence");
+    let fence = format!("{}:fence", lock.key().unwrap());
+    for v in [
+        "9007199254740991",
+        "9007199254740993",
+        "1e300",
+        "inf",
+        "nan",
+        "12abc",
+        "",
+    ] {
+        let _: () = cmd(&srv, &["SET", &fence, v]).await;
+        let err = lock.try_lock().await.unwrap_err();
+        assert!(
+            matches!(&err, Error::BadValue { key, .. } if *key == fence),
+            "{v:?}: {err:?}"
+        );
+        let now: String = cmd(&srv, &["GET", &fence]).await;
+        assert_eq!(now, v, "the counter was changed");
+        assert!(!exists(&srv, lock.key().unwrap()).await);
+        assert_eq!(lock.inspect().await.unwrap().fence, None);
+    }
+    // Near the top of the range tokens still rise by one.
+    let _: () = cmd(&srv, &["SET", &fence, "9007199254740989"]).await;
+    for want in [9007199254740990, 9007199254740991] {
+        let g = lock.try_lock().await.unwrap().unwrap();
+        assert_eq!(g.fencing_token(), want);
+        g.unlock().await.unwrap();
+    }
+    // 2^53 - 1 was the last token a Lua number carries exactly.
+    let err = lock.try_lock().await.unwrap_err();
+    assert!(matches!(err, Error::BadValue { .. }), "{err:?}");
+}
+
+/// Issue 11.8: whatever the name, every key and channel of one lock share
+/// one hash tag (checked with CLUSTER KEYSLOT on a cluster-enabled server),
+/// and such names work end to end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_key_of_a_lock_shares_one_slot() {
+    let cluster = RedisServer::builder()
+        .arg("cluster-enabled", "yes")
+        .arg("cluster-config-file", "nodes.conf")
+        .start()
+        .expect("start redis-server");
+    let names = [
+        "}", "}x", "x}", "a}b{c}", "{", "{x}", "%7D", "%", "plain", "{}", "}{",
+    ];
+    let mut seen = std::collections::HashSet::new();
+    for name in names {
+        for kind in ["lock", "fair"] {
+            let k = Keys::new("deadbolt", kind, name).unwrap();
+            assert!(seen.insert(k.main().to_string()), "{name}: keys collide");
+            let all = [
+                k.main().to_string(),
+                k.sub("fence"),
+                k.sub("q"),
+                k.sub("qo"),
+                k.sub("alive"),
+                k.sub("seq"),
+                k.channel(),
+                format!("{}:ch:0123abcd", k.main()),
+            ];
+            let mut slots: Vec<i64> = Vec::new();
+            for key in &all {
+                slots.push(cmd(&cluster, &["CLUSTER", "KEYSLOT", key]).await);
+            }
+            assert!(
+                slots.iter().all(|s| *s == slots[0]),
+                "{name:?}/{kind}: slots {slots:?} for {all:?}"
+            );
+        }
+    }
+    let srv = server();
+    let c = client(&srv.url()).await;
+    for name in names {
+        let a = Lock::new(&c, name);
+        let g = a.lock().await.unwrap();
+        assert!(Lock::new(&c, name).try_lock().await.unwrap().is_none());
+        g.unlock().await.unwrap();
+    }
+}
+
+/// Issue 11.10: waits that overflow an `Instant` saturate instead of
+/// panicking; leases beyond what Redis takes are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_durations_do_not_panic() {
+    let srv = server();
+    let c = Client::builder(&srv.url())
+        .release_timeout(Duration::MAX)
+        .command_timeout(Duration::MAX)
+        .build()
+        .await
+        .unwrap();
+    let a = Lock::new(&c, "max");
+    let g = a.try_lock_for(Duration::MAX).await.unwrap().unwrap();
+    let b = Lock::new(&c, "max");
+    let waiter = tokio::spawn(async move { b.try_lock_for(Duration::MAX).await });
+    tokio::task::yield_now().await;
+    g.unlock().await.unwrap();
+    let g = within("waiter", waiter).await.unwrap().unwrap().unwrap();
+    assert!(matches!(
+        a.lock_with_lease(Duration::MAX).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        a.try_lock_with(Duration::MAX, Duration::MAX).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    drop(g); // the releaser's deadline saturates too
+    assert!(c.releases_settled(HANG).await);
+    c.shutdown().await;
+}
+
+/// Issue 11.4: an ACL user without permission for the lock's channel:
+/// waiting calls fail at once with a typed error naming the channel (not
+/// after their whole wait), and a release it may not publish is refused
+/// with the hold untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_subscription_fails_waiters_promptly() {
+    let srv = server();
+    let _: () = cmd(
+        &srv,
+        &[
+            "ACL",
+            "SETUSER",
+            "nochan",
+            "on",
+            ">pw",
+            "~*",
+            "resetchannels",
+            "+@all",
+        ],
+    )
+    .await;
+    let url = format!("redis://nochan:pw@127.0.0.1:{}/", srv.port());
+    let limited = client(&url).await;
+    let full = client(&srv.url()).await;
+    let holder = Lock::new(&full, "acl");
+    let g = holder.lock().await.unwrap();
+    let l = Lock::new(&limited, "acl");
+    let started = std::time::Instant::now();
+    let err = within("refused wait", l.try_lock_for(Duration::from_secs(20)))
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    let channel = format!("{}:ch", holder.key().unwrap());
+    assert!(
+        matches!(&err, Error::SubscribeRefused { channel: c, reason } if *c == channel && reason.to_uppercase().contains("NOPERM")),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains(&channel), "{err}");
+    let err = within("refused lock()", l.lock()).await.unwrap_err();
+    assert!(matches!(err, Error::SubscribeRefused { .. }), "{err:?}");
+    g.unlock().await.unwrap();
+    // try_lock needs no channel.
+    let mine = l.try_lock().await.unwrap().unwrap();
+    // Its unlock must publish: refused, and the hold stays as it was.
+    let err = mine.unlock().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Redis(_)) && err.to_string().contains("publish"),
+        "{err:?}"
+    );
+    assert!(holder.is_locked().await.unwrap());
+}
+
+/// Issue 11.2: shutdown releases the holds a client still has, guards then
+/// read `Released`, and guards dropped afterwards do nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_releases_holds() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let a = Lock::new(&c, "s1").lock().await.unwrap();
+    let b = Lock::new(&c, "s2")
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let other = client(&srv.url()).await;
+    let waiter = Lock::new(&c, "s3");
+    let g3 = Lock::new(&other, "s3").lock().await.unwrap();
+    let w = tokio::spawn(async move { waiter.lock().await.map(|_| ()) });
+    wait_for_waiters(&c, 1).await;
+    c.shutdown().await;
+    assert!(matches!(
+        within("waiter", w).await.unwrap(),
+        Err(Error::Shutdown)
+    ));
+    assert_eq!(a.state(), LeaseState::Released);
+    assert_eq!(b.state(), LeaseState::Released);
+    assert_eq!(
+        dbsize_without_fences(&srv).await,
+        1,
+        "only s3's hold is left"
+    );
+    assert!(matches!(a.unlock().await, Err(Error::Shutdown)));
+    drop(b);
+    assert!(matches!(
+        Lock::new(&c, "s4").try_lock().await,
+        Err(Error::Shutdown)
+    ));
+    g3.unlock().await.unwrap();
+}
+
+async fn wait_for_waiters(c: &Client, n: usize) {
+    within("waiters", async {
+        while c.waiters() != n {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await;
+}
+
+async fn dbsize_without_fences(srv: &RedisServer) -> usize {
+    let keys: Vec<String> = cmd(srv, &["KEYS", "*"]).await;
+    keys.iter().filter(|k| !k.ends_with(":fence")).count()
+}
+
+/// Issue 11.15: messages say what happened once, with the immediate cause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_messages_name_their_cause_once() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let err = Lock::new(&c, "").try_lock().await.unwrap_err();
+    assert_eq!(err.to_string(), "invalid argument: name is empty");
+
+    let port = deadbolt_testkit::free_port();
+    let err = Client::connect(&format!("redis://127.0.0.1:{port}/"))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(err.is_unavailable(), "{err:?}");
+    assert!(text.to_lowercase().contains("refused"), "{text}");
+
+    let err = Client::connect("http://127.0.0.1/").await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    assert!(text.contains("redis://"), "{text}");
+
+    // A timeout through a proxy that delays every reply.
+    let proxy = FaultProxy::start(srv.addr()).await.unwrap();
+    let slow = fast_client(&proxy.url(), 100).await;
+    proxy.set_reply_delay(Duration::from_millis(400));
+    let err = Lock::new(&slow, "t").try_lock().await.unwrap_err();
+    let text = err.to_string();
+    assert!(err.is_indeterminate(), "{err:?}");
+    assert!(!has_repeat(&text), "{text}");
+    assert_eq!(err.report(), text);
+    for e in [&err] {
+        assert!(!has_repeat(&e.report()), "{}", e.report());
+    }
+}
+
+/// True when some `: `-separated part of `s` appears twice in a row.
+fn has_repeat(s: &str) -> bool {
+    let parts: Vec<&str> = s.split(": ").collect();
+    parts.windows(2).any(|w| w[0].trim() == w[1].trim())
+}
