@@ -36,7 +36,8 @@ use crate::error::{Error, Result};
 use crate::heartbeat::{HeartbeatReg, HeartbeatSpec};
 use crate::lease::{valid_until, Hold, HoldSpec, LeaseMode};
 use crate::scripts::{LuaScript, ScriptCall};
-use crate::wait::Woke;
+use crate::wait::{Waiter, Woke};
+use crate::wake::WakePolicy;
 
 /// How long an acquire may wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +73,11 @@ pub struct AcquireSpec {
     pub renew_key: String,
     /// Channel the waiter subscribes to.
     pub channel: String,
+    /// Decodes the channel's messages into wake-ups (see [`crate::wake`]).
+    pub wake: &'static dyn WakePolicy,
+    /// The waiter's class, for policies that wake one kind of waiter
+    /// (`"read"`, `"write"`); primitives with one kind use `""`.
+    pub class: &'static str,
     /// When true, `t:<attempt>` / `g:<attempt> ...` messages wake this waiter
     /// (and only it), and each acquire call carries a fresh entry secret as
     /// its last ARGV (see the module docs).
@@ -312,13 +318,17 @@ impl Client {
         // or one lingering after a recent wait) costs nothing to join: join
         // it before the first try, and the try after subscribing is not
         // needed, since no release can fall between the two.
-        let tag = spec.tagged.then(|| attempt_id.clone());
+        let waiter = Waiter {
+            policy: spec.wake,
+            class: spec.class,
+            tag: spec.tagged.then(|| attempt_id.clone()),
+        };
         let early = match wait {
             WaitMode::Try => None,
             _ => self
                 .inner
                 .engine
-                .subscribe_if_confirmed(&spec.channel, tag.clone()),
+                .subscribe_if_confirmed(&spec.channel, waiter.clone()),
         };
         if let Some(sub) = &early {
             sub.begin_try();
@@ -355,7 +365,7 @@ impl Client {
             None => {
                 // Failed: subscribe, then try again at once (a release may
                 // have landed between the first try and the subscription).
-                let sub = self.inner.engine.subscribe(&spec.channel, tag);
+                let sub = self.inner.engine.subscribe(&spec.channel, waiter);
                 let confirm_by = crate::config::after(self.config().command_timeout);
                 let confirm_by = deadline.map_or(confirm_by, |d| d.min(confirm_by));
                 sub.confirmed(confirm_by).await;
@@ -395,10 +405,9 @@ impl Client {
                 // from the instant the request that created the entry was
                 // sent (the grant came later). Anything else (a late grant
                 // for a lost entry, a forgery) is left to the next try.
-                if let (Some((token, ttl, secret)), Some((current, t0))) =
-                    (sub.take_grant(), queue.entry)
-                {
-                    if secret == current
+                if let (Some(g), Some((current, t0))) = (sub.take_grant(), queue.entry) {
+                    let (token, ttl) = (g.token, g.ttl_ms);
+                    if g.secret == current
                         && valid_until(t0, ttl) > Instant::now() + Duration::from_millis(1)
                     {
                         attempt.disarm();

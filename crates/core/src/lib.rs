@@ -23,6 +23,7 @@ mod lease;
 mod releaser;
 pub mod scripts;
 mod wait;
+pub mod wake;
 mod watchdog;
 
 pub use acquire::{new_attempt_id, AcquireSpec, WaitMode};
@@ -34,7 +35,7 @@ pub use guard::ExclusiveGuard;
 pub use heartbeat::HeartbeatSpec;
 pub use keys::{encode_tag, Keys};
 pub use lease::{drift, valid_until, Hold, HoldSpec, LeaseMode, LeaseState};
-pub use wait::{WAKE_ALL, WAKE_GRANT_PREFIX, WAKE_ONE, WAKE_TAG_PREFIX};
+pub use wake::{Grant, OnePerClient, Signal, Wake, WakePolicy};
 
 impl Client {
     /// Number of holds the watchdog currently renews.

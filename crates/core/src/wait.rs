@@ -27,13 +27,14 @@
 //! caller's time left, whichever is sooner. A lock whose holder died without
 //! unlocking (no message ever comes) is retried when its key has expired.
 //!
-//! **Who is woken.** A message `1` wakes one local waiter (the longest waiting
-//! one not already woken); `*` wakes every waiter on the channel (shared
-//! grants); `t:<tag>` wakes the waiter registered with that tag; `g:<tag>
-//! <token> <ttl> <secret>` hands that waiter the lock (fair lock); `t:<tag> <pttl>`
-//! only moves that waiter's sleep bound. A waiter that was woken and then leaves without acquiring passes
-//! the wake on to the next waiter, so a cancelled waiter never swallows the
-//! only wake-up of a release.
+//! **Who is woken.** The primitive decides: its [`WakePolicy`] (from the
+//! first waiter of the channel) decodes each message into a [`Wake`] — one
+//! or `n` waiters (longest waiting first, not already woken), all of them
+//! (of one class or any), or one waiter registered under a name (a hand-off
+//! with its grant, a retry, a new sleep bound). A waiter that was woken and
+//! then leaves without acquiring passes the wake on to the next waiter of
+//! its class, so a cancelled waiter never swallows the only wake-up of a
+//! release.
 //!
 //! **Refusals.** When the server refuses a SUBSCRIBE with an error reply
 //! (an ACL user without permission for the channel: `NOPERM`), retrying
@@ -58,35 +59,28 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
 
 use crate::conn::{Conn, Health};
-
-/// Payload of a message that wakes one waiter per client.
-pub const WAKE_ONE: &str = "1";
-/// Payload of a message that wakes every waiter of the channel.
-pub const WAKE_ALL: &str = "*";
-/// Prefix of a message that wakes the waiter registered with a tag.
-pub const WAKE_TAG_PREFIX: &str = "t:";
-/// Prefix of a hand-off message: `g:<tag> <token> <claim ttl ms> <secret>`.
-pub const WAKE_GRANT_PREFIX: &str = "g:";
+use crate::wake::{Grant, Signal, Wake, WakePolicy};
 
 #[derive(Debug)]
 struct Slot {
     tag: Option<String>,
+    class: &'static str,
     pending: AtomicBool,
     acquired: AtomicBool,
     /// When the current holder's lease ends, as told by a `t:<tag> <pttl>`
     /// message: the waiter moves its sleep bound without a round trip.
     hint: parking_lot::Mutex<Option<Instant>>,
-    /// A hand-off named this waiter: `(token, claim ttl ms, secret)` from a
-    /// `g:<tag> <token> <ttl> <secret>` message. The acquire loop checks the
-    /// secret against its queue entry before it trusts it.
-    grant: parking_lot::Mutex<Option<(u64, u64, u64)>>,
+    /// A hand-off named this waiter. The acquire loop checks the secret
+    /// against its queue entry before it trusts it.
+    grant: parking_lot::Mutex<Option<Grant>>,
     notify: Notify,
 }
 
 impl Slot {
-    fn new(tag: Option<String>) -> Arc<Slot> {
+    fn new(tag: Option<String>, class: &'static str) -> Arc<Slot> {
         Arc::new(Slot {
             tag,
+            class,
             pending: AtomicBool::new(false),
             acquired: AtomicBool::new(false),
             hint: parking_lot::Mutex::new(None),
@@ -104,6 +98,9 @@ impl Slot {
 #[derive(Debug, Default)]
 struct Channel {
     slots: Vec<Arc<Slot>>,
+    /// Decodes the channel's messages (set by its first waiter; every
+    /// waiter of one channel belongs to one primitive).
+    policy: Option<&'static dyn WakePolicy>,
     /// Epoch of the subscriber connection on which SUBSCRIBE was confirmed.
     confirmed: Option<u64>,
     /// Since when the channel has had no waiter; it is unsubscribed
@@ -134,65 +131,58 @@ impl Shared {
         };
         let table = self.table.lock();
         let Some(ch) = table.get(channel) else { return };
-        match payload {
-            b"*" => ch.slots.iter().for_each(|s| s.wake()),
-            p if p.starts_with(WAKE_TAG_PREFIX.as_bytes()) => {
-                let rest = &p[WAKE_TAG_PREFIX.len()..];
-                // `t:<tag>`: try again now; `t:<tag> <pttl>`: the lock has a
-                // new holder whose lease ends in pttl ms: sleep until then.
-                let (tag, hint) = match rest.iter().position(|b| *b == b' ') {
-                    Some(i) => (&rest[..i], parse_ms(&rest[i + 1..])),
-                    None => (rest, None),
-                };
+        let Some(policy) = ch.policy else { return };
+        match policy.decode(payload) {
+            Wake::Nothing => {}
+            Wake::Any { n, class } => wake_any(ch, n, class),
+            Wake::All { class } => ch
+                .slots
+                .iter()
+                .filter(|s| class.is_none_or(|c| c == s.class))
+                .for_each(|s| s.wake()),
+            Wake::Named { name, signal } => {
                 for s in ch.slots.iter() {
-                    if s.tag.as_deref().map(str::as_bytes) != Some(tag) {
+                    if s.tag.as_deref() != Some(name.as_str()) {
                         continue;
                     }
-                    match hint {
-                        Some(ms) => {
-                            *s.hint.lock() =
-                                Some(crate::config::after(std::time::Duration::from_millis(ms)));
+                    match signal {
+                        Signal::SleepFor(d) => {
+                            *s.hint.lock() = Some(crate::config::after(d));
                             s.notify.notify_one();
                         }
-                        None => s.wake(),
+                        Signal::Grant(g) => {
+                            *s.grant.lock() = Some(g);
+                            s.wake();
+                        }
+                        _ => s.wake(),
                     }
                 }
             }
-            p if p.starts_with(WAKE_GRANT_PREFIX.as_bytes()) => {
-                let mut parts = p[WAKE_GRANT_PREFIX.len()..].split(|b| *b == b' ');
-                let (Some(tag), Some(token), Some(ttl), Some(secret)) =
-                    (parts.next(), parts.next(), parts.next(), parts.next())
-                else {
-                    return;
-                };
-                let grant = match (parse_ms(token), parse_ms(ttl), parse_ms(secret)) {
-                    (Some(t), Some(l), Some(s)) => Some((t, l, s)),
-                    _ => None,
-                };
-                for s in ch.slots.iter() {
-                    if s.tag.as_deref().map(str::as_bytes) == Some(tag) {
-                        *s.grant.lock() = grant;
-                        s.wake();
-                    }
-                }
-            }
-            _ => wake_one(ch),
         }
     }
 }
 
-fn parse_ms(b: &[u8]) -> Option<u64> {
-    std::str::from_utf8(b).ok()?.trim().parse().ok()
+/// Wake up to `n` unnamed waiters of `class` not already woken, longest
+/// waiting first.
+fn wake_any(ch: &Channel, n: usize, class: Option<&str>) {
+    ch.slots
+        .iter()
+        .filter(|s| {
+            !s.pending.load(Ordering::SeqCst)
+                && s.tag.is_none()
+                && class.is_none_or(|c| c == s.class)
+        })
+        .take(n)
+        .for_each(|s| s.wake());
 }
 
-fn wake_one(ch: &Channel) {
-    if let Some(s) = ch
-        .slots
-        .iter()
-        .find(|s| !s.pending.load(Ordering::SeqCst) && s.tag.is_none())
-    {
-        s.wake();
-    }
+/// Who waits: the channel's policy, the waiter's class, and its name for
+/// hand-offs by name.
+#[derive(Debug, Clone)]
+pub(crate) struct Waiter {
+    pub(crate) policy: &'static dyn WakePolicy,
+    pub(crate) class: &'static str,
+    pub(crate) tag: Option<String>,
 }
 
 /// The waiting engine of one client.
@@ -237,10 +227,11 @@ impl Engine {
     /// Register a waiter on `channel` and ask for the subscription.
     ///
     /// Returns at once; [`Subscription::confirmed`] waits for the server.
-    pub(crate) fn subscribe(self: &Arc<Self>, channel: &str, tag: Option<String>) -> Subscription {
-        let slot = Slot::new(tag);
+    pub(crate) fn subscribe(self: &Arc<Self>, channel: &str, waiter: Waiter) -> Subscription {
+        let slot = Slot::new(waiter.tag, waiter.class);
         let mut table = self.shared.table.lock();
         let entry = table.entry(channel.to_string()).or_default();
+        entry.policy = Some(waiter.policy);
         entry.slots.push(slot.clone());
         entry.idle_since = None;
         let needs_subscribe = entry.slots.len() == 1 && entry.confirmed.is_none();
@@ -260,7 +251,7 @@ impl Engine {
     pub(crate) fn subscribe_if_confirmed(
         self: &Arc<Self>,
         channel: &str,
-        tag: Option<String>,
+        waiter: Waiter,
     ) -> Option<Subscription> {
         let epoch = self.conn.epoch();
         // Checked and joined under one lock: the engine's task only drops
@@ -270,7 +261,8 @@ impl Engine {
         if entry.confirmed != Some(epoch) {
             return None;
         }
-        let slot = Slot::new(tag);
+        let slot = Slot::new(waiter.tag, waiter.class);
+        entry.policy = Some(waiter.policy);
         entry.slots.push(slot.clone());
         entry.idle_since = None;
         drop(table);
@@ -550,9 +542,8 @@ impl Subscription {
         }
     }
 
-    /// The hand-off that named this waiter, if one arrived:
-    /// `(token, ttl ms, secret)`.
-    pub(crate) fn take_grant(&self) -> Option<(u64, u64, u64)> {
+    /// The hand-off that named this waiter, if one arrived.
+    pub(crate) fn take_grant(&self) -> Option<Grant> {
         self.slot.grant.lock().take()
     }
 
@@ -583,8 +574,8 @@ impl Drop for Subscription {
             && self.slot.tag.is_none()
         {
             // This waiter was woken but leaves without the lock: hand the
-            // wake-up to the next local waiter.
-            wake_one(ch);
+            // wake-up to the next local waiter of its class.
+            wake_any(ch, 1, Some(self.slot.class));
         }
     }
 }

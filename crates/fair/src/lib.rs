@@ -21,7 +21,11 @@
 use deadbolt_core::scripts::{
     ScriptCall, FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_HEARTBEAT, FAIR_RELEASE, HOLD_RENEW,
 };
-use deadbolt_core::{AcquireSpec, Client, Exclusive, ExclusiveKind, HeartbeatSpec, Keys};
+use deadbolt_core::wake::parse_u64;
+use deadbolt_core::{
+    AcquireSpec, Client, Exclusive, ExclusiveKind, Grant, HeartbeatSpec, Keys, Signal, Wake,
+    WakePolicy,
+};
 
 /// The kind segment of a fair lock's keys: `<ns>:{<name>}:fair`.
 pub const KIND: &str = "fair";
@@ -52,6 +56,57 @@ fn waiter_timeout_ms(client: &Client) -> String {
     client.config().waiter_timeout.as_millis().to_string()
 }
 
+/// The fair lock's messages (see `lua/fair_lib.lua`), each for one named
+/// waiter on its client's channel:
+/// `g:<attempt> <token> <claim ms> <secret>` hands it the lock,
+/// `t:<attempt> <ms>` tells it the new holder's lease (sleep until then),
+/// `t:<attempt>` asks it to try again.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HandOff;
+
+impl WakePolicy for HandOff {
+    fn decode(&self, payload: &[u8]) -> Wake {
+        let named = |rest: &[u8], signal| match std::str::from_utf8(rest) {
+            Ok(name) if !name.is_empty() => Wake::Named {
+                name: name.to_string(),
+                signal,
+            },
+            _ => Wake::Nothing,
+        };
+        if let Some(rest) = payload.strip_prefix(b"g:") {
+            let mut parts = rest.split(|b| *b == b' ');
+            let (Some(name), Some(token), Some(ttl), Some(secret), None) = (
+                parts.next(),
+                parts.next().and_then(parse_u64),
+                parts.next().and_then(parse_u64),
+                parts.next().and_then(parse_u64),
+                parts.next(),
+            ) else {
+                return Wake::Nothing;
+            };
+            let grant = Grant {
+                token,
+                ttl_ms: ttl,
+                secret,
+            };
+            return named(name, Signal::Grant(grant));
+        }
+        if let Some(rest) = payload.strip_prefix(b"t:") {
+            return match rest.iter().position(|b| *b == b' ') {
+                Some(i) => match parse_u64(&rest[i + 1..]) {
+                    Some(ms) => named(
+                        &rest[..i],
+                        Signal::SleepFor(std::time::Duration::from_millis(ms)),
+                    ),
+                    None => Wake::Nothing,
+                },
+                None => named(rest, Signal::Retry),
+            };
+        }
+        Wake::Nothing
+    }
+}
+
 impl ExclusiveKind for Fifo {
     const KIND: &'static str = KIND;
 
@@ -70,6 +125,8 @@ impl ExclusiveKind for Fifo {
             renew_key: k.main().to_string(),
             // One channel per (client, name); hand-offs name the attempt.
             channel: format!("{}:ch:{}", k.main(), client.id()),
+            wake: &HandOff,
+            class: "",
             tagged: true,
             heartbeat: Some(HeartbeatSpec {
                 script: &FAIR_HEARTBEAT,
@@ -84,5 +141,52 @@ impl ExclusiveKind for Fifo {
             fair_keys(k),
             vec![waiter_timeout_ms(client)],
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hand_off_messages() {
+        let p = HandOff;
+        assert_eq!(
+            p.decode(b"g:ab 7 500 9"),
+            Wake::Named {
+                name: "ab".into(),
+                signal: Signal::Grant(Grant {
+                    token: 7,
+                    ttl_ms: 500,
+                    secret: 9
+                })
+            }
+        );
+        assert_eq!(
+            p.decode(b"t:ab 40"),
+            Wake::Named {
+                name: "ab".into(),
+                signal: Signal::SleepFor(std::time::Duration::from_millis(40))
+            }
+        );
+        assert_eq!(
+            p.decode(b"t:ab"),
+            Wake::Named {
+                name: "ab".into(),
+                signal: Signal::Retry
+            }
+        );
+        for junk in [
+            &b"g:ab 7 500"[..],
+            b"g:ab 7 500 9 1",
+            b"g:ab x 500 9",
+            b"t:ab 1e9",
+            b"t:",
+            b"1",
+            b"",
+            b"\xff",
+        ] {
+            assert_eq!(p.decode(junk), Wake::Nothing, "{junk:?}");
+        }
     }
 }

@@ -19,7 +19,7 @@
 use deadbolt_core::scripts::{
     ScriptCall, HOLD_RENEW, LOCK_ACQUIRE, LOCK_FORCE_UNLOCK, LOCK_RELEASE,
 };
-use deadbolt_core::{AcquireSpec, Client, Exclusive, ExclusiveKind, Keys};
+use deadbolt_core::{AcquireSpec, Client, Exclusive, ExclusiveKind, Keys, OnePerClient};
 
 /// The kind segment of a reentrant lock's keys: `<ns>:{<name>}:lock`.
 pub const KIND: &str = "lock";
@@ -50,6 +50,9 @@ impl ExclusiveKind for Reentrant {
             renew: &HOLD_RENEW,
             renew_key: k.main().to_string(),
             channel: k.channel(),
+            // lock_release.lua publishes `1`: one waiter per client tries.
+            wake: &OnePerClient,
+            class: "",
             tagged: false,
             heartbeat: None,
         }

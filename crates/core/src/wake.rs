@@ -1,0 +1,104 @@
+//! Wake-up policies: how a message on a primitive's channel wakes the
+//! waiters of one client.
+//!
+//! Core's waiting engine knows nothing of any primitive's messages. Each
+//! primitive hands its acquires a [`WakePolicy`] (in
+//! [`AcquireSpec::wake`](crate::AcquireSpec::wake)); the engine asks it to
+//! decode every message on the channel into a [`Wake`] and carries it out:
+//! wake one waiter (an unfair lock's release), every waiter (readers after
+//! a writer), `n` waiters (permits returned), or one named waiter (a fair
+//! hand-off, with its grant). Waiters carry a class (`"read"`, `"write"`,
+//! ...), so one channel can serve several kinds of waiter.
+
+use std::fmt;
+use std::time::Duration;
+
+/// What one message asks of this client's waiters on the channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Wake {
+    /// Nothing (a message the policy does not use).
+    Nothing,
+    /// Wake up to `n` waiters not already woken, longest waiting first,
+    /// of `class` (any class when `None`). Named waiters (hand-off by name)
+    /// are never woken this way. A woken waiter that leaves without getting
+    /// what it waited for passes its wake-up on to the next such waiter.
+    Any {
+        /// How many at most.
+        n: usize,
+        /// Only waiters of this class.
+        class: Option<&'static str>,
+    },
+    /// Wake every waiter of `class` (every waiter when `None`).
+    All {
+        /// Only waiters of this class.
+        class: Option<&'static str>,
+    },
+    /// A message for the waiter registered under `name` (its attempt id).
+    Named {
+        /// The waiter's name.
+        name: String,
+        /// What to tell it.
+        signal: Signal,
+    },
+}
+
+impl Wake {
+    /// Wake the longest-waiting waiter of any class.
+    pub fn one() -> Wake {
+        Wake::Any { n: 1, class: None }
+    }
+}
+
+/// What a named waiter is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Signal {
+    /// Try again now.
+    Retry,
+    /// Nothing to try before this long from now (the new holder's lease
+    /// ends then); the waiter moves its sleep bound without a round trip.
+    SleepFor(Duration),
+    /// The lock was handed to this waiter (see [`Grant`]).
+    Grant(Grant),
+}
+
+/// A hand-off: the waiter holds the lock from this message on, if the
+/// secret is the one of its current queue entry and the claim is still
+/// good (the acquire loop checks both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// The fencing token of the hold.
+    pub token: u64,
+    /// The claim lease in milliseconds.
+    pub ttl_ms: u64,
+    /// The secret stored with the queue entry the grant is for.
+    pub secret: u64,
+}
+
+/// Decodes the messages of one primitive's channel.
+///
+/// Implementations must not panic on any input: anyone allowed to publish
+/// on the channel can send anything. Unknown messages decode to
+/// [`Wake::Nothing`].
+pub trait WakePolicy: Send + Sync + fmt::Debug + 'static {
+    /// What `payload` asks of the waiters.
+    fn decode(&self, payload: &[u8]) -> Wake;
+}
+
+/// Any message wakes one waiter per client (an unfair lock's release: one
+/// waiter per client tries, one of them wins).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OnePerClient;
+
+impl WakePolicy for OnePerClient {
+    fn decode(&self, _payload: &[u8]) -> Wake {
+        Wake::one()
+    }
+}
+
+/// Parse a decimal `u64` from message bytes (for policies); `None` for
+/// anything else.
+pub fn parse_u64(b: &[u8]) -> Option<u64> {
+    std::str::from_utf8(b).ok()?.trim().parse().ok()
+}
