@@ -9,6 +9,12 @@
 //!
 //! Requires Redis 6 or newer: Pub/Sub runs as RESP3 push messages on a
 //! multiplexed connection.
+//!
+//! # Features
+//! * `tls` (off by default): `rediss://` URLs and TLS clients given to
+//!   [`Client::from_redis`], through redis-rs's rustls support with ring as
+//!   the crypto provider (see `ensure_crypto_provider` and docs/tls.md).
+//!   Without it a TLS target is refused with [`Error::InvalidArgument`].
 
 mod acquire;
 mod client;
@@ -22,6 +28,7 @@ mod keys;
 mod lease;
 mod releaser;
 pub mod scripts;
+mod tls;
 mod wait;
 mod watchdog;
 
@@ -34,6 +41,8 @@ pub use guard::ExclusiveGuard;
 pub use heartbeat::HeartbeatSpec;
 pub use keys::Keys;
 pub use lease::{drift, valid_until, Hold, HoldSpec, LeaseMode, LeaseState};
+#[cfg(feature = "tls")]
+pub use tls::ensure_crypto_provider;
 pub use wait::{WAKE_ALL, WAKE_GRANT_PREFIX, WAKE_ONE, WAKE_TAG_PREFIX};
 
 impl Client {
