@@ -24,6 +24,14 @@
 //! the same owner and may re-enter; tasks that must exclude each other each
 //! call `client.lock(name)`. See `docs/safety.md` for what a Redis lock can
 //! and cannot promise.
+//!
+//! # TLS
+//! Managed Redis services speak TLS: turn on the `tls` feature
+//! (`deadbolt = { version = "0.1", features = ["tls"] }`) and connect to a
+//! `rediss://` URL, verified against the system's trust store. For a private
+//! CA or a client certificate, build the redis-rs client yourself and hand
+//! it to [`Client::from_redis`]. Without the feature a `rediss://` URL is
+//! refused with [`Error::InvalidArgument`]. See `docs/tls.md`.
 
 use std::time::Duration;
 
@@ -36,6 +44,8 @@ pub use deadbolt_lock::{Lock, LockGuard};
 /// watchdog, releaser), for building primitives of your own.
 pub use deadbolt_core as core;
 
+#[cfg(feature = "tls")]
+pub use deadbolt_core::ensure_crypto_provider;
 /// The redis-rs crate deadbolt is built on, for [`Client::from_redis`]
 /// (TLS with a private CA, ACL users, other connection settings).
 pub use redis;
@@ -72,8 +82,12 @@ impl Client {
     /// Connect with default settings (namespace `deadbolt`, watchdog 30 s,
     /// command timeout 1 s, waiter timeout 5 s).
     ///
+    /// `rediss://` (TLS) needs the `tls` feature.
+    ///
     /// # Errors
-    /// `InvalidArgument` for a bad URL, `Unavailable` when Redis cannot be reached.
+    /// `InvalidArgument` for a bad URL, or `rediss://` without the `tls`
+    /// feature; `Unavailable` when Redis cannot be reached or the TLS
+    /// handshake fails.
     ///
     /// # Cancel safety
     /// Cancel safe: nothing but script bodies is written.
@@ -86,8 +100,22 @@ impl Client {
         ClientBuilder::new(url)
     }
 
-    /// A builder over a redis-rs client configured by the caller (TLS with a
-    /// private CA, ACL); deadbolt switches it to RESP3.
+    /// A builder over a redis-rs client configured by the caller (TLS, ACL).
+    ///
+    /// With the `tls` feature, this is how to trust a private CA or present a
+    /// client certificate:
+    ///
+    /// ```no_run
+    /// # #[cfg(feature = "tls")]
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// let certs = redis::TlsCertificates {
+    ///     root_cert: Some(std::fs::read("ca.pem")?),
+    ///     client_tls: None, // or Some(redis::ClientTlsConfig { client_cert, client_key })
+    /// };
+    /// let redis = redis::Client::build_with_tls("rediss://redis.internal:6380/", certs)?;
+    /// let client = deadbolt::Client::from_redis(redis).build().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn from_redis(client: redis::Client) -> ClientBuilder {
         ClientBuilder::from_redis(client)
     }

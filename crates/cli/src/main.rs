@@ -5,6 +5,11 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // `bench` opens plain redis-rs connections too (statistics, the polling
+    // peers), so rustls's provider is set before any connection, not only
+    // in deadbolt-core's connect.
+    #[cfg(feature = "tls")]
+    deadbolt_core::ensure_crypto_provider();
     let cli = deadbolt_cli::Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

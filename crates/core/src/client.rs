@@ -114,12 +114,8 @@ impl Drop for ClientInner {
 }
 
 /// Builds a [`Client`] with settings other than the defaults.
-///
-/// `C` is what [`build`](ClientBuilder::build) returns: the core client, or a
-/// type made from it (the `deadbolt` facade's `Client` uses this builder, so
-/// the two can never offer different settings).
 pub struct ClientBuilder<C = Client> {
-    target: std::result::Result<redis::Client, String>,
+    target: Result<redis::Client>,
     config: Config,
     out: PhantomData<fn() -> C>,
 }
@@ -146,7 +142,9 @@ impl<C: From<Client>> ClientBuilder<C> {
     /// [`build`](ClientBuilder::build).
     pub fn new(url: &str) -> Self {
         ClientBuilder {
-            target: redis::Client::open(url).map_err(|e| url_error(url, &e)),
+            target: crate::tls::check_url(url).and_then(|()| {
+                redis::Client::open(url).map_err(|e| Error::InvalidArgument(url_error(url, &e)))
+            }),
             config: Config::default(),
             out: PhantomData,
         }
@@ -195,8 +193,10 @@ impl<C: From<Client>> ClientBuilder<C> {
     /// Connect, open the subscriber connection and preload every script.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a bad URL or setting; [`Error::Unavailable`]
-    /// when the server cannot be reached.
+    /// [`Error::InvalidArgument`] for a bad URL or setting, and for a TLS
+    /// target (`rediss://`) in a build without the `tls` feature;
+    /// [`Error::Unavailable`] when the server cannot be reached, including a
+    /// TLS handshake that fails (a certificate the client does not trust).
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is written to Redis but script bodies (SCRIPT LOAD).
@@ -205,8 +205,9 @@ impl<C: From<Client>> ClientBuilder<C> {
     }
 
     async fn build_core(self) -> Result<Client> {
-        let client = self.target.map_err(Error::InvalidArgument)?;
+        let client = self.target?;
         self.config.validate()?;
+        crate::tls::prepare(&client)?;
         let client = with_resp3(client)?;
         let timeout = self.config.command_timeout;
         let conn = Conn::connect("command", client.clone(), timeout, None).await?;
@@ -242,6 +243,9 @@ impl<C: From<Client>> ClientBuilder<C> {
 impl Client {
     /// Connect with default settings. The URL is a redis-rs URL
     /// (`redis://[user:pass@]host[:port][/db]`); RESP3 is always used.
+    /// `rediss://` connects over TLS, verifying the server against the
+    /// system's trust store, in a build with the `tls` feature (docs/tls.md);
+    /// for a private CA or client certificates use [`Client::from_redis`].
     ///
     /// # Errors
     /// As [`ClientBuilder::build`].
@@ -259,6 +263,21 @@ impl Client {
 
     /// A builder over a redis-rs client you configured yourself (TLS, ACL);
     /// deadbolt switches it to RESP3.
+    ///
+    /// With the `tls` feature, this is how to trust a private CA or present
+    /// a client certificate:
+    ///
+    /// ```no_run
+    /// # #[cfg(feature = "tls")]
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// let certs = redis::TlsCertificates {
+    ///     root_cert: Some(std::fs::read("ca.pem")?),
+    ///     client_tls: None, // or Some(redis::ClientTlsConfig { client_cert, client_key })
+    /// };
+    /// let redis = redis::Client::build_with_tls("rediss://redis.internal:6380/", certs)?;
+    /// let client = deadbolt_core::Client::from_redis(redis).build().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn from_redis(client: redis::Client) -> ClientBuilder {
         ClientBuilder::from_redis(client)
     }

@@ -9,6 +9,12 @@
 //!
 //! Requires Redis 6 or newer: Pub/Sub runs as RESP3 push messages on a
 //! multiplexed connection.
+//!
+//! # Features
+//! * `tls` (off by default): `rediss://` URLs and TLS clients given to
+//!   [`Client::from_redis`], through redis-rs's rustls support with ring as
+//!   the crypto provider (see `ensure_crypto_provider` and docs/tls.md).
+//!   Without it a TLS target is refused with [`Error::InvalidArgument`].
 
 mod acquire;
 mod client;
@@ -22,6 +28,7 @@ mod keys;
 mod lease;
 mod releaser;
 pub mod scripts;
+mod tls;
 mod wait;
 pub mod wake;
 mod watchdog;
@@ -35,6 +42,8 @@ pub use guard::ExclusiveGuard;
 pub use heartbeat::HeartbeatSpec;
 pub use keys::{encode_tag, Keys};
 pub use lease::{drift, valid_until, Hold, HoldSpec, LeaseMode, LeaseState};
+#[cfg(feature = "tls")]
+pub use tls::ensure_crypto_provider;
 pub use wake::{Grant, OnePerClient, Signal, Wake, WakePolicy};
 
 impl Client {

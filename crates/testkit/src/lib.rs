@@ -6,12 +6,20 @@
 //!   reply to a chosen request, blackhole traffic, reset connections and refuse new ones.
 //!
 //! `redis-server` must be installed (`apt-get install -y redis-server`).
+//!
+//! The `tls` feature adds `RedisServerBuilder::tls`: a TLS listener with a CA
+//! and certificates generated at start (`TlsCerts`; needs a redis-server
+//! built with TLS, as Debian's is).
 
 mod proxy;
 mod resp;
 mod server;
+#[cfg(feature = "tls")]
+mod tls;
 
 pub use proxy::FaultProxy;
 pub use server::{
     free_port, parse_commandstats, redis_server_path, RedisServer, RedisServerBuilder,
 };
+#[cfg(feature = "tls")]
+pub use tls::TlsCerts;

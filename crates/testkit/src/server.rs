@@ -15,6 +15,8 @@ use nix::unistd::Pid;
 use parking_lot::Mutex;
 
 use crate::resp;
+#[cfg(feature = "tls")]
+use crate::tls::{self, ServerFiles, TlsCerts};
 
 /// How long to wait for a started server to answer.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -117,6 +119,10 @@ impl Drop for TempDir {
 pub struct RedisServerBuilder {
     persistence: bool,
     args: Vec<(String, String)>,
+    #[cfg(feature = "tls")]
+    tls: bool,
+    #[cfg(feature = "tls")]
+    tls_auth_clients: bool,
 }
 
 impl RedisServerBuilder {
@@ -137,6 +143,30 @@ impl RedisServerBuilder {
         self
     }
 
+    /// Also listen for TLS on a second free loopback port
+    /// ([`RedisServer::tls_url`]), with a certificate for `127.0.0.1` and
+    /// `localhost` signed by a CA generated for this server alone
+    /// ([`RedisServer::tls_certs`]). The plain port stays open, so the
+    /// helpers ([`RedisServer::conn`], [`RedisServer::commandstats`], ...)
+    /// work as ever. Clients need not present a certificate unless
+    /// [`tls_auth_clients`](Self::tls_auth_clients) is set. Off by default;
+    /// needs the `tls` feature.
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, on: bool) -> Self {
+        self.tls = on;
+        self
+    }
+
+    /// Require a client certificate signed by the test CA on the TLS port
+    /// (`--tls-auth-clients yes`); implies [`tls`](Self::tls). Off by default;
+    /// needs the `tls` feature.
+    #[cfg(feature = "tls")]
+    pub fn tls_auth_clients(mut self, on: bool) -> Self {
+        self.tls_auth_clients = on;
+        self.tls |= on;
+        self
+    }
+
     /// Start the server and wait until it answers; see [`RedisServer::start`].
     pub fn start(self) -> io::Result<RedisServer> {
         let exe = redis_server_path().ok_or_else(|| {
@@ -150,16 +180,33 @@ impl RedisServerBuilder {
             )
         })?;
         let dir = TempDir::new()?;
+        #[cfg(feature = "tls")]
+        let tls = if self.tls {
+            let (certs, files) = tls::generate(&dir.0)?;
+            Some(TlsState {
+                port: 0,
+                certs,
+                files,
+            })
+        } else {
+            None
+        };
         let mut server = RedisServer {
             exe,
             config: self,
             port: 0,
             dir,
             child: None,
+            #[cfg(feature = "tls")]
+            tls,
         };
         let mut last_err = None;
         for _ in 0..PORT_ATTEMPTS {
             server.port = free_port();
+            #[cfg(feature = "tls")]
+            if let Some(tls) = &mut server.tls {
+                tls.port = free_port();
+            }
             match server.spawn_and_wait() {
                 Ok(()) => return Ok(server),
                 Err(e) if e.kind() == io::ErrorKind::AddrInUse => last_err = Some(e),
@@ -182,6 +229,17 @@ pub struct RedisServer {
     port: u16,
     dir: TempDir,
     child: Option<Child>,
+    #[cfg(feature = "tls")]
+    tls: Option<TlsState>,
+}
+
+/// The TLS listener of a server built with [`RedisServerBuilder::tls`].
+#[cfg(feature = "tls")]
+#[derive(Debug)]
+struct TlsState {
+    port: u16,
+    certs: TlsCerts,
+    files: ServerFiles,
 }
 
 impl RedisServer {
@@ -218,6 +276,59 @@ impl RedisServer {
     /// `redis://127.0.0.1:<port>/`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The TLS port of a server built with [`RedisServerBuilder::tls`]
+    /// (stays the same across [`restart`](Self::restart)); `None` otherwise.
+    #[cfg(feature = "tls")]
+    pub fn tls_port(&self) -> Option<u16> {
+        self.tls.as_ref().map(|t| t.port)
+    }
+
+    /// `rediss://127.0.0.1:<tls port>/`.
+    ///
+    /// # Panics
+    ///
+    /// If the server was not built with [`RedisServerBuilder::tls`].
+    #[cfg(feature = "tls")]
+    pub fn tls_url(&self) -> String {
+        format!("rediss://127.0.0.1:{}/", self.tls_state().port)
+    }
+
+    /// The certificates generated for this server: the test CA to trust, and
+    /// a client certificate it accepts.
+    ///
+    /// # Panics
+    ///
+    /// If the server was not built with [`RedisServerBuilder::tls`].
+    #[cfg(feature = "tls")]
+    pub fn tls_certs(&self) -> &TlsCerts {
+        &self.tls_state().certs
+    }
+
+    /// A `redis::Client` for [`tls_url`](Self::tls_url) that trusts the test
+    /// CA (and nothing else) and presents the test client certificate.
+    /// Installs ring as rustls's process-wide crypto provider if none is
+    /// installed yet (redis-rs needs one).
+    ///
+    /// # Panics
+    ///
+    /// If the server was not built with [`RedisServerBuilder::tls`].
+    #[cfg(feature = "tls")]
+    pub fn tls_client(&self) -> redis::Client {
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            // An `Err` means another thread installed one first: that one stands.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        redis::Client::build_with_tls(self.tls_url(), self.tls_certs().redis_certificates(true))
+            .expect("valid TLS client for the test server")
+    }
+
+    #[cfg(feature = "tls")]
+    fn tls_state(&self) -> &TlsState {
+        self.tls
+            .as_ref()
+            .expect("deadbolt-testkit: this server was not built with .tls(true)")
     }
 
     /// The server's working directory (holds `redis.log` and any persistence files).
@@ -402,6 +513,23 @@ impl RedisServer {
             cmd.args(["--appendonly", "yes", "--appendfsync", "always"]);
         } else {
             cmd.args(["--appendonly", "no"]);
+        }
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            let auth = if self.config.tls_auth_clients {
+                "yes"
+            } else {
+                "no"
+            };
+            cmd.arg("--tls-port")
+                .arg(tls.port.to_string())
+                .arg("--tls-cert-file")
+                .arg(&tls.files.cert)
+                .arg("--tls-key-file")
+                .arg(&tls.files.key)
+                .arg("--tls-ca-cert-file")
+                .arg(&tls.files.ca)
+                .args(["--tls-auth-clients", auth]);
         }
         for (name, value) in &self.config.args {
             cmd.arg(format!("--{name}")).arg(value);
