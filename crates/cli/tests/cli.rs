@@ -117,6 +117,58 @@ async fn argument_errors() {
     assert!(err.to_string().contains("--yes"), "{err:#}");
 }
 
+/// `--json` and `--plot` are checked before the server starts: a missing
+/// folder or a plot that is not SVG fails at once, with the path and the
+/// reason, and nothing is run or written.
+#[tokio::test]
+async fn unwritable_outputs_are_refused_before_anything_runs() {
+    let png = temp_path("plot.png");
+    let cases: [(&[&str], String); 4] = [
+        (
+            &["--json", "/nonexistent/dir/x.json"],
+            "--json /nonexistent/dir/x.json: the folder /nonexistent/dir does not exist".into(),
+        ),
+        (
+            &["--plot", "/nonexistent/dir/x.svg"],
+            "--plot /nonexistent/dir/x.svg: the folder /nonexistent/dir does not exist".into(),
+        ),
+        (
+            &["--plot", png.to_str().unwrap()],
+            format!("--plot {}: only SVG plots can be written", png.display()),
+        ),
+        (
+            &["--json", &std::env::temp_dir().display().to_string()],
+            "that is a folder".into(),
+        ),
+    ];
+    for (flags, expected) in cases {
+        let args = bench_args(flags);
+        let err = deadbolt_cli::bench_with(&args, |url| {
+            panic!("{flags:?} started a server at {url} before refusing")
+        })
+        .await
+        .unwrap_err();
+        assert!(format!("{err:#}").contains(&expected), "{flags:?}: {err:#}");
+    }
+    assert!(!png.exists(), "a refused --plot left a file");
+
+    // The binary says so on stderr and exits non-zero, without starting
+    // redis-server.
+    let out = Command::new(env!("CARGO_BIN_EXE_deadbolt"))
+        .args(["bench", "--json", "/nonexistent/dir/x.json"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run deadbolt");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        stderr.contains("the folder /nonexistent/dir does not exist"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("started redis-server"), "{stderr}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+}
+
 #[tokio::test]
 async fn embedded_server_is_stopped_after_a_run_and_after_an_error() {
     // A good run.
@@ -195,6 +247,10 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         .expect("bench");
     report.write_json(&json).unwrap();
     report.write_plot(&svg).unwrap();
+    let png = temp_path("plot.png");
+    let err = report.write_plot(&png).unwrap_err();
+    assert!(format!("{err:#}").contains("only SVG"), "{err:#}");
+    assert!(!png.exists(), "a refused plot left a file");
 
     let contenders: &[&str] = if cfg!(feature = "peers") {
         &["lock", "fair", "raw-poll", "rslock"]
@@ -372,6 +428,13 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         );
     }
     assert!(table.contains("PING p50"), "{table}");
+    assert!(table.contains("How to read it:"), "{table}");
+    for term in ["Jain", "least/most", "cmds/acq", "N.N×"] {
+        assert!(
+            table.contains(&format!("\n  {term}")),
+            "legend lacks {term}:\n{table}"
+        );
+    }
 }
 
 #[tokio::test]
