@@ -37,6 +37,16 @@ impl PrimitiveKind {
         }
     }
 
+    /// What a person calls it: "lock", "fair lock".
+    fn title(self) -> &'static str {
+        match self {
+            PrimitiveKind::Lock => "lock",
+            PrimitiveKind::Fair => "fair lock",
+            PrimitiveKind::Rw => "read-write lock",
+            PrimitiveKind::Semaphore => "semaphore",
+        }
+    }
+
     fn require_exclusive(self, what: &str) -> anyhow::Result<()> {
         if !matches!(self, PrimitiveKind::Lock | PrimitiveKind::Fair) {
             bail!(
@@ -82,7 +92,9 @@ pub struct ForceUnlockArgs {
 pub struct LockState {
     /// The lock's name.
     pub name: String,
-    /// The hold hash, `<ns>:{<name>}:lock`.
+    /// Which kind of lock it is.
+    pub kind: PrimitiveKind,
+    /// The hold hash, `<ns>:{<name>}:lock` (or `:fair`).
     pub key: String,
     /// Owner id `<client uuid>:<handle id>` of the holder; `None` when free.
     pub owner: Option<String>,
@@ -95,7 +107,8 @@ pub struct LockState {
     /// The fencing counter: the last token handed out for this name (0 when
     /// the counter key is absent).
     pub fence: u64,
-    /// Waiters queued (fair lock; 0 for a `Lock`).
+    /// Waiters queued (fair lock; always 0 for a `Lock`, which has no queue
+    /// and does not print this line).
     pub queued: u64,
     /// The head of the fair lock's queue, in order (at most
     /// [`QUEUE_LISTED`] entries; empty for a `Lock`).
@@ -116,13 +129,49 @@ pub struct QueueEntry {
     /// The lease it asked for; `None` when not recorded.
     pub lease: Option<Duration>,
     /// How long its client counts as alive without another heartbeat;
-    /// `None` when its client is past its deadline (it will be skipped).
+    /// `None` when its client is past its deadline or has no liveness record
+    /// (it will be skipped).
     pub alive_for: Option<Duration>,
+    /// How long ago its client's liveness deadline passed; `None` when it is
+    /// alive or has no liveness record.
+    pub expired_ago: Option<Duration>,
+}
+
+impl QueueEntry {
+    /// Build an entry from the reply of `fair_queue.lua`: `lease_ms` is -1
+    /// when not recorded, `liveness_ms` is the time left before the owner's
+    /// client counts as dead (negative: past it; -1 also stands for "no
+    /// liveness record", which is skipped the same way).
+    fn from_reply(attempt: String, owner: String, lease_ms: i64, liveness_ms: i64) -> QueueEntry {
+        let ms = |v: i64| u64::try_from(v).ok().map(Duration::from_millis);
+        QueueEntry {
+            attempt,
+            owner,
+            lease: ms(lease_ms),
+            alive_for: ms(liveness_ms),
+            expired_ago: if liveness_ms < -1 {
+                ms(liveness_ms.saturating_neg())
+            } else {
+                None
+            },
+        }
+    }
+
+    /// "liveness left 4.8 s", "expired 1.2 s ago (will be skipped)".
+    fn liveness(&self) -> String {
+        match (self.alive_for, self.expired_ago) {
+            (Some(left), _) => format!("liveness left {:.1} s", left.as_secs_f64()),
+            (None, Some(ago)) => {
+                format!("expired {:.1} s ago (will be skipped)", ago.as_secs_f64())
+            }
+            (None, None) => "no liveness record (will be skipped)".to_string(),
+        }
+    }
 }
 
 impl fmt::Display for LockState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "lock {}  (key {})", self.name, self.key)?;
+        writeln!(f, "{} {}  (key {})", self.kind.title(), self.name, self.key)?;
         match &self.owner {
             None => writeln!(f, "  state       free")?,
             Some(owner) => {
@@ -141,22 +190,55 @@ impl fmt::Display for LockState {
             "  fence       {}  (fencing counter: last token handed out)",
             self.fence
         )?;
+        // A plain lock has no queue: its waiters wait on their own clients.
+        if self.kind != PrimitiveKind::Fair {
+            return Ok(());
+        }
         writeln!(f, "  queued      {}", self.queued)?;
         for (i, q) in self.queue.iter().enumerate() {
-            let alive = q
-                .alive_for
-                .map_or("dead (will be skipped)".to_string(), |d| {
-                    format!("alive {:.1} s", d.as_secs_f64())
-                });
             writeln!(
                 f,
-                "    {:>3}. {}  attempt {}  {alive}",
+                "    {:>3}. {}  attempt {}  {}",
                 i + 1,
                 q.owner,
-                q.attempt
+                q.attempt,
+                q.liveness()
             )?;
         }
+        let listed = u64::try_from(self.queue.len()).unwrap_or(u64::MAX);
+        if self.queued > listed {
+            writeln!(f, "         … and {} more", self.queued - listed)?;
+        }
         Ok(())
+    }
+}
+
+/// How long the CLI's own `TYPE` check may take to connect and to answer.
+const TYPE_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Refuse a lock whose hold key is of another type than a hold (a hash).
+///
+/// Asks Redis for the `TYPE` of `key` on a connection of its own: `none`
+/// (free) and `hash` (a hold) pass; anything else is refused with the type
+/// found, before anything is written. This does not rely on the library's
+/// scripts refusing a wrong type.
+async fn check_key_type(url: &str, key: &str, kind: PrimitiveKind) -> anyhow::Result<()> {
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(TYPE_CHECK_TIMEOUT))
+        .set_response_timeout(Some(TYPE_CHECK_TIMEOUT));
+    let mut conn = redis::Client::open(url)
+        .with_context(|| format!("bad Redis URL {}", crate::bench::redact(url)))?
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .with_context(|| format!("connecting to {}", crate::bench::redact(url)))?;
+    let found: String = redis::cmd("TYPE")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .with_context(|| format!("reading the type of {key}"))?;
+    match found.as_str() {
+        "none" | "hash" => Ok(()),
+        other => bail!("refused: {key} holds a {other}, not a {}", kind.title()),
     }
 }
 
@@ -171,15 +253,21 @@ async fn connect(url: &str, namespace: &str) -> anyhow::Result<Client> {
 /// Read the state of a lock or fair lock.
 ///
 /// # Errors
-/// A kind other than `lock` or `fair` ("not yet supported"), an unreachable Redis, a
-/// key of another type at the lock's key.
+/// A kind other than `lock` or `fair` ("not yet supported"), an unreachable
+/// Redis, a key of another type at the lock's key ("refused: KEY holds a
+/// string, not a lock").
 ///
 /// # Cancel safety
 /// Cancel safe: it only reads.
 pub async fn inspect(args: &InspectArgs) -> anyhow::Result<LockState> {
     args.kind.require_exclusive("inspect")?;
     let client = connect(&args.redis, &args.namespace).await?;
-    let result = read_lock(&client, args.kind, &args.name).await;
+    let result = async {
+        let key = client.keys(args.kind.name(), &args.name)?;
+        check_key_type(&args.redis, key.main(), args.kind).await?;
+        read_lock(&client, args.kind, &args.name).await
+    }
+    .await;
     client.shutdown().await;
     result
 }
@@ -207,11 +295,8 @@ async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::
             .await
             .with_context(|| format!("reading the queue of {}", keys.main()))?
             .into_iter()
-            .map(|(attempt, owner, lease, alive)| QueueEntry {
-                attempt,
-                owner,
-                lease: u64::try_from(lease).ok().map(Duration::from_millis),
-                alive_for: u64::try_from(alive).ok().map(Duration::from_millis),
+            .map(|(attempt, owner, lease, alive)| {
+                QueueEntry::from_reply(attempt, owner, lease, alive)
             })
             .collect()
     } else {
@@ -219,6 +304,7 @@ async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::
     };
     Ok(LockState {
         name: name.to_string(),
+        kind,
         key: keys.main().to_string(),
         owner: held.then_some(owner),
         hold_count: if held { hold_count } else { 0 },
@@ -234,8 +320,10 @@ async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::
 /// whether a hold was deleted.
 ///
 /// # Errors
-/// Without `yes` (nothing is sent), a kind other than `lock`, an unreachable
-/// Redis.
+/// Without `yes` (nothing is sent), a kind other than `lock` or `fair`, an
+/// unreachable Redis, a key of another type at the lock's key: that is
+/// refused with the type found ("refused: KEY holds a string, not a lock")
+/// and nothing is deleted.
 ///
 /// # Cancel safety
 /// If dropped, the delete may or may not have happened; running it again is
@@ -251,19 +339,75 @@ pub async fn force_unlock(force: &ForceUnlockArgs) -> anyhow::Result<bool> {
     }
     args.kind.require_exclusive("force-unlock")?;
     let client = connect(&args.redis, &args.namespace).await?;
-    let result = match args.kind {
-        PrimitiveKind::Fair => {
-            deadbolt_fair::FairLock::new(&client, &args.name)
-                .force_unlock()
-                .await
+    let result = async {
+        let key = client.keys(args.kind.name(), &args.name)?;
+        check_key_type(&args.redis, key.main(), args.kind).await?;
+        match args.kind {
+            PrimitiveKind::Fair => {
+                deadbolt_fair::FairLock::new(&client, &args.name)
+                    .force_unlock()
+                    .await
+            }
+            _ => {
+                deadbolt_lock::Lock::new(&client, &args.name)
+                    .force_unlock()
+                    .await
+            }
         }
-        _ => {
-            deadbolt_lock::Lock::new(&client, &args.name)
-                .force_unlock()
-                .await
-        }
+        .with_context(|| format!("force-unlocking {}", args.name))
     }
-    .with_context(|| format!("force-unlocking {}", args.name));
+    .await;
     client.shutdown().await;
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(liveness_ms: i64) -> QueueEntry {
+        QueueEntry::from_reply("a1".into(), "c:1".into(), 30_000, liveness_ms)
+    }
+
+    #[test]
+    fn liveness_says_which_way() {
+        assert_eq!(entry(4_800).liveness(), "liveness left 4.8 s");
+        assert_eq!(entry(0).liveness(), "liveness left 0.0 s");
+        assert_eq!(
+            entry(-1_200).liveness(),
+            "expired 1.2 s ago (will be skipped)"
+        );
+        assert_eq!(entry(-1).liveness(), "no liveness record (will be skipped)");
+        assert_eq!(entry(-1).lease, Some(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn header_names_the_kind_and_only_a_fair_lock_shows_a_queue() {
+        let state = |kind, queue: Vec<QueueEntry>| LockState {
+            name: "x".into(),
+            kind,
+            key: "ns:{x}:k".into(),
+            owner: None,
+            hold_count: 0,
+            token: 0,
+            ttl: None,
+            fence: 7,
+            queued: u64::try_from(queue.len()).unwrap(),
+            queue,
+        };
+        let lock = state(PrimitiveKind::Lock, Vec::new()).to_string();
+        assert!(lock.starts_with("lock x  (key ns:{x}:k)\n"), "{lock}");
+        assert!(!lock.contains("queued"), "{lock}");
+        let fair = state(PrimitiveKind::Fair, vec![entry(2_000), entry(-3_000)]).to_string();
+        assert!(fair.starts_with("fair lock x  (key ns:{x}:k)\n"), "{fair}");
+        assert!(fair.contains("  queued      2\n"), "{fair}");
+        assert!(
+            fair.contains("  1. c:1  attempt a1  liveness left 2.0 s\n"),
+            "{fair}"
+        );
+        assert!(
+            fair.contains("  2. c:1  attempt a1  expired 3.0 s ago (will be skipped)\n"),
+            "{fair}"
+        );
+    }
 }

@@ -7,8 +7,9 @@
 //!   fairness, hand-off latency and the Redis commands an idle waiter costs.
 //!   See [`BenchArgs`] for the flags and [`Report`] for the JSON it writes.
 //! * `deadbolt inspect NAME` shows who holds a lock, how often, for how long,
-//!   and its fencing counter.
-//! * `deadbolt force-unlock NAME --yes` deletes a lock whoever holds it.
+//!   and its fencing counter (and, for `--kind fair`, its queue).
+//! * `deadbolt force-unlock NAME --yes` deletes a lock whoever holds it. Both
+//!   refuse a key of another type at the lock's key, naming the type found.
 //!
 //! The logic lives here so that tests drive it in-process: parse a [`Cli`]
 //! (or build the argument structs) and call [`run`], [`bench()`],

@@ -117,6 +117,58 @@ async fn argument_errors() {
     assert!(err.to_string().contains("--yes"), "{err:#}");
 }
 
+/// `--json` and `--plot` are checked before the server starts: a missing
+/// folder or a plot that is not SVG fails at once, with the path and the
+/// reason, and nothing is run or written.
+#[tokio::test]
+async fn unwritable_outputs_are_refused_before_anything_runs() {
+    let png = temp_path("plot.png");
+    let cases: [(&[&str], String); 4] = [
+        (
+            &["--json", "/nonexistent/dir/x.json"],
+            "--json /nonexistent/dir/x.json: the folder /nonexistent/dir does not exist".into(),
+        ),
+        (
+            &["--plot", "/nonexistent/dir/x.svg"],
+            "--plot /nonexistent/dir/x.svg: the folder /nonexistent/dir does not exist".into(),
+        ),
+        (
+            &["--plot", png.to_str().unwrap()],
+            format!("--plot {}: only SVG plots can be written", png.display()),
+        ),
+        (
+            &["--json", &std::env::temp_dir().display().to_string()],
+            "that is a folder".into(),
+        ),
+    ];
+    for (flags, expected) in cases {
+        let args = bench_args(flags);
+        let err = deadbolt_cli::bench_with(&args, |url| {
+            panic!("{flags:?} started a server at {url} before refusing")
+        })
+        .await
+        .unwrap_err();
+        assert!(format!("{err:#}").contains(&expected), "{flags:?}: {err:#}");
+    }
+    assert!(!png.exists(), "a refused --plot left a file");
+
+    // The binary says so on stderr and exits non-zero, without starting
+    // redis-server.
+    let out = Command::new(env!("CARGO_BIN_EXE_deadbolt"))
+        .args(["bench", "--json", "/nonexistent/dir/x.json"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run deadbolt");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        stderr.contains("the folder /nonexistent/dir does not exist"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("started redis-server"), "{stderr}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+}
+
 #[tokio::test]
 async fn embedded_server_is_stopped_after_a_run_and_after_an_error() {
     // A good run.
@@ -195,6 +247,10 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         .expect("bench");
     report.write_json(&json).unwrap();
     report.write_plot(&svg).unwrap();
+    let png = temp_path("plot.png");
+    let err = report.write_plot(&png).unwrap_err();
+    assert!(format!("{err:#}").contains("only SVG"), "{err:#}");
+    assert!(!png.exists(), "a refused plot left a file");
 
     let contenders: &[&str] = if cfg!(feature = "peers") {
         &["lock", "fair", "raw-poll", "rslock"]
@@ -372,6 +428,13 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         );
     }
     assert!(table.contains("PING p50"), "{table}");
+    assert!(table.contains("How to read it:"), "{table}");
+    for term in ["Jain", "least/most", "cmds/acq", "N.N×"] {
+        assert!(
+            table.contains(&format!("\n  {term}")),
+            "legend lacks {term}:\n{table}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -401,7 +464,11 @@ async fn inspect_and_force_unlock() {
     assert_eq!(held.token, guard.fencing_token());
     assert_eq!(held.fence, guard.fencing_token());
     assert!(held.ttl.is_some_and(|t| t > Duration::ZERO));
-    assert!(held.to_string().contains(lock.owner()));
+    let shown = held.to_string();
+    assert!(shown.contains(lock.owner()), "{shown}");
+    assert!(shown.starts_with("lock orders:42  "), "{shown}");
+    // A plain lock has no queue: no "queued" line.
+    assert!(!shown.contains("queued"), "{shown}");
 
     // A FairLock of the same name is a different lock: free, with its own keys.
     let mut fair = inspect_args.clone();
@@ -411,6 +478,9 @@ async fn inspect_and_force_unlock() {
     assert_eq!(f.owner, None);
     assert_eq!(f.queued, 0);
     assert!(f.queue.is_empty());
+    let shown = f.to_string();
+    assert!(shown.starts_with("fair lock orders:42  "), "{shown}");
+    assert!(shown.contains("queued      0"), "{shown}");
 
     // A held fair lock with two waiters: inspect lists them in queue order.
     let fair_holder = deadbolt_fair::FairLock::new(&client, "orders:42");
@@ -433,7 +503,10 @@ async fn inspect_and_force_unlock() {
     let owners: Vec<&str> = seen.queue.iter().map(|q| q.owner.as_str()).collect();
     assert_eq!(owners, [o1.as_str(), o2.as_str()]);
     assert!(seen.queue.iter().all(|q| q.alive_for.is_some()));
-    assert!(seen.to_string().contains(&o2));
+    let shown = seen.to_string();
+    assert!(shown.contains(&o2), "{shown}");
+    assert!(shown.contains("queued      2"), "{shown}");
+    assert!(shown.contains("liveness left "), "{shown}");
     fair_guard.unlock().await.unwrap();
     t1.await.unwrap();
     t2.await.unwrap();
@@ -464,6 +537,93 @@ async fn inspect_and_force_unlock() {
     );
     drop(guard);
     client.shutdown().await;
+}
+
+/// A key of another type where the lock's hold should be: inspect and
+/// force-unlock refuse it, name the type they found, and delete nothing; the
+/// binary exits non-zero.
+#[tokio::test]
+async fn a_key_of_another_type_is_refused() {
+    let server = RedisServer::start().expect("redis-server (apt-get install -y redis-server)");
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("it:{x}:lock")
+        .arg("user data")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("RPUSH")
+        .arg("it:{x}:fair")
+        .arg("user data")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let target = InspectArgs {
+        name: "x".into(),
+        kind: deadbolt_cli::PrimitiveKind::Lock,
+        redis: server.url(),
+        namespace: "it".into(),
+    };
+    let force = ForceUnlockArgs {
+        target: target.clone(),
+        yes: true,
+    };
+    let err = deadbolt_cli::force_unlock(&force).await.unwrap_err();
+    assert_eq!(
+        format!("{err:#}"),
+        "refused: it:{x}:lock holds a string, not a lock"
+    );
+    let err = deadbolt_cli::inspect(&target).await.unwrap_err();
+    assert_eq!(
+        format!("{err:#}"),
+        "refused: it:{x}:lock holds a string, not a lock"
+    );
+    let mut fair = force.clone();
+    fair.target.kind = deadbolt_cli::PrimitiveKind::Fair;
+    let err = deadbolt_cli::force_unlock(&fair).await.unwrap_err();
+    assert_eq!(
+        format!("{err:#}"),
+        "refused: it:{x}:fair holds a list, not a fair lock"
+    );
+
+    // The binary: a message on stderr, a non-zero exit, nothing deleted.
+    let out = Command::new(env!("CARGO_BIN_EXE_deadbolt"))
+        .args([
+            "force-unlock",
+            "x",
+            "--yes",
+            "--namespace",
+            "it",
+            "--redis",
+            &server.url(),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run deadbolt");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        stderr.contains("refused: it:{x}:lock holds a string, not a lock"),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("unlocked"));
+
+    let value: String = redis::cmd("GET")
+        .arg("it:{x}:lock")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(value, "user data", "the refused key was changed");
+    let len: u64 = redis::cmd("LLEN")
+        .arg("it:{x}:fair")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(len, 1, "the refused fair key was changed");
 }
 
 /// The binary, stopped by Ctrl-C mid-run: it stops its redis-server, prints

@@ -1,9 +1,11 @@
 //! The flags of `deadbolt bench`.
 
-use std::path::PathBuf;
+use std::fs::OpenOptions;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{anyhow, bail};
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
@@ -202,7 +204,8 @@ pub struct BenchArgs {
     pub json: Option<PathBuf>,
 
     /// Draw throughput against number of waiters per contender as SVG to
-    /// FILE; runs the contended scenario at each of --plot-waiters.
+    /// FILE (its name must end in .svg: this build has no bitmap backend);
+    /// runs the contended scenario at each of --plot-waiters.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
 
@@ -229,6 +232,44 @@ pub struct BenchArgs {
     pub namespace: String,
 }
 
+/// Refuse an output path that cannot be written, before the bench runs:
+/// a missing folder, a folder in place of the file, no permission. Leaves no
+/// file behind (a probe file is created and removed).
+fn check_writable(flag: &str, path: &Path) -> anyhow::Result<()> {
+    let shown = path.display();
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match std::fs::metadata(dir) {
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            bail!(
+                "{flag} {shown}: the folder {} does not exist (nothing was run)",
+                dir.display()
+            )
+        }
+        Err(e) => bail!(
+            "{flag} {shown}: cannot use the folder {}: {e}",
+            dir.display()
+        ),
+        Ok(m) if !m.is_dir() => bail!("{flag} {shown}: {} is not a folder", dir.display()),
+        Ok(_) => {}
+    }
+    if path.is_dir() {
+        bail!("{flag} {shown}: that is a folder; give a file name");
+    }
+    let probe = if path.exists() {
+        OpenOptions::new().append(true).open(path).map(drop)
+    } else {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .and_then(|_| std::fs::remove_file(path))
+    };
+    probe.map_err(|e| anyhow!("{flag} {shown}: cannot write there: {e} (nothing was run)"))
+}
+
 impl BenchArgs {
     /// The scenarios to run, in their fixed order, without duplicates.
     pub fn selected_scenarios(&self) -> Vec<ScenarioKind> {
@@ -236,6 +277,22 @@ impl BenchArgs {
             .into_iter()
             .filter(|s| self.scenarios.is_empty() || self.scenarios.contains(s))
             .collect()
+    }
+
+    /// Check that `--json` and `--plot` can be written, before anything is
+    /// started: a bench that fails at the end to save what it measured
+    /// wastes the run.
+    pub(crate) fn check_outputs(&self) -> anyhow::Result<()> {
+        if let Some(path) = &self.plot {
+            if let Err(reason) = super::plot::require_svg(path) {
+                bail!("--plot {}: {reason}", path.display());
+            }
+            check_writable("--plot", path)?;
+        }
+        if let Some(path) = &self.json {
+            check_writable("--json", path)?;
+        }
+        Ok(())
     }
 
     /// Check the sizes before anything is started.

@@ -16,6 +16,7 @@ mod stats;
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use deadbolt_testkit::{redis_server_path, RedisServer};
@@ -34,12 +35,15 @@ use scenario::Env;
 
 /// Run the bench described by `args` and return every figure.
 ///
-/// Prints progress bars and notes on stderr (unless `--quiet`, or stdout is
-/// not a terminal for the bars) but not the table: see [`Report::table`].
+/// Prints progress on stderr (unless `--quiet`): a bar for the current run
+/// and an overall line with an ETA when stdout and stderr are terminals, else
+/// one note per finished run. It does not print the table: see
+/// [`Report::table`].
 ///
 /// # Errors
-/// Bad sizes or a contender that is not available in this build (before
-/// anything starts); redis-server not installed (the message says how to
+/// Bad sizes, a `--json` or `--plot` path that cannot be written (a missing
+/// folder, a `--plot` name not ending in `.svg`), or a contender that is not
+/// available in this build (all before anything starts); redis-server not installed (the message says how to
 /// install it); an unreachable `--redis`; a run that failed (too many errors
 /// in a row, a hang). The embedded server is stopped in every case.
 ///
@@ -66,8 +70,9 @@ pub async fn bench_with(
     on_ready: impl FnOnce(&str) + Send,
 ) -> anyhow::Result<Report> {
     args.validate()?;
-    let progress = Progress::new(args.quiet);
+    args.check_outputs()?;
     let (contenders, skipped) = resolve_contenders(args)?;
+    let progress = Progress::new(args.quiet, planned_runs(args, contenders.len()));
     // Registered now, before the server exists: tokio's `ctrl_c()` only
     // registers its handler when first polled, and a SIGINT before that would
     // kill the process and orphan redis-server.
@@ -76,12 +81,13 @@ pub async fn bench_with(
     let mut server: Option<RedisServer> = None;
     let mut report: Option<Report> = None;
     let outcome = tokio::select! {
-        r = run(args, progress, &contenders, skipped, &mut server, &mut report, on_ready) => r,
+        r = run(args, progress.clone(), &contenders, skipped, &mut server, &mut report, on_ready) => r,
         () = interrupt.recv() => {
             progress.note("interrupted; stopping");
             Err(Interrupted.into())
         }
     };
+    progress.finish();
     if let Some(mut s) = server.take() {
         s.stop();
         progress.note(&format!("stopped redis-server on 127.0.0.1:{}", s.port()));
@@ -131,6 +137,25 @@ impl Interrupt {
             _ = self.term.recv() => {}
         }
     }
+}
+
+/// The planned length of every run, in run order: each scenario for each
+/// contender, then (with `--plot`) the sweep.
+fn planned_runs(args: &BenchArgs, contenders: usize) -> Vec<Duration> {
+    let mut runs = Vec::new();
+    for scenario in args.selected_scenarios() {
+        runs.extend(std::iter::repeat_n(
+            scenario::planned(args, scenario),
+            contenders,
+        ));
+    }
+    if args.plot.is_some() {
+        runs.extend(std::iter::repeat_n(
+            args.duration,
+            contenders * args.plot_waiters.len(),
+        ));
+    }
+    runs
 }
 
 /// The contenders of a run, in run order.
@@ -202,7 +227,7 @@ fn find_in_path(exe: &str) -> Option<PathBuf> {
 
 /// `--pin`: redis-server on CPU 0, this process (every thread) on CPU 1.
 /// Returns whether it took effect.
-fn pin(server_pid: Option<u32>, cpus: u32, progress: Progress) -> bool {
+fn pin(server_pid: Option<u32>, cpus: u32, progress: &Progress) -> bool {
     let Some(taskset) = find_in_path("taskset") else {
         progress.note("--pin skipped: taskset is not installed (apt-get install -y util-linux)");
         return false;
@@ -322,7 +347,7 @@ async fn run(
         && pin(
             server_slot.as_ref().and_then(RedisServer::pid),
             cpus,
-            progress,
+            &progress,
         );
     on_ready(&url);
 

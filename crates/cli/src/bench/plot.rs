@@ -12,6 +12,25 @@ use plotters::prelude::*;
 use super::args::ContenderKind;
 use super::report::Report;
 
+/// Refuse a plot file whose name does not end in `.svg` (any case): plotters
+/// is built here with its SVG backend only, and writing SVG into `x.png`
+/// would only confuse.
+pub(crate) fn require_svg(path: &Path) -> Result<(), String> {
+    let svg = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+    if svg {
+        Ok(())
+    } else {
+        Err(
+            "only SVG plots can be written (deadbolt draws with plotters' SVG backend, \
+             built without bitmap or font libraries); give a file name ending in .svg"
+                .to_string(),
+        )
+    }
+}
+
 /// Colours by contender, fixed so plots of different runs compare.
 fn colour(kind: ContenderKind) -> RGBColor {
     match kind {
@@ -51,11 +70,12 @@ fn series(report: &Report) -> Vec<(ContenderKind, Vec<(f64, f64)>)> {
     out
 }
 
-/// Draw the plot of `report` to `path`.
+/// Draw the plot of `report` to `path`, which must end in `.svg`.
 ///
 /// The x axis is log2 of the waiter count (1, 2, 4, 8, 16 evenly spaced);
 /// labels are drawn only at whole powers of two.
 pub(crate) fn draw(report: &Report, path: &Path) -> anyhow::Result<()> {
+    require_svg(path).map_err(|reason| anyhow!("{}: {reason}", path.display()))?;
     let series: Vec<(ContenderKind, Vec<(f64, f64)>)> = series(report)
         .into_iter()
         .map(|(k, points)| (k, points.into_iter().map(|(w, r)| (w.log2(), r)).collect()))

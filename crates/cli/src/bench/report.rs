@@ -307,7 +307,8 @@ impl Report {
     /// results are drawn as single points.
     ///
     /// # Errors
-    /// When the file cannot be written.
+    /// When `path` does not end in `.svg` (only SVG can be drawn: no bitmap
+    /// or font libraries are built in), or the file cannot be written.
     pub fn write_plot(&self, path: &Path) -> anyhow::Result<()> {
         super::plot::draw(self, path)
     }
@@ -388,6 +389,11 @@ impl Report {
                 let _ = writeln!(out, "{n}");
             }
         }
+        let shown: Vec<ScenarioKind> = ScenarioKind::ALL
+            .into_iter()
+            .filter(|s| self.results.iter().any(|r| r.scenario == *s))
+            .collect();
+        out.push_str(&legend(&shown));
         out
     }
 
@@ -586,6 +592,78 @@ impl Report {
     }
 }
 
+/// What the columns mean and which way is better, for the scenarios shown.
+fn legend(shown: &[ScenarioKind]) -> String {
+    use ScenarioKind::{Contended, Handoff, Idle, Uncontended};
+    let any = |kinds: &[ScenarioKind]| kinds.iter().any(|k| shown.contains(k));
+    let entries: [(bool, &str, &str); 9] = [
+        (
+            any(&[Uncontended, Contended, Handoff]),
+            "N.N×",
+            "latency over the PING p50 of the same run (1× = one round trip); lower is better",
+        ),
+        (
+            any(&[Uncontended, Contended]),
+            "acq/s",
+            "acquisitions per second, all workers together; higher is better (see least/most)",
+        ),
+        (
+            any(&[Contended]),
+            "longest wait",
+            "the longest single wait for the lock; lower is better",
+        ),
+        (
+            any(&[Contended]),
+            "Jain",
+            "Jain's index of acquisitions per waiter: 1 = equal, 1/n = one got all; higher is better",
+        ),
+        (
+            any(&[Contended]),
+            "least/most",
+            "least-served waiter's acquisitions over the most-served's: 0.00 = one starved; higher is better",
+        ),
+        (
+            any(&[Uncontended, Contended, Handoff]),
+            "cmds/acq",
+            "commands the clients sent per acquisition (not those inside scripts); lower is better",
+        ),
+        (
+            any(&[Handoff]),
+            "hand-off",
+            "from the start of the release to the waiter holding the lock; lower is better",
+        ),
+        (
+            any(&[Idle]),
+            "cmds/waiter/s",
+            "commands per blocked waiter per second (0: it waits for a message); lower is better",
+        ),
+        (
+            any(&[Uncontended, Contended, Handoff]),
+            "PING p50",
+            "the round-trip floor during that run; a high one means a loaded machine",
+        ),
+    ];
+    let shown: Vec<(&str, &str)> = entries
+        .into_iter()
+        .filter(|(applies, _, _)| *applies)
+        .map(|(_, term, text)| (term, text))
+        .collect();
+    if shown.is_empty() {
+        return String::new();
+    }
+    let width = shown
+        .iter()
+        .map(|(t, _)| t.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut out = String::from("\nHow to read it:\n");
+    for (term, text) in shown {
+        let pad = width - term.chars().count();
+        let _ = writeln!(out, "  {term}{}  {text}", " ".repeat(pad));
+    }
+    out
+}
+
 /// An aligned plain-text table: first column left-aligned, the rest right-aligned.
 struct Table {
     header: Vec<String>,
@@ -692,6 +770,29 @@ mod tests {
         assert_eq!(fmt_rate(12.34), "12.3");
         assert_eq!(fmt_lat(100.0, Some(2.13)), "100 µs 2.1×");
         assert_eq!(fmt_lat(56_000.0, Some(832.4)), "56.0 ms 832×");
+    }
+
+    #[test]
+    fn legend_covers_the_columns_shown() {
+        let all = legend(&ScenarioKind::ALL);
+        for term in [
+            "N.N×",
+            "acq/s",
+            "Jain",
+            "least/most",
+            "cmds/acq",
+            "cmds/waiter/s",
+            "hand-off",
+        ] {
+            assert!(all.contains(&format!("\n  {term} ")), "{term}:\n{all}");
+        }
+        assert!(all.contains("higher is better") && all.contains("lower is better"));
+        let idle = legend(&[ScenarioKind::Idle]);
+        assert!(
+            idle.contains("cmds/waiter/s") && !idle.contains("Jain"),
+            "{idle}"
+        );
+        assert_eq!(legend(&[]), "");
     }
 
     #[test]

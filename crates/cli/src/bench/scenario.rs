@@ -37,6 +37,15 @@ const HANDOFF_HOLD: Duration = Duration::from_millis(3);
 /// Hand-off: random extra hold for contenders that do not poll.
 const EVENT_JITTER: Duration = Duration::from_millis(2);
 
+/// How long a run of `scenario` is planned to take (for progress and its
+/// ETA); the hand-off scenario may end sooner, after `--rounds`.
+pub(crate) fn planned(args: &BenchArgs, scenario: ScenarioKind) -> Duration {
+    match scenario {
+        ScenarioKind::Idle => IDLE_SETTLE + args.idle_time,
+        _ => args.duration,
+    }
+}
+
 /// What every run needs: the server, the flags, and where results go.
 #[derive(Debug)]
 pub(crate) struct Env<'a> {
@@ -267,9 +276,10 @@ async fn uncontended(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
         .collect();
     let pinger = Pinger::start(&env.url).await?;
     let before = env.snapshot().await?;
-    let bar = env
-        .progress
-        .start(&format!("uncontended · {}", c.kind().name()), args.duration);
+    let bar = env.progress.start(
+        &format!("uncontended · {}", c.kind().name()),
+        planned(args, ScenarioKind::Uncontended),
+    );
     let start = Instant::now();
     let deadline = start + args.duration;
     let mut set = JoinSet::new();
@@ -359,7 +369,7 @@ pub(crate) async fn contended(
     let before = env.snapshot().await?;
     let bar = env.progress.start(
         &format!("contended×{waiters} · {}", c.kind().name()),
-        args.duration,
+        planned(args, ScenarioKind::Contended),
     );
     let start = Instant::now();
     let deadline = start + args.duration;
@@ -451,9 +461,10 @@ async fn handoff(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResu
     let exclusion = Exclusion::default();
     let pinger = Pinger::start(&env.url).await?;
     let before = env.snapshot().await?;
-    let bar = env
-        .progress
-        .start(&format!("handoff · {}", c.kind().name()), args.duration);
+    let bar = env.progress.start(
+        &format!("handoff · {}", c.kind().name()),
+        planned(args, ScenarioKind::Handoff),
+    );
     let start = Instant::now();
     let deadline = start + args.duration;
     let mut tally = Tally::default();
@@ -596,7 +607,7 @@ async fn idle(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult>
     }
     let bar = env.progress.start(
         &format!("idle · {}", c.kind().name()),
-        IDLE_SETTLE + args.idle_time,
+        planned(args, ScenarioKind::Idle),
     );
     tokio::time::sleep(IDLE_SETTLE).await;
     let measured = async {
