@@ -280,7 +280,7 @@ async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::
         vec![],
     );
     let (owner, hold_count, token, pttl, fence, queued) = client
-        .run::<(String, u64, u64, i64, u64, u64)>(&call)
+        .run::<(String, u64, u64, i64, i64, u64)>(&call)
         .await
         .with_context(|| format!("reading {}", keys.main()))?;
     let held = pttl != -2 && !owner.is_empty();
@@ -310,7 +310,8 @@ async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::
         hold_count: if held { hold_count } else { 0 },
         token: if held { token } else { 0 },
         ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
-        fence,
+        // -1: a counter the acquire would refuse (BADVALUE); shown as 0.
+        fence: u64::try_from(fence).unwrap_or(0),
         queued,
         queue,
     })
