@@ -4,7 +4,8 @@
 -- Works on every hold hash laid out as in lock_acquire.lua (Lock, FairLock,
 -- the write side of RwLock): the hold is alive while its a:<attempt> field is.
 --
--- KEYS[i]    hold hash of the i-th hold (all in one slot when run on a cluster)
+-- KEYS[i]    hold hash of the i-th hold (one key per hold; the watchdog batches
+--            holds of one hash slot)
 -- ARGV[1]    lease in milliseconds to guarantee from now
 -- ARGV[1+i]  attempt id of the i-th hold
 --

@@ -67,10 +67,13 @@ pub struct AcquireSpec {
     pub release_keys: Vec<String>,
     /// ARGV of the release script after the attempt id.
     pub release_extra: Vec<String>,
-    /// Renew script and the key it renews.
+    /// The primitive's main key (named in tracing and errors).
+    pub key: String,
+    /// Script that renews a hold (watchdog rounds, `extend`); its contract
+    /// is in [`HoldSpec::renew`].
     pub renew: &'static LuaScript,
-    /// Key renewed by the watchdog.
-    pub renew_key: String,
+    /// The keys of one hold for the renew script, all in one hash slot.
+    pub renew_keys: Vec<String>,
     /// Channel the waiter subscribes to.
     pub channel: String,
     /// Decodes the channel's messages into wake-ups (see [`crate::wake`]).
@@ -204,7 +207,7 @@ impl Client {
         // leave (dropped after the attempt, which hands over its release).
         let _running = self.inner.acquiring.enter();
         let attempt_id = new_attempt_id();
-        let span = tracing::debug_span!("acquire", kind = spec.kind, key = %spec.renew_key,
+        let span = tracing::debug_span!("acquire", kind = spec.kind, key = %spec.key,
             owner, attempt = %attempt_id);
         let started = Instant::now();
         let r = self
@@ -267,8 +270,9 @@ impl Client {
                 self,
                 HoldSpec {
                     kind: spec.kind,
-                    renew_key: spec.renew_key.clone(),
+                    key: spec.key.clone(),
                     renew: spec.renew,
+                    renew_keys: spec.renew_keys.clone(),
                     release: release.clone(),
                 },
                 attempt_id.clone(),
@@ -501,7 +505,7 @@ impl QueueState {
             self.entry = Some((secret, self.started));
         }
         if fresh && self.queued {
-            tracing::warn!(kind = spec.kind, key = %spec.renew_key,
+            tracing::warn!(kind = spec.kind, key = %spec.key,
                 "waiter was purged from the queue while alive; re-enqueued at the tail");
         }
         self.queued = true;

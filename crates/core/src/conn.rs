@@ -48,6 +48,10 @@ pub(crate) struct Conn {
     state: Mutex<State>,
     health: watch::Sender<Health>,
     closed: AtomicBool,
+    /// The server shards keys by hash slot (Redis Cluster): batched work is
+    /// grouped per slot. False for a standalone server, the only topology
+    /// so far.
+    sharded: bool,
     rt: tokio::runtime::Handle,
 }
 
@@ -80,6 +84,7 @@ impl Conn {
             state: Mutex::new(State::Down),
             health,
             closed: AtomicBool::new(false),
+            sharded: false,
             rt: tokio::runtime::Handle::current(),
         });
         let c = Conn::open(&conn, 1).await?;
@@ -164,6 +169,17 @@ impl Conn {
 
     pub(crate) fn health(&self) -> watch::Receiver<Health> {
         self.health.subscribe()
+    }
+
+    /// The group a key falls in when core batches work for many keys into
+    /// one script call: its hash slot where the server shards by slot (a
+    /// call must not span slots there), one group on a standalone server.
+    pub(crate) fn batch_group(&self, key: &str) -> u16 {
+        if self.sharded {
+            crate::keys::hash_slot(key)
+        } else {
+            0
+        }
     }
 
     /// The current connection epoch (grows at every reconnection).

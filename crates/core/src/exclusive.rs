@@ -114,7 +114,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
 
     /// The Redis key holding the lock.
     pub fn key(&self) -> Result<&str> {
-        Ok(&self.spec()?.renew_key)
+        Ok(&self.spec()?.key)
     }
 
     fn spec(&self) -> Result<&AcquireSpec> {
@@ -220,9 +220,9 @@ impl<K: ExclusiveKind> Exclusive<K> {
         let call = ScriptCall::new(
             &LOCK_INSPECT,
             vec![
-                spec.renew_key.clone(),
+                spec.key.clone(),
                 self.inner.fence_key.clone(),
-                format!("{}:q", spec.renew_key),
+                format!("{}:q", spec.key),
             ],
             vec![],
         );

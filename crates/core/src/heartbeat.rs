@@ -112,9 +112,11 @@ async fn run(weak: Weak<Heartbeat>, conn: Arc<Conn>, client_id: String, wt: Dura
             specs
         };
         tokio::time::sleep(interval).await;
-        let mut groups: HashMap<&'static str, Vec<&HeartbeatSpec>> = HashMap::new();
+        // One call per script, hash slot and batch: never across slots.
+        let mut groups: HashMap<(&'static str, u16), Vec<&HeartbeatSpec>> = HashMap::new();
         for s in &specs {
-            groups.entry(s.script.name()).or_default().push(s);
+            let slot = s.keys.first().map_or(0, |k| conn.batch_group(k));
+            groups.entry((s.script.name(), slot)).or_default().push(s);
         }
         for group in groups.values() {
             for batch in group.chunks(BATCH) {

@@ -61,6 +61,36 @@ pub fn encode_tag(name: &str) -> String {
     out
 }
 
+/// The Redis Cluster hash slot of `key` (CRC16/XMODEM of its hash tag, or
+/// of the whole key without one, mod 16384). Core batches work per slot, so
+/// one script call never spans slots.
+pub fn hash_slot(key: &str) -> u16 {
+    let b = key.as_bytes();
+    let tagged = b.iter().position(|c| *c == b'{').and_then(|open| {
+        let rest = &b[open + 1..];
+        rest.iter()
+            .position(|c| *c == b'}')
+            .filter(|len| *len > 0)
+            .map(|len| &rest[..len])
+    });
+    crc16(tagged.unwrap_or(b)) % 16384
+}
+
+fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for byte in data {
+        crc ^= u16::from(*byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,6 +106,16 @@ mod tests {
             Keys::new("n", "lock", "x").unwrap(),
             Keys::new("n", "fair", "x").unwrap()
         );
+    }
+
+    #[test]
+    fn slots_match_redis() {
+        // Values from CLUSTER KEYSLOT on Redis 7.0.
+        assert_eq!(hash_slot("foo"), 12182);
+        assert_eq!(hash_slot("{user1000}.following"), hash_slot("user1000"));
+        assert_eq!(hash_slot("a{}b"), hash_slot("a{}b"));
+        assert_ne!(hash_slot("a{}b"), hash_slot("{}"));
+        assert_eq!(hash_slot("123456789"), 0x31C3); // the CRC16/XMODEM check value
     }
 
     #[test]

@@ -63,10 +63,18 @@ pub fn valid_until(sent_at: Instant, pttl_ms: u64) -> Instant {
 pub struct HoldSpec {
     /// Primitive kind, for tracing (`lock`, `fair`, ...).
     pub kind: &'static str,
-    /// The key renewed for this hold.
-    pub renew_key: String,
-    /// Script that renews holds of this kind (contract of `hold_renew.lua`).
+    /// The primitive's main key (named in tracing).
+    pub key: String,
+    /// Script that renews holds of this kind. Contract (`hold_renew.lua` is
+    /// one): `KEYS` = the renew keys of each hold in turn (a fixed number
+    /// per hold, all of one hold in one hash slot), `ARGV[1]` = lease in ms
+    /// to guarantee from now, `ARGV[1+i]` = attempt id of the i-th hold;
+    /// reply one integer per hold: `>= 0` renewed (the TTL after the call),
+    /// `-1` gone, `-2` taken over. The watchdog batches the holds that share
+    /// a script and a hash slot into one call.
     pub renew: &'static LuaScript,
+    /// This hold's keys for the renew script.
+    pub renew_keys: Vec<String>,
     /// Release-by-attempt call (reply 0 = not held, > 0 = released).
     pub release: ScriptCall,
 }
@@ -99,7 +107,7 @@ impl std::fmt::Debug for HoldInner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Hold")
             .field("kind", &self.spec.kind)
-            .field("key", &self.spec.renew_key)
+            .field("key", &self.spec.key)
             .field("attempt", &self.attempt)
             .field("token", &self.token)
             .field("mode", &self.mode)
@@ -122,7 +130,7 @@ impl HoldInner {
             }
         });
         if moved && matches!(to, LeaseState::Lost | LeaseState::Unknown) {
-            tracing::warn!(kind = self.spec.kind, key = %self.spec.renew_key, state = ?to, "hold can no longer be counted on");
+            tracing::warn!(kind = self.spec.kind, key = %self.spec.key, state = ?to, "hold can no longer be counted on");
         }
         moved
     }
@@ -259,7 +267,7 @@ impl Hold {
         }
         let call = ScriptCall::new(
             self.inner.spec.renew,
-            vec![self.inner.spec.renew_key.clone()],
+            self.inner.spec.renew_keys.clone(),
             vec![ms.to_string(), self.inner.attempt.clone()],
         );
         let sent = Instant::now();
@@ -300,7 +308,7 @@ impl Hold {
             }
             let call = ScriptCall::new(
                 inner.spec.renew,
-                vec![inner.spec.renew_key.clone()],
+                inner.spec.renew_keys.clone(),
                 vec![lease_ms.to_string(), inner.attempt.clone()],
             );
             let sent = Instant::now();
@@ -311,7 +319,7 @@ impl Hold {
                         inner.finish(LeaseState::Lost);
                     }
                 },
-                Err(e) => tracing::warn!(error = %e.report(), key = %inner.spec.renew_key,
+                Err(e) => tracing::warn!(error = %e.report(), key = %inner.spec.key,
                     "extending a handed-off claim failed; it holds until the claim ends"),
             }
         });
@@ -359,7 +367,7 @@ impl Hold {
                 Err(e)
             }
         };
-        tracing::debug!(kind = inner.spec.kind, key = %inner.spec.renew_key, attempt = %inner.attempt,
+        tracing::debug!(kind = inner.spec.kind, key = %inner.spec.key, attempt = %inner.attempt,
             ok = outcome.is_ok(), elapsed = ?started.elapsed(), "release");
         outcome
     }
@@ -374,7 +382,7 @@ impl Drop for Hold {
         }
         inner.client.inner.watchdog.unregister(inner);
         if *inner.state.borrow() == LeaseState::Active {
-            tracing::warn!(kind = inner.spec.kind, key = %inner.spec.renew_key,
+            tracing::warn!(kind = inner.spec.kind, key = %inner.spec.key,
                 "guard dropped without unlock().await; releasing in the background");
         }
         // Refused (a no-op) once shutdown has closed the releaser; by then

@@ -40,7 +40,7 @@ pub use error::{Cause, Error, Result};
 pub use exclusive::{Exclusive, ExclusiveKind, LockInfo};
 pub use guard::ExclusiveGuard;
 pub use heartbeat::HeartbeatSpec;
-pub use keys::{encode_tag, Keys};
+pub use keys::{encode_tag, hash_slot, Keys};
 pub use lease::{drift, valid_until, Hold, HoldSpec, LeaseMode, LeaseState};
 #[cfg(feature = "tls")]
 pub use tls::ensure_crypto_provider;

@@ -1,8 +1,8 @@
 //! The watchdog: one task per client renewing every watchdog-leased hold.
 //!
 //! Every third of the watchdog timeout it renews all registered holds, many
-//! per round trip (one script call per renew script and batch of up to 256
-//! holds). A reply saying a hold is gone or taken over marks it `Lost`; a
+//! per round trip (one script call per renew script, hash slot and batch of
+//! up to 256 holds; each hold brings its own keys). A reply saying a hold is gone or taken over marks it `Lost`; a
 //! round that fails leaves holds `Active` while their local validity lasts
 //! and retries sooner; a hold whose validity runs out is marked `Lost`.
 //! `unlock` unregisters a hold before it sends the release, and the renew
@@ -89,16 +89,24 @@ async fn run(weak: Weak<Watchdog>, conn: Arc<Conn>, timeout: Duration) {
             continue;
         }
         let mut failed = false;
-        // Group by renew script; one call per batch.
-        let mut groups: HashMap<&'static str, Vec<Arc<HoldInner>>> = HashMap::new();
+        // Group by renew script and hash slot (a script call never spans
+        // slots, so this works on a Redis Cluster); one call per batch.
+        let mut groups: HashMap<(&'static str, u16), Vec<Arc<HoldInner>>> = HashMap::new();
         for h in holds {
-            groups.entry(h.spec.renew.name()).or_default().push(h);
+            let slot = h.spec.renew_keys.first().map_or(0, |k| conn.batch_group(k));
+            groups
+                .entry((h.spec.renew.name(), slot))
+                .or_default()
+                .push(h);
         }
         for group in groups.values() {
             for batch in group.chunks(BATCH) {
                 let call = ScriptCall::new(
                     batch[0].spec.renew,
-                    batch.iter().map(|h| h.spec.renew_key.clone()).collect(),
+                    batch
+                        .iter()
+                        .flat_map(|h| h.spec.renew_keys.iter().cloned())
+                        .collect(),
                     std::iter::once(lease_ms.clone())
                         .chain(batch.iter().map(|h| h.attempt.clone()))
                         .collect(),

@@ -121,8 +121,9 @@ impl ExclusiveKind for Fifo {
             release: &FAIR_RELEASE,
             release_keys: keys.clone(),
             release_extra: vec![wt],
+            key: k.main().to_string(),
             renew: &HOLD_RENEW,
-            renew_key: k.main().to_string(),
+            renew_keys: vec![k.main().to_string()],
             // One channel per (client, name); hand-offs name the attempt.
             channel: format!("{}:ch:{}", k.main(), client.id()),
             wake: &HandOff,

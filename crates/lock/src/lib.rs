@@ -47,8 +47,9 @@ impl ExclusiveKind for Reentrant {
             release: &LOCK_RELEASE,
             release_keys: vec![k.main().to_string()],
             release_extra: vec![k.channel()],
+            key: k.main().to_string(),
             renew: &HOLD_RENEW,
-            renew_key: k.main().to_string(),
+            renew_keys: vec![k.main().to_string()],
             channel: k.channel(),
             // lock_release.lua publishes `1`: one waiter per client tries.
             wake: &OnePerClient,

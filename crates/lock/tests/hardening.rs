@@ -117,7 +117,10 @@ async fn every_key_of_a_lock_shares_one_slot() {
             ];
             let mut slots: Vec<i64> = Vec::new();
             for key in &all {
-                slots.push(cmd(&cluster, &["CLUSTER", "KEYSLOT", key]).await);
+                let slot: i64 = cmd(&cluster, &["CLUSTER", "KEYSLOT", key]).await;
+                // Core's own slot function (batching per slot) agrees.
+                assert_eq!(i64::from(deadbolt_core::hash_slot(key)), slot, "{key}");
+                slots.push(slot);
             }
             assert!(
                 slots.iter().all(|s| *s == slots[0]),
