@@ -65,26 +65,16 @@ end
 if holder then
   local pttl = redis.call('PTTL', K.hold)
   if holder == owner then
-    local token = tonumber(redis.call('HGET', K.hold, 't'))
-    if redis.call('HEXISTS', K.hold, 'a:' .. attempt) == 1 then
-      if redis.call('HGET', K.hold, 'c') == attempt then
-        -- Pick-up of a hand-off: the claim lease becomes the waiter's lease.
-        redis.call('HDEL', K.hold, 'c')
-        redis.call('PEXPIRE', K.hold, lease)
-        pttl = tonumber(lease)
-        fair_wake_next(K, pttl)
-      end
-      -- Otherwise a replay of an attempt already granted: counted once.
-      return {1, token, pttl}
-    end
-    -- Re-entry by the holder: never queues behind others.
-    redis.call('HSET', K.hold, 'a:' .. attempt, 1)
-    redis.call('HINCRBY', K.hold, 'n', 1)
-    if pttl >= 0 and pttl < tonumber(lease) then
+    if redis.call('HGET', K.hold, 'c') == attempt then
+      -- Pick-up of a hand-off: the claim lease becomes the waiter's lease.
+      redis.call('HDEL', K.hold, 'c')
       redis.call('PEXPIRE', K.hold, lease)
-      pttl = tonumber(lease)
+      fair_wake_next(K, tonumber(lease))
+      return {1, tonumber(redis.call('HGET', K.hold, 't')), tonumber(lease)}
     end
-    return {1, token, pttl}
+    -- Re-entry by the holder (never queues behind others), or a replay of
+    -- an attempt already granted (counted once).
+    return hold_reenter(K.hold, attempt, lease)
   end
   if mode == 'try' then
     return {0, pttl}

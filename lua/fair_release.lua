@@ -28,14 +28,11 @@ if redis.call('ZREM', K.q, attempt) == 1 then
   redis.call('HDEL', K.qo, attempt)
   return 1
 end
-if redis.call('HEXISTS', K.hold, 'a:' .. attempt) == 0 then
-  -- Not held by this attempt: expired, taken over, or already released.
-  return 0
-end
-if tonumber(redis.call('HGET', K.hold, 'n')) > 1 then
-  redis.call('HDEL', K.hold, 'a:' .. attempt)
-  redis.call('HINCRBY', K.hold, 'n', -1)
-  return 1
+local r = hold_release(K.hold, attempt)
+if r ~= 2 then
+  -- 0: not held by this attempt (expired, taken over, released already);
+  -- 1: an inner hold released.
+  return r
 end
 -- Last hold (also an unclaimed hand-off whose waiter gave up): pass it on
 -- if anyone waits (the clock is read only then); the hand-off replaces the

@@ -78,3 +78,40 @@ local function hold_now()
   local s, us = tonumber(t[1]), tonumber(t[2])
   return s * 1000 + math.floor(us / 1000), s * 1000000 + us
 end
+
+-- Re-entry (or replay) by the owner that holds the hold hash `key`
+-- (fields o, t, n, a:<attempt>; layout in lock_acquire.lua). A new attempt
+-- is counted once (HSETNX: a retry of the same attempt after an
+-- Indeterminate reply finds its field and is not counted twice) and
+-- stretches the TTL to max(current, lease): a longer hold is never
+-- shortened. Returns the acquire reply {1, token, pttl}.
+local function hold_reenter(key, attempt, lease)
+  local pttl = redis.call('PTTL', key)
+  local token = tonumber(redis.call('HGET', key, 't'))
+  if redis.call('HSETNX', key, 'a:' .. attempt, 1) == 1 then
+    redis.call('HINCRBY', key, 'n', 1)
+    if pttl >= 0 and pttl < tonumber(lease) then
+      redis.call('PEXPIRE', key, lease)
+      pttl = tonumber(lease)
+    end
+  end
+  return {1, token, pttl}
+end
+
+-- Release one hold of the hold hash `key` by attempt id, idempotently.
+-- Returns 0 when the attempt holds nothing (expired, taken over, released
+-- already, or a key of another type: pcall), 1 when an inner hold was
+-- released (the outer ones keep their TTL), 2 when it is the last hold: the
+-- caller then deletes the hash or hands it on, after it has published what
+-- it must (publishing first means a refused PUBLISH changes nothing).
+local function hold_release(key, attempt)
+  if redis.pcall('HEXISTS', key, 'a:' .. attempt) ~= 1 then
+    return 0
+  end
+  if tonumber(redis.call('HGET', key, 'n')) > 1 then
+    redis.call('HDEL', key, 'a:' .. attempt)
+    redis.call('HINCRBY', key, 'n', -1)
+    return 1
+  end
+  return 2
+end

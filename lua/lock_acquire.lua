@@ -47,22 +47,9 @@ if not owner then
   return {1, token, tonumber(ARGV[3])}
 end
 
-local pttl = redis.call('PTTL', KEYS[1])
 if owner ~= ARGV[1] then
   -- Another owner holds it: tell the caller how long the hold can last at most.
-  return {0, pttl}
+  return {0, redis.call('PTTL', KEYS[1])}
 end
-
-local token = tonumber(redis.call('HGET', KEYS[1], 't'))
-if redis.call('HSETNX', KEYS[1], 'a:' .. ARGV[2], 1) == 1 then
-  -- Re-entry by the same owner: count it and stretch the TTL to the larger of
-  -- the current one and the requested lease (never shorten a longer hold).
-  redis.call('HINCRBY', KEYS[1], 'n', 1)
-  if pttl >= 0 and pttl < tonumber(ARGV[3]) then
-    redis.call('PEXPIRE', KEYS[1], ARGV[3])
-    pttl = tonumber(ARGV[3])
-  end
-end
--- HSETNX returned 0: this attempt was already granted (a retry after an
--- Indeterminate reply); the count is not raised twice.
-return {1, token, pttl}
+-- Re-entry by the same owner, or a replay of an attempt already granted.
+return hold_reenter(KEYS[1], ARGV[2], ARGV[3])

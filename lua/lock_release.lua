@@ -15,20 +15,11 @@
 --
 -- O(1).
 
--- pcall: a missing key gives 0, a key of another type an error table;
--- either way this attempt holds nothing here (expired, never granted, or
--- replaced by a value of another type).
-local held = redis.pcall('HEXISTS', KEYS[1], 'a:' .. ARGV[1])
-if held ~= 1 then
-  -- Not our hold: it expired, another owner took the lock after ours
-  -- expired, or the attempt never got it.
-  return 0
-end
-if tonumber(redis.call('HGET', KEYS[1], 'n')) > 1 then
-  -- Inner unlock of a re-entered lock: the outer holds keep their TTL.
-  redis.call('HDEL', KEYS[1], 'a:' .. ARGV[1])
-  redis.call('HINCRBY', KEYS[1], 'n', -1)
-  return 1
+local r = hold_release(KEYS[1], ARGV[1])
+if r ~= 2 then
+  -- 0: not our hold (expired, taken over, never granted, released already);
+  -- 1: an inner unlock of a re-entered lock (the outer holds keep their TTL).
+  return r
 end
 -- The last hold. '1' asks each subscribed client to wake one local waiter.
 -- Published before the delete (the script is atomic, so no waiter can look

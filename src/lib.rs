@@ -97,7 +97,7 @@ impl Client {
 
     /// A builder for non-default settings.
     pub fn builder(url: &str) -> ClientBuilder {
-        ClientBuilder::new(url)
+        ClientBuilder::new(url).preload(&primitive_scripts())
     }
 
     /// A builder over a redis-rs client configured by the caller (TLS, ACL).
@@ -117,7 +117,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn from_redis(client: redis::Client) -> ClientBuilder {
-        ClientBuilder::from_redis(client)
+        ClientBuilder::from_redis(client).preload(&primitive_scripts())
     }
 
     /// A new handle (a new owner) on the reentrant lock `name`.
@@ -176,6 +176,11 @@ impl Client {
     pub fn as_core(&self) -> &deadbolt_core::Client {
         &self.core
     }
+}
+
+/// Every primitive's scripts, loaded at connect.
+fn primitive_scripts() -> Vec<&'static deadbolt_core::scripts::LuaScript> {
+    [deadbolt_lock::SCRIPTS, deadbolt_fair::SCRIPTS].concat()
 }
 
 impl From<deadbolt_core::Client> for Client {

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
-use deadbolt_core::scripts::{ScriptCall, FAIR_QUEUE, LOCK_INSPECT};
+use deadbolt_core::scripts::ScriptCall;
 use deadbolt_core::Client;
+use deadbolt_fair::scripts::FAIR_QUEUE;
 
 /// The Redis used when `--redis` is not given.
 const DEFAULT_REDIS: &str = "redis://127.0.0.1:6379/";
@@ -274,17 +275,12 @@ pub async fn inspect(args: &InspectArgs) -> anyhow::Result<LockState> {
 
 async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::Result<LockState> {
     let keys = client.keys(kind.name(), name)?;
-    let call = ScriptCall::new(
-        &LOCK_INSPECT,
-        vec![keys.main().to_string(), keys.sub("fence"), keys.sub("q")],
-        vec![],
-    );
-    let (owner, hold_count, token, pttl, fence, queued) = client
-        .run::<(String, u64, u64, i64, i64, u64)>(&call)
-        .await
-        .with_context(|| format!("reading {}", keys.main()))?;
-    let held = pttl != -2 && !owner.is_empty();
-    let queue = if kind == PrimitiveKind::Fair && queued > 0 {
+    let info = match kind {
+        PrimitiveKind::Fair => deadbolt_fair::FairLock::new(client, name).inspect().await,
+        _ => deadbolt_lock::Lock::new(client, name).inspect().await,
+    }
+    .with_context(|| format!("reading {}", keys.main()))?;
+    let queue = if kind == PrimitiveKind::Fair && info.queued > 0 {
         let call = ScriptCall::new(
             &FAIR_QUEUE,
             deadbolt_fair::fair_keys(&keys),
@@ -306,13 +302,13 @@ async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::
         name: name.to_string(),
         kind,
         key: keys.main().to_string(),
-        owner: held.then_some(owner),
-        hold_count: if held { hold_count } else { 0 },
-        token: if held { token } else { 0 },
-        ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
-        // -1: a counter the acquire would refuse (BADVALUE); shown as 0.
-        fence: u64::try_from(fence).unwrap_or(0),
-        queued,
+        token: info.token.unwrap_or(0),
+        hold_count: info.hold_count,
+        ttl: info.holder.as_ref().and(info.ttl),
+        owner: info.holder,
+        // None: a counter the acquire would refuse (BADVALUE); shown as 0.
+        fence: info.fence.unwrap_or(0),
+        queued: info.queued,
         queue,
     })
 }

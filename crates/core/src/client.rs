@@ -20,7 +20,7 @@ use crate::heartbeat::Heartbeat;
 use crate::keys::Keys;
 use crate::lease::{HoldInner, LeaseState};
 use crate::releaser::Releaser;
-use crate::scripts::{ScriptCall, ALL};
+use crate::scripts::{LuaScript, ScriptCall, ALL};
 use crate::wait::Engine;
 use crate::watchdog::Watchdog;
 
@@ -117,6 +117,7 @@ impl Drop for ClientInner {
 pub struct ClientBuilder<C = Client> {
     target: Result<redis::Client>,
     config: Config,
+    preload: Vec<&'static LuaScript>,
     out: PhantomData<fn() -> C>,
 }
 
@@ -146,6 +147,7 @@ impl<C: From<Client>> ClientBuilder<C> {
                 redis::Client::open(url).map_err(|e| Error::InvalidArgument(url_error(url, &e)))
             }),
             config: Config::default(),
+            preload: Vec::new(),
             out: PhantomData,
         }
     }
@@ -156,8 +158,16 @@ impl<C: From<Client>> ClientBuilder<C> {
         ClientBuilder {
             target: Ok(client),
             config: Config::default(),
+            preload: Vec::new(),
             out: PhantomData,
         }
+    }
+
+    /// Scripts to load at connect besides core's (a primitive crate's
+    /// scripts), so that their first call needs no SCRIPT LOAD.
+    pub fn preload(mut self, scripts: &[&'static LuaScript]) -> Self {
+        self.preload.extend_from_slice(scripts);
+        self
     }
 
     /// Prefix of every key and channel (default `deadbolt`); no braces.
@@ -214,7 +224,7 @@ impl<C: From<Client>> ClientBuilder<C> {
         let engine = Engine::start(client, timeout).await?;
         let (mut c, epoch) = conn.get()?;
         let mut pipe = redis::pipe();
-        for s in ALL {
+        for s in ALL.iter().chain(&self.preload) {
             pipe.cmd("SCRIPT").arg("LOAD").arg(s.source()).ignore();
         }
         pipe.query_async::<()>(&mut c)

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use std::marker::PhantomData;
 
-use crate::scripts::{ScriptCall, LOCK_INSPECT};
+use crate::scripts::{ScriptCall, HOLD_INSPECT};
 use crate::{
     AcquireSpec, Client, Error, ExclusiveGuard as LockGuard, Keys, LeaseMode, Result, WaitMode,
 };
@@ -218,7 +218,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
     pub async fn inspect(&self) -> Result<LockInfo> {
         let spec = self.spec()?;
         let call = ScriptCall::new(
-            &LOCK_INSPECT,
+            &HOLD_INSPECT,
             vec![
                 spec.key.clone(),
                 self.inner.fence_key.clone(),

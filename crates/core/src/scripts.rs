@@ -1,8 +1,12 @@
-//! The Lua script loader: every script of deadbolt, compiled in from `lua/`.
+//! The Lua script loader. Each crate declares its own scripts with
+//! [`lua_scripts!`](crate::lua_scripts), compiled in from its `lua/` folder
+//! (symlinks into the workspace's one `lua/`).
 //!
 //! Scripts run with EVALSHA; on NOSCRIPT (after a restart or a SCRIPT FLUSH)
 //! the script is loaded once with SCRIPT LOAD and the call is retried, so a
-//! flush is transparent. All scripts are preloaded when a client connects.
+//! flush is transparent. Core's scripts and those passed to
+//! [`ClientBuilder::preload`](crate::ClientBuilder::preload) are loaded when
+//! a client connects.
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -44,6 +48,26 @@ impl LuaScript {
     }
 }
 
+/// Check that a script's file starts with its contract (a `KEYS` and a
+/// `Reply` section, as every file in `lua/` must). For primitive crates'
+/// tests.
+///
+/// # Panics
+/// When a section is missing.
+pub fn check_header(s: &LuaScript) {
+    assert!(
+        s.source.contains("KEYS"),
+        "{} lacks a KEYS contract",
+        s.name
+    );
+    assert!(
+        s.source.contains("Reply"),
+        "{} lacks a Reply section",
+        s.name
+    );
+    assert_eq!(s.sha().len(), 40);
+}
+
 impl fmt::Debug for LuaScript {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LuaScript")
@@ -52,45 +76,47 @@ impl fmt::Debug for LuaScript {
     }
 }
 
-macro_rules! scripts {
-    ($($(#[$doc:meta])* $ident:ident = $file:literal $(with $($lib:literal),+)?;)*) => {
+/// Declare `static` [`LuaScript`]s from the calling crate's `lua/` folder.
+///
+/// Every script lives once, in the workspace's top-level `lua/`; each crate
+/// has a `lua/` folder of symlinks to the files it uses, so that `cargo
+/// package` puts them in the crate (it copies the files a symlink points
+/// to). `with "a", "b"` prepends library files (shared Lua functions) to the
+/// script, in that order.
+///
+/// ```ignore
+/// deadbolt_core::lua_scripts! {
+///     /// Take a lock.
+///     pub LOCK_ACQUIRE = "lock_acquire" with "hold_lib";
+/// }
+/// ```
+#[macro_export]
+macro_rules! lua_scripts {
+    ($($(#[$doc:meta])* $vis:vis $ident:ident = $file:literal $(with $($lib:literal),+)?;)*) => {
         $(
             $(#[$doc])*
-            pub static $ident: LuaScript = LuaScript::new(
+            $vis static $ident: $crate::scripts::LuaScript = $crate::scripts::LuaScript::new(
                 $file,
                 concat!(
-                    $($(include_str!(concat!("../../../lua/", $lib, ".lua")), "\n",)+)?
-                    include_str!(concat!("../../../lua/", $file, ".lua"))
+                    $($(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $lib, ".lua")), "\n",)+)?
+                    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $file, ".lua"))
                 ),
             );
         )*
-        /// Every script, for preloading at connect.
-        pub static ALL: &[&LuaScript] = &[$(&$ident),*];
     };
 }
 
-scripts! {
-    /// Take, re-enter or replay an attempt on a reentrant lock.
-    LOCK_ACQUIRE = "lock_acquire" with "hold_lib";
-    /// Release one hold of a reentrant lock by attempt id.
-    LOCK_RELEASE = "lock_release";
-    /// Read a hold hash atomically.
-    LOCK_INSPECT = "lock_inspect";
-    /// Delete a lock whoever holds it.
-    LOCK_FORCE_UNLOCK = "lock_force_unlock";
-    /// Renew many exclusive holds in one call.
-    HOLD_RENEW = "hold_renew";
-    /// Take, re-enter, pick up or queue for a fair lock.
-    FAIR_ACQUIRE = "fair_acquire" with "hold_lib", "fair_lib";
-    /// Leave a fair lock's queue or release a hold, passing the lock on.
-    FAIR_RELEASE = "fair_release" with "hold_lib", "fair_lib";
-    /// Delete a fair lock whoever holds it, passing it on.
-    FAIR_FORCE_UNLOCK = "fair_force_unlock" with "hold_lib", "fair_lib";
-    /// Keep one client's fair-lock waiters alive; hand off expired holds.
-    FAIR_HEARTBEAT = "fair_heartbeat" with "hold_lib", "fair_lib";
-    /// List the head of a fair lock's queue (read-only).
-    FAIR_QUEUE = "fair_queue" with "hold_lib", "fair_lib";
+crate::lua_scripts! {
+    /// Renew many holds of the hold-hash layout in one call (the watchdog's
+    /// batch call; `extend`).
+    pub HOLD_RENEW = "hold_renew";
+    /// Read a hold hash, its fencing counter and an optional queue atomically.
+    pub HOLD_INSPECT = "hold_inspect";
 }
+
+/// Core's own scripts, preloaded at connect (primitive crates list theirs
+/// for [`ClientBuilder::preload`](crate::ClientBuilder::preload)).
+pub static ALL: &[&LuaScript] = &[&HOLD_RENEW, &HOLD_INSPECT];
 
 /// A script with its keys and arguments, owned so it can be handed to the
 /// background releaser or retried.
@@ -123,17 +149,7 @@ mod tests {
     #[test]
     fn every_script_has_a_header_contract() {
         for s in ALL {
-            assert!(
-                s.source.contains("KEYS"),
-                "{} lacks a KEYS contract",
-                s.name
-            );
-            assert!(
-                s.source.contains("Reply"),
-                "{} lacks a Reply section",
-                s.name
-            );
-            assert_eq!(s.sha().len(), 40);
+            check_header(s);
         }
     }
 }

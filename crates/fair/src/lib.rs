@@ -18,14 +18,39 @@
 //! # Ok(()) }
 //! ```
 
-use deadbolt_core::scripts::{
-    ScriptCall, FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_HEARTBEAT, FAIR_RELEASE, HOLD_RENEW,
-};
+use deadbolt_core::scripts::{LuaScript, ScriptCall, HOLD_RENEW};
 use deadbolt_core::wake::parse_u64;
 use deadbolt_core::{
     AcquireSpec, Client, Exclusive, ExclusiveKind, Grant, HeartbeatSpec, Keys, Signal, Wake,
     WakePolicy,
 };
+
+/// The fair lock's Lua scripts (files in the workspace's `lua/`; the queue
+/// rules are in `fair_lib.lua`, prepended to each).
+pub mod scripts {
+    deadbolt_core::lua_scripts! {
+        /// Take, re-enter, pick up or queue for a fair lock.
+        pub FAIR_ACQUIRE = "fair_acquire" with "hold_lib", "fair_lib";
+        /// Leave a fair lock's queue or release a hold, passing the lock on.
+        pub FAIR_RELEASE = "fair_release" with "hold_lib", "fair_lib";
+        /// Delete a fair lock whoever holds it, passing it on.
+        pub FAIR_FORCE_UNLOCK = "fair_force_unlock" with "hold_lib", "fair_lib";
+        /// Keep one client's fair-lock waiters alive; hand off expired holds.
+        pub FAIR_HEARTBEAT = "fair_heartbeat" with "hold_lib", "fair_lib";
+        /// List the head of a fair lock's queue (read-only).
+        pub FAIR_QUEUE = "fair_queue" with "hold_lib", "fair_lib";
+    }
+}
+use scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_HEARTBEAT, FAIR_RELEASE};
+
+/// The fair lock's scripts, for [`ClientBuilder::preload`](deadbolt_core::ClientBuilder::preload).
+pub static SCRIPTS: &[&LuaScript] = &[
+    &FAIR_ACQUIRE,
+    &FAIR_RELEASE,
+    &FAIR_FORCE_UNLOCK,
+    &FAIR_HEARTBEAT,
+    &scripts::FAIR_QUEUE,
+];
 
 /// The kind segment of a fair lock's keys: `<ns>:{<name>}:fair`.
 pub const KIND: &str = "fair";
@@ -148,6 +173,13 @@ impl ExclusiveKind for Fifo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_script_has_a_header_contract() {
+        SCRIPTS
+            .iter()
+            .for_each(|s| deadbolt_core::scripts::check_header(s));
+    }
 
     #[test]
     fn hand_off_messages() {

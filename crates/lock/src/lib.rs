@@ -16,10 +16,24 @@
 //! # Ok(()) }
 //! ```
 
-use deadbolt_core::scripts::{
-    ScriptCall, HOLD_RENEW, LOCK_ACQUIRE, LOCK_FORCE_UNLOCK, LOCK_RELEASE,
-};
+use deadbolt_core::scripts::{LuaScript, ScriptCall, HOLD_RENEW};
 use deadbolt_core::{AcquireSpec, Client, Exclusive, ExclusiveKind, Keys, OnePerClient};
+
+/// The lock's Lua scripts (files in the workspace's `lua/`).
+pub mod scripts {
+    deadbolt_core::lua_scripts! {
+        /// Take, re-enter or replay an attempt on a reentrant lock.
+        pub LOCK_ACQUIRE = "lock_acquire" with "hold_lib";
+        /// Release one hold of a reentrant lock by attempt id.
+        pub LOCK_RELEASE = "lock_release" with "hold_lib";
+        /// Delete a lock whoever holds it.
+        pub LOCK_FORCE_UNLOCK = "lock_force_unlock";
+    }
+}
+use scripts::{LOCK_ACQUIRE, LOCK_FORCE_UNLOCK, LOCK_RELEASE};
+
+/// The lock's scripts, for [`ClientBuilder::preload`](deadbolt_core::ClientBuilder::preload).
+pub static SCRIPTS: &[&LuaScript] = &[&LOCK_ACQUIRE, &LOCK_RELEASE, &LOCK_FORCE_UNLOCK];
 
 /// The kind segment of a reentrant lock's keys: `<ns>:{<name>}:lock`.
 pub const KIND: &str = "lock";
@@ -65,5 +79,15 @@ impl ExclusiveKind for Reentrant {
             vec![k.main().to_string()],
             vec![k.channel()],
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_script_has_a_header_contract() {
+        super::SCRIPTS
+            .iter()
+            .for_each(|s| deadbolt_core::scripts::check_header(s));
     }
 }

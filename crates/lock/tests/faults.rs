@@ -244,7 +244,7 @@ async fn unconfirmed_unlock_is_unknown_and_finished_by_the_releaser() {
     let lock = Lock::new(&c, "unknown");
     let g = lock.lock().await.unwrap();
     let lost = g.lost();
-    let sha = deadbolt_core::scripts::LOCK_RELEASE.sha().to_string();
+    let sha = deadbolt_lock::scripts::LOCK_RELEASE.sha().to_string();
     proxy.drop_reply_matching(sha.as_bytes(), 1, Duration::from_millis(600));
     let r = g.unlock().await;
     assert!(matches!(r, Err(Error::Indeterminate(_))), "{r:?}");

@@ -158,6 +158,8 @@ impl Contender for Deadbolt {
     ) -> BoxFuture<'a, anyhow::Result<Box<dyn ContenderClient>>> {
         Box::pin(async move {
             let client = deadbolt_core::Client::builder(url)
+                .preload(deadbolt_lock::SCRIPTS)
+                .preload(deadbolt_fair::SCRIPTS)
                 .namespace(&self.namespace)
                 .watchdog_timeout(self.lease)
                 .build()

@@ -1,7 +1,8 @@
--- lock_inspect.lua — read a hold hash in one atomic step (is_locked, is_held,
+-- hold_inspect.lua — read a hold hash in one atomic step (is_locked, is_held,
 -- hold_count, remaining_ttl, `deadbolt inspect`).
 --
--- Works for every hold hash laid out as in lock_acquire.lua (Lock, FairLock).
+-- Works for every hold hash laid out as in lock_acquire.lua (Lock, FairLock,
+-- the write side of RwLock).
 --
 -- KEYS[1]  hold hash (layout in lock_acquire.lua)
 -- KEYS[2]  fencing counter

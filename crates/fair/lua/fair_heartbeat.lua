@@ -1,0 +1,1 @@
+../../../lua/fair_heartbeat.lua
