@@ -151,9 +151,5 @@ end
 -- of a queue that a client with a long one still waits in. (GT leaves a key
 -- without a TTL alone, so a fresh key gets its first TTL plainly.)
 local function fair_touch(K, ttl_ms)
-  for _, k in ipairs({K.q, K.qo, K.alive, K.seq}) do
-    if redis.call('PEXPIRE', k, ttl_ms, 'GT') == 0 and redis.call('PTTL', k) == -1 then
-      redis.call('PEXPIRE', k, ttl_ms)
-    end
-  end
+  hold_touch({K.q, K.qo, K.alive, K.seq}, ttl_ms)
 end

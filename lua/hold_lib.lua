@@ -72,6 +72,18 @@ local function hold_next_token(fence, last, now_us)
   return token, s
 end
 
+-- Give each key in `keys` a TTL of at least ttl_ms, never shortening one
+-- (a client with a short waiter_timeout must not cut the life of keys that
+-- a client with a long one still relies on). GT leaves a key without a TTL
+-- alone, so such a key gets its first TTL plainly.
+local function hold_touch(keys, ttl_ms)
+  for _, k in ipairs(keys) do
+    if redis.call('PEXPIRE', k, ttl_ms, 'GT') == 0 and redis.call('PTTL', k) == -1 then
+      redis.call('PEXPIRE', k, ttl_ms)
+    end
+  end
+end
+
 -- Server time as milliseconds and microseconds.
 local function hold_now()
   local t = redis.call('TIME')

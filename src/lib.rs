@@ -1,8 +1,9 @@
 //! # deadbolt
 //!
 //! Redisson-style distributed synchronisation primitives kept in Redis, for
-//! async Rust: a reentrant [`Lock`], a strict-FIFO [`FairLock`] (and, as they land, a
-//! read-write lock, a semaphore, a latch, a multi-lock and Redlock).
+//! async Rust: a reentrant [`Lock`], a strict-FIFO [`FairLock`], a read-write
+//! [`RwLock`] (and, as they land, a semaphore, a latch, a multi-lock and
+//! Redlock).
 //!
 //! Every wait really waits on a Pub/Sub channel (no polling), every hold has a
 //! lease renewed by a watchdog or fixed, every exclusive hold carries a
@@ -39,6 +40,7 @@ pub use deadbolt_core::{Config, Error, LeaseMode, LeaseState, LockInfo, Result, 
 pub use deadbolt_core::{Exclusive, ExclusiveGuard};
 pub use deadbolt_fair::{FairLock, FairLockGuard};
 pub use deadbolt_lock::{Lock, LockGuard};
+pub use deadbolt_rwlock::{ReadGuard, RwLock, WriteGuard};
 
 /// The core crate: the engine under every primitive (acquire loop, waiting,
 /// watchdog, releaser), for building primitives of your own.
@@ -130,6 +132,11 @@ impl Client {
         FairLock::new(&self.core, name)
     }
 
+    /// A new handle (a new owner) on the read-write lock `name`.
+    pub fn rw_lock(&self, name: &str) -> RwLock {
+        RwLock::new(&self.core, name)
+    }
+
     /// Release what this client holds, leave every queue and close; see
     /// [`deadbolt_core::Client::shutdown`] for the steps and the bound
     /// (3 × `command_timeout` + 1 s).
@@ -180,7 +187,12 @@ impl Client {
 
 /// Every primitive's scripts, loaded at connect.
 fn primitive_scripts() -> Vec<&'static deadbolt_core::scripts::LuaScript> {
-    [deadbolt_lock::SCRIPTS, deadbolt_fair::SCRIPTS].concat()
+    [
+        deadbolt_lock::SCRIPTS,
+        deadbolt_fair::SCRIPTS,
+        deadbolt_rwlock::SCRIPTS,
+    ]
+    .concat()
 }
 
 impl From<deadbolt_core::Client> for Client {

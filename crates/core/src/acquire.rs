@@ -89,6 +89,17 @@ pub struct AcquireSpec {
     pub heartbeat: Option<HeartbeatSpec>,
 }
 
+impl WaitMode {
+    /// A wait of up to `wait`; zero is one attempt ([`WaitMode::Try`]).
+    pub fn up_to(wait: Duration) -> WaitMode {
+        if wait.is_zero() {
+            WaitMode::Try
+        } else {
+            WaitMode::For(wait)
+        }
+    }
+}
+
 /// A decoded acquire reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reply {

@@ -188,6 +188,8 @@ impl Error {
                     let key = err.detail().unwrap_or("").trim().to_string();
                     return Error::WrongType { key };
                 }
+                // A script's `UPGRADE <key>`: a read holder asked to write.
+                "UPGRADE" => return Error::UpgradeNotSupported,
                 // A script's `BADVALUE <key> <what>`.
                 "BADVALUE" => {
                     let detail = err.detail().unwrap_or("").trim();

@@ -356,9 +356,5 @@ pub struct LockInfo {
 }
 
 fn wait_mode(wait: Duration) -> WaitMode {
-    if wait.is_zero() {
-        WaitMode::Try
-    } else {
-        WaitMode::For(wait)
-    }
+    WaitMode::up_to(wait)
 }

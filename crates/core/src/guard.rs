@@ -15,7 +15,8 @@ pub struct ExclusiveGuard {
 }
 
 impl ExclusiveGuard {
-    pub(crate) fn new(hold: Hold) -> ExclusiveGuard {
+    /// The guard of an exclusive hold (a primitive's write side).
+    pub fn new(hold: Hold) -> ExclusiveGuard {
         ExclusiveGuard { hold }
     }
 

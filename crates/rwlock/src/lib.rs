@@ -1,0 +1,691 @@
+//! deadbolt-rwlock: a distributed read-write lock kept in Redis.
+//!
+//! Any number of readers or one writer. Each read hold has a lease of its
+//! own (a ZSET of readers scored by lease deadline, on the server clock), so
+//! a dead client's readers expire with their own leases while other clients
+//! keep reading, and the lock lives exactly as long as its longest reader.
+//! A waiting writer holds new readers back (write preference), so readers
+//! taking the lock in a loop cannot starve it; a writer that gives up removes
+//! its mark at once, and a dead one's mark goes with its client's liveness.
+//! A writer's release wakes every waiting reader at once; the last reader's
+//! release wakes the waiting writers. Writers get fencing tokens; readers do
+//! not (they do not write).
+//!
+//! Reentrant per handle on both sides. The writer may also read (downgrade:
+//! it keeps reading after it releases the write hold); a reader that asks
+//! for the write lock gets [`Error::UpgradeNotSupported`] at once (two
+//! readers upgrading would wait for each other for ever).
+//!
+//! ```no_run
+//! # async fn f() -> deadbolt_core::Result<()> {
+//! let client = deadbolt_core::Client::connect("redis://127.0.0.1/").await?;
+//! let rw = deadbolt_rwlock::RwLock::new(&client, "catalog");
+//! let r = rw.read().await?;   // shared with other readers
+//! r.unlock().await?;
+//! let w = rw.write().await?;  // alone; carries a fencing token
+//! println!("writing with token {}", w.fencing_token());
+//! w.unlock().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Data layout and messages: `lua/rw_lib.lua`; see also `docs/rwlock.md`.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadbolt_core::scripts::{LuaScript, ScriptCall, HOLD_RENEW};
+use deadbolt_core::{
+    AcquireSpec, Client, Error, ExclusiveGuard, HeartbeatSpec, Hold, Keys, LeaseMode, LeaseState,
+    Result, WaitMode, Wake, WakePolicy,
+};
+
+/// The read-write lock's Lua scripts (files in the workspace's `lua/`; the
+/// key layout and shared rules are in `rw_lib.lua`, prepended to each).
+pub mod scripts {
+    deadbolt_core::lua_scripts! {
+        /// Take, re-enter or replay a read hold.
+        pub RW_READ_ACQUIRE = "rw_read_acquire" with "hold_lib", "rw_lib";
+        /// Release one read hold.
+        pub RW_READ_RELEASE = "rw_read_release" with "hold_lib", "rw_lib";
+        /// Renew many read holds (each its own lease).
+        pub RW_READ_RENEW = "rw_read_renew" with "hold_lib", "rw_lib";
+        /// Take, re-enter or replay the write hold, or mark a waiting writer.
+        pub RW_WRITE_ACQUIRE = "rw_write_acquire" with "hold_lib", "rw_lib";
+        /// Release one write hold, or remove a waiting writer's mark.
+        pub RW_WRITE_RELEASE = "rw_write_release" with "hold_lib", "rw_lib";
+        /// Keep one client's waiting writers alive on many locks.
+        pub RW_HEARTBEAT = "rw_heartbeat" with "hold_lib", "rw_lib";
+        /// Remove every hold, whoever holds it.
+        pub RW_FORCE_UNLOCK = "rw_force_unlock" with "hold_lib", "rw_lib";
+        /// Read the lock's state atomically.
+        pub RW_INSPECT = "rw_inspect" with "hold_lib", "rw_lib";
+    }
+}
+use scripts::*;
+
+/// The read-write lock's scripts, for
+/// [`ClientBuilder::preload`](deadbolt_core::ClientBuilder::preload).
+pub static SCRIPTS: &[&LuaScript] = &[
+    &RW_READ_ACQUIRE,
+    &RW_READ_RELEASE,
+    &RW_READ_RENEW,
+    &RW_WRITE_ACQUIRE,
+    &RW_WRITE_RELEASE,
+    &RW_HEARTBEAT,
+    &RW_FORCE_UNLOCK,
+    &RW_INSPECT,
+];
+
+/// The kind segment of a read-write lock's keys: `<ns>:{<name>}:rw`.
+pub const KIND: &str = "rw";
+
+/// Waiter classes on the lock's channel.
+const READ: &str = "read";
+const WRITE: &str = "write";
+
+/// How many readers [`RwLock::inspect`] lists.
+const LISTED: usize = 100;
+
+/// The six keys every read-write-lock script takes, in order (see
+/// `lua/rw_lib.lua`).
+pub fn rw_keys(k: &Keys) -> Vec<String> {
+    vec![
+        k.main().to_string(),
+        k.sub("fence"),
+        k.sub("r"),
+        k.sub("ro"),
+        k.sub("ww"),
+        k.sub("alive"),
+    ]
+}
+
+/// The lock's messages: `w` (a writer released: everyone tries), `r` (the
+/// last reader left: writers try), `m` (the last waiting writer gave up:
+/// readers try).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RwWake;
+
+impl WakePolicy for RwWake {
+    fn decode(&self, payload: &[u8]) -> Wake {
+        match payload {
+            b"w" => Wake::All { class: None },
+            b"r" => Wake::All { class: Some(WRITE) },
+            b"m" => Wake::All { class: Some(READ) },
+            _ => Wake::Nothing,
+        }
+    }
+}
+
+/// A handle on a distributed read-write lock.
+///
+/// Reentrancy is per handle, as for `Lock`: clones of a handle are one owner
+/// and may re-enter either side; tasks that must exclude each other each
+/// make their own handle (`RwLock::new` / `client.rw_lock(name)`).
+#[derive(Debug, Clone)]
+pub struct RwLock {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: Client,
+    name: String,
+    owner: String,
+    /// `Err` for a name that cannot be a lock name; reported by every call.
+    parts: std::result::Result<Parts, String>,
+}
+
+#[derive(Debug)]
+struct Parts {
+    keys: Vec<String>,
+    channel: String,
+    read: AcquireSpec,
+    write: AcquireSpec,
+}
+
+/// What [`RwLock::force_unlock`] removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ForceUnlocked {
+    /// Whether a write hold was removed.
+    pub writer: bool,
+    /// How many read holds were removed.
+    pub readers: u64,
+}
+
+/// One reader as [`RwLock::inspect`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReaderInfo {
+    /// The read hold's attempt id.
+    pub attempt: String,
+    /// Its owner id (`<client uuid>:<handle id>`).
+    pub owner: String,
+    /// How long its lease still runs.
+    pub ttl: Duration,
+}
+
+/// A read-write lock's state, read in one atomic step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RwInfo {
+    /// The writer's owner id; `None` when nobody writes.
+    pub writer: Option<String>,
+    /// The writer's hold count (re-entries count); 0 without a writer.
+    pub write_holds: u64,
+    /// The writer's fencing token.
+    pub token: Option<u64>,
+    /// The write hold's remaining TTL.
+    pub write_ttl: Option<Duration>,
+    /// Live read holds.
+    pub readers: u64,
+    /// Until the longest read lease ends; `None` without readers.
+    pub read_ttl: Option<Duration>,
+    /// Writers marked as waiting (new readers wait behind a live one).
+    pub waiting_writers: u64,
+    /// The fencing counter; `None` when it holds an unusable value.
+    pub fence: Option<u64>,
+    /// Read holds, longest lease first (at most 100).
+    pub reader_list: Vec<ReaderInfo>,
+}
+
+type InspectReply = (
+    String,
+    u64,
+    u64,
+    i64,
+    u64,
+    i64,
+    u64,
+    i64,
+    Vec<(String, String, i64)>,
+);
+
+impl RwLock {
+    /// A new handle (a new owner) on the read-write lock `name`.
+    ///
+    /// An invalid name (empty) is reported as [`Error::InvalidArgument`] by
+    /// every method, before anything is sent.
+    pub fn new(client: &Client, name: &str) -> RwLock {
+        let parts = client
+            .keys(KIND, name)
+            .map(|k| parts(client, &k))
+            .map_err(|e| match e {
+                Error::InvalidArgument(m) => m,
+                other => other.to_string(),
+            });
+        RwLock {
+            inner: Arc::new(Inner {
+                client: client.clone(),
+                name: name.to_string(),
+                owner: client.new_owner(),
+                parts,
+            }),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// This handle's owner id, `<client uuid>:<handle id>`.
+    pub fn owner(&self) -> &str {
+        &self.inner.owner
+    }
+
+    /// The Redis key of the write hold (the other keys share its prefix).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty name.
+    pub fn key(&self) -> Result<&str> {
+        Ok(&self.parts()?.keys[0])
+    }
+
+    fn parts(&self) -> Result<&Parts> {
+        self.inner
+            .parts
+            .as_ref()
+            .map_err(|e| Error::InvalidArgument(e.clone()))
+    }
+
+    async fn take(&self, write: bool, lease: LeaseMode, wait: WaitMode) -> Result<Option<Hold>> {
+        let p = self.parts()?;
+        let spec = if write { &p.write } else { &p.read };
+        self.inner
+            .client
+            .acquire(spec, &self.inner.owner, lease, wait)
+            .await
+    }
+
+    async fn read_for(&self, lease: LeaseMode, wait: WaitMode) -> Result<Option<ReadGuard>> {
+        Ok(self.take(false, lease, wait).await?.map(ReadGuard))
+    }
+
+    async fn write_for(&self, lease: LeaseMode, wait: WaitMode) -> Result<Option<WriteGuard>> {
+        Ok(self.take(true, lease, wait).await?.map(ExclusiveGuard::new))
+    }
+
+    /// Wait until a read hold is granted; the watchdog renews its lease
+    /// until unlock. Waits while another owner writes or a live writer
+    /// waits (unless this handle already reads); rides out reconnects.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty name, [`Error::WrongType`]
+    /// when another value sits at a key, [`Error::SubscribeRefused`],
+    /// [`Error::Shutdown`], [`Error::Redis`].
+    ///
+    /// # Cancel safety
+    /// If dropped after its request may have reached Redis, a possible
+    /// grant is released once by the client's background releaser.
+    pub async fn read(&self) -> Result<ReadGuard> {
+        self.read_for(LeaseMode::Watchdog, WaitMode::Forever)
+            .await
+            .map(|g| g.expect("an unbounded wait only ends with the lock"))
+    }
+
+    /// One attempt at a read hold, no waiting; watchdog lease.
+    ///
+    /// # Errors
+    /// As [`Self::read`], plus [`Error::Unavailable`] /
+    /// [`Error::Indeterminate`] when Redis could not answer.
+    ///
+    /// # Cancel safety
+    /// As [`Self::read`].
+    pub async fn try_read(&self) -> Result<Option<ReadGuard>> {
+        self.read_for(LeaseMode::Watchdog, WaitMode::Try).await
+    }
+
+    /// Wait up to `wait` for a read hold; watchdog lease. `Ok(None)` when
+    /// the wait ends without it; a zero wait is one attempt.
+    ///
+    /// # Errors
+    /// As [`Self::try_read`].
+    ///
+    /// # Cancel safety
+    /// As [`Self::read`].
+    pub async fn try_read_for(&self, wait: Duration) -> Result<Option<ReadGuard>> {
+        self.read_for(LeaseMode::Watchdog, WaitMode::up_to(wait))
+            .await
+    }
+
+    /// Wait until a read hold is granted, with a fixed `lease` (not renewed).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a lease under 1 ms or over
+    /// [`MAX_LEASE_MS`](deadbolt_core::MAX_LEASE_MS); otherwise as [`Self::read`].
+    ///
+    /// # Cancel safety
+    /// As [`Self::read`]; an unreleased grant also ends with its lease.
+    pub async fn read_with_lease(&self, lease: Duration) -> Result<ReadGuard> {
+        self.read_for(LeaseMode::Fixed(lease), WaitMode::Forever)
+            .await
+            .map(|g| g.expect("an unbounded wait only ends with the lock"))
+    }
+
+    /// Wait up to `wait` for a read hold with a fixed `lease`.
+    ///
+    /// # Errors
+    /// As [`Self::read_with_lease`] and [`Self::try_read_for`].
+    ///
+    /// # Cancel safety
+    /// As [`Self::read`].
+    pub async fn try_read_with(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<ReadGuard>> {
+        self.read_for(LeaseMode::Fixed(lease), WaitMode::up_to(wait))
+            .await
+    }
+
+    /// Wait until the write hold is granted; the watchdog renews it until
+    /// unlock. While it waits, new readers wait behind it.
+    ///
+    /// # Errors
+    /// [`Error::UpgradeNotSupported`] at once when this handle holds a read
+    /// hold and no write hold; otherwise as [`Self::read`], plus
+    /// [`Error::BadValue`] for an unusable fencing counter.
+    ///
+    /// # Cancel safety
+    /// If dropped after its request may have reached Redis, a possible grant
+    /// or waiting mark is released once by the background releaser.
+    pub async fn write(&self) -> Result<WriteGuard> {
+        self.write_for(LeaseMode::Watchdog, WaitMode::Forever)
+            .await
+            .map(|g| g.expect("an unbounded wait only ends with the lock"))
+    }
+
+    /// One attempt at the write hold (never marks a waiting writer).
+    ///
+    /// # Errors
+    /// As [`Self::write`], plus [`Error::Unavailable`] /
+    /// [`Error::Indeterminate`] when Redis could not answer.
+    ///
+    /// # Cancel safety
+    /// As [`Self::write`].
+    pub async fn try_write(&self) -> Result<Option<WriteGuard>> {
+        self.write_for(LeaseMode::Watchdog, WaitMode::Try).await
+    }
+
+    /// Wait up to `wait` for the write hold; watchdog lease. A writer that
+    /// gives up removes its waiting mark at once.
+    ///
+    /// # Errors
+    /// As [`Self::try_write`].
+    ///
+    /// # Cancel safety
+    /// As [`Self::write`].
+    pub async fn try_write_for(&self, wait: Duration) -> Result<Option<WriteGuard>> {
+        self.write_for(LeaseMode::Watchdog, WaitMode::up_to(wait))
+            .await
+    }
+
+    /// Wait until the write hold is granted, with a fixed `lease`.
+    ///
+    /// # Errors
+    /// As [`Self::write`] and [`Self::read_with_lease`].
+    ///
+    /// # Cancel safety
+    /// As [`Self::write`]; an unreleased grant also ends with its lease.
+    pub async fn write_with_lease(&self, lease: Duration) -> Result<WriteGuard> {
+        self.write_for(LeaseMode::Fixed(lease), WaitMode::Forever)
+            .await
+            .map(|g| g.expect("an unbounded wait only ends with the lock"))
+    }
+
+    /// Wait up to `wait` for the write hold with a fixed `lease`.
+    ///
+    /// # Errors
+    /// As [`Self::write_with_lease`] and [`Self::try_write_for`].
+    ///
+    /// # Cancel safety
+    /// As [`Self::write`].
+    pub async fn try_write_with(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<WriteGuard>> {
+        self.write_for(LeaseMode::Fixed(lease), WaitMode::up_to(wait))
+            .await
+    }
+
+    /// Writer, readers (with their leases), waiting writers and fencing
+    /// counter, read atomically.
+    ///
+    /// # Errors
+    /// `InvalidArgument`, `Unavailable`, `Indeterminate`, `WrongType`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: read-only.
+    pub async fn inspect(&self) -> Result<RwInfo> {
+        let p = self.parts()?;
+        let call = ScriptCall::new(&RW_INSPECT, p.keys.clone(), vec![LISTED.to_string()]);
+        let (writer, n, token, wpttl, readers, left, waiting, fence, list): InspectReply =
+            self.inner.client.run(&call).await?;
+        let ms = |v: i64| u64::try_from(v).ok().map(Duration::from_millis);
+        let writing = wpttl != -2 && !writer.is_empty();
+        Ok(RwInfo {
+            writer: writing.then_some(writer),
+            write_holds: if writing { n } else { 0 },
+            token: writing.then_some(token),
+            write_ttl: if writing { ms(wpttl) } else { None },
+            readers,
+            read_ttl: if readers > 0 { ms(left) } else { None },
+            waiting_writers: waiting,
+            fence: u64::try_from(fence).ok(),
+            reader_list: list
+                .into_iter()
+                .map(|(attempt, owner, left)| ReaderInfo {
+                    attempt,
+                    owner,
+                    ttl: ms(left).unwrap_or_default(),
+                })
+                .collect(),
+        })
+    }
+
+    /// Whether anyone holds the lock, reading or writing.
+    ///
+    /// # Errors
+    /// As [`Self::inspect`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: read-only.
+    pub async fn is_locked(&self) -> Result<bool> {
+        let i = self.inspect().await?;
+        Ok(i.writer.is_some() || i.readers > 0)
+    }
+
+    /// Whether someone holds the write lock.
+    ///
+    /// # Errors
+    /// As [`Self::inspect`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: read-only.
+    pub async fn is_write_locked(&self) -> Result<bool> {
+        Ok(self.inspect().await?.writer.is_some())
+    }
+
+    /// How many read holds are live (re-entries count).
+    ///
+    /// # Errors
+    /// As [`Self::inspect`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: read-only.
+    pub async fn reader_count(&self) -> Result<u64> {
+        Ok(self.inspect().await?.readers)
+    }
+
+    /// How long until the lock is free if nobody renews or releases: the
+    /// longer of the write hold's TTL and the longest read lease; `None`
+    /// when free.
+    ///
+    /// # Errors
+    /// As [`Self::inspect`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: read-only.
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        let i = self.inspect().await?;
+        Ok(i.write_ttl.max(i.read_ttl))
+    }
+
+    /// Remove every hold, write and read, whoever holds it, and wake every
+    /// waiter. Waiting writers keep their place. The former holders' guards
+    /// turn `Lost` at their next renewal; their unlocks return
+    /// [`Error::NotHeld`].
+    ///
+    /// # Errors
+    /// `InvalidArgument`, `Unavailable`, `Indeterminate`, `WrongType`
+    /// (nothing is deleted).
+    ///
+    /// # Cancel safety
+    /// If dropped, the removal may or may not have happened; calling it
+    /// again is harmless.
+    pub async fn force_unlock(&self) -> Result<ForceUnlocked> {
+        let p = self.parts()?;
+        let call = ScriptCall::new(&RW_FORCE_UNLOCK, p.keys.clone(), vec![p.channel.clone()]);
+        let (w, r): (u64, u64) = self.inner.client.run(&call).await?;
+        Ok(ForceUnlocked {
+            writer: w > 0,
+            readers: r,
+        })
+    }
+
+    /// Take the read lock, run `work`, and unlock; `work` is dropped and
+    /// [`Error::NotHeld`] returned if the hold is lost first.
+    ///
+    /// # Errors
+    /// As [`Self::read`], `NotHeld`, and the unlock's error.
+    ///
+    /// # Cancel safety
+    /// If dropped, `work` is dropped and the hold goes to the releaser.
+    pub async fn run_read<F, Fut, T>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.read().await?;
+        let lost = guard.lost();
+        let out = race_lost(work(), lost).await;
+        match out {
+            Some(out) => {
+                guard.unlock().await?;
+                Ok(out)
+            }
+            None => Err(Error::NotHeld),
+        }
+    }
+}
+
+/// Race `work` against `lost`: `None` when the hold was lost first.
+async fn race_lost<T>(
+    work: impl Future<Output = T>,
+    lost: impl Future<Output = LeaseState>,
+) -> Option<T> {
+    use std::pin::pin;
+    let mut work = pin!(work);
+    let mut lost = pin!(lost);
+    std::future::poll_fn(|cx| {
+        if let std::task::Poll::Ready(v) = work.as_mut().poll(cx) {
+            return std::task::Poll::Ready(Some(v));
+        }
+        if lost.as_mut().poll(cx).is_ready() {
+            return std::task::Poll::Ready(None);
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+fn parts(client: &Client, k: &Keys) -> Parts {
+    let keys = rw_keys(k);
+    let channel = k.channel();
+    let wt = client.config().waiter_timeout.as_millis().to_string();
+    let read = AcquireSpec {
+        kind: "rw-read",
+        acquire: &RW_READ_ACQUIRE,
+        keys: keys.clone(),
+        extra_args: vec![],
+        release: &RW_READ_RELEASE,
+        release_keys: keys.clone(),
+        release_extra: vec![channel.clone()],
+        key: k.main().to_string(),
+        renew: &RW_READ_RENEW,
+        renew_keys: vec![keys[2].clone(), keys[3].clone()],
+        channel: channel.clone(),
+        wake: &RwWake,
+        class: READ,
+        tagged: false,
+        heartbeat: None,
+    };
+    let write = AcquireSpec {
+        kind: "rw-write",
+        acquire: &RW_WRITE_ACQUIRE,
+        keys: keys.clone(),
+        extra_args: vec![wt],
+        release: &RW_WRITE_RELEASE,
+        release_keys: keys.clone(),
+        release_extra: vec![channel.clone(), client.id().to_string()],
+        key: k.main().to_string(),
+        renew: &HOLD_RENEW,
+        renew_keys: vec![k.main().to_string()],
+        channel: channel.clone(),
+        wake: &RwWake,
+        class: WRITE,
+        tagged: false,
+        heartbeat: Some(HeartbeatSpec {
+            script: &RW_HEARTBEAT,
+            keys: keys.clone(),
+        }),
+    };
+    Parts {
+        keys,
+        channel,
+        read,
+        write,
+    }
+}
+
+/// One write hold of an [`RwLock`]: the same guard as a `Lock`'s, with a
+/// fencing token.
+pub type WriteGuard = ExclusiveGuard;
+
+/// One read hold of an [`RwLock`], with a lease of its own.
+///
+/// Release it with [`unlock`](ReadGuard::unlock) to see the outcome;
+/// dropping it releases it in the background.
+#[must_use = "if unused the read lock is released at once"]
+#[derive(Debug)]
+pub struct ReadGuard(Hold);
+
+impl ReadGuard {
+    /// Where the hold stands as far as this process knows.
+    pub fn state(&self) -> LeaseState {
+        self.0.state()
+    }
+
+    /// How much longer the hold is known valid.
+    pub fn valid_for(&self) -> Duration {
+        self.0.valid_for()
+    }
+
+    /// Resolves when the hold can no longer be counted on (`Lost` or `Unknown`).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
+    pub fn lost(&self) -> impl Future<Output = LeaseState> + Send + 'static {
+        self.0.lost()
+    }
+
+    /// Extend this read hold's lease to at least `lease` from now.
+    ///
+    /// # Errors
+    /// `InvalidArgument`, `NotHeld` (state becomes `Lost`), `Indeterminate`
+    /// (state becomes `Unknown`), `Unavailable`.
+    ///
+    /// # Cancel safety
+    /// If dropped, the extension may or may not have applied.
+    pub async fn extend(&self, lease: Duration) -> Result<()> {
+        self.0.extend(lease).await
+    }
+
+    /// Release this read hold and wait for the answer; the last reader's
+    /// release wakes the waiting writers.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when its lease had ended; `Unavailable` /
+    /// `Indeterminate` when unconfirmed (the release then continues in the
+    /// background releaser).
+    ///
+    /// # Cancel safety
+    /// If dropped, the release may or may not have run; the background
+    /// releaser runs it (idempotently).
+    pub async fn unlock(self) -> Result<()> {
+        self.0.unlock().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_script_has_a_header_contract() {
+        SCRIPTS
+            .iter()
+            .for_each(|s| deadbolt_core::scripts::check_header(s));
+    }
+
+    #[test]
+    fn messages() {
+        assert_eq!(RwWake.decode(b"w"), Wake::All { class: None });
+        assert_eq!(RwWake.decode(b"r"), Wake::All { class: Some(WRITE) });
+        assert_eq!(RwWake.decode(b"m"), Wake::All { class: Some(READ) });
+        assert_eq!(RwWake.decode(b"x"), Wake::Nothing);
+    }
+}

@@ -1,0 +1,459 @@
+//! RwLock against real redis-server processes.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use deadbolt_core::{Client, Error, LeaseState};
+use deadbolt_rwlock::RwLock;
+use deadbolt_testkit::{FaultProxy, RedisServer};
+
+const HANG: Duration = Duration::from_secs(30);
+
+fn server() -> RedisServer {
+    RedisServer::start().expect("start redis-server (apt-get install -y redis-server)")
+}
+
+async fn client(url: &str) -> Client {
+    Client::builder(url)
+        .preload(deadbolt_rwlock::SCRIPTS)
+        .build()
+        .await
+        .expect("connect")
+}
+
+async fn client_with(url: &str, watchdog: Duration, wt: Duration) -> Client {
+    Client::builder(url)
+        .watchdog_timeout(watchdog)
+        .waiter_timeout(wt)
+        .build()
+        .await
+        .expect("connect")
+}
+
+async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
+    tokio::time::timeout(HANG, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: hung for {HANG:?}"))
+}
+
+async fn until<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    // The server offers no event for these states: a short poll of it.
+    within(what, async {
+        while !cond().await {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await;
+}
+
+async fn keys(srv: &RedisServer) -> Vec<String> {
+    let mut c = srv.conn().await;
+    redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut c)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_readers_behind_a_writer_all_get_in_together() {
+    let srv = server();
+    let cs = [client(&srv.url()).await, client(&srv.url()).await];
+    let w = RwLock::new(&cs[0], "twenty").write().await.unwrap();
+    let got = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let l = RwLock::new(&cs[i % 2], "twenty");
+        let got = got.clone();
+        tasks.push(tokio::spawn(async move {
+            let g = l.read().await.unwrap();
+            got.lock().push(Instant::now());
+            g
+        }));
+    }
+    until("20 waiters", || async {
+        cs[0].waiters() + cs[1].waiters() == 20
+    })
+    .await;
+    let released = Instant::now();
+    w.unlock().await.unwrap();
+    let mut guards = Vec::new();
+    for t in tasks {
+        guards.push(within("reader", t).await.unwrap());
+    }
+    let last = got.lock().iter().max().copied().unwrap();
+    // One release message wakes all of them; each takes one round trip.
+    assert!(
+        last.duration_since(released) < Duration::from_millis(500),
+        "last reader got in {:?} after the unlock",
+        last.duration_since(released)
+    );
+    let probe = RwLock::new(&cs[0], "twenty");
+    assert_eq!(probe.reader_count().await.unwrap(), 20);
+    for g in guards {
+        g.unlock().await.unwrap();
+    }
+    assert!(!probe.is_locked().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_gets_in_when_the_longest_read_lease_ends() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let a = RwLock::new(&c, "leases")
+        .read_with_lease(Duration::from_millis(1500))
+        .await
+        .unwrap();
+    let b = RwLock::new(&c, "leases")
+        .read_with_lease(Duration::from_millis(300))
+        .await
+        .unwrap();
+    let probe = RwLock::new(&c, "leases");
+    let ttl = probe.remaining_ttl().await.unwrap().unwrap();
+    assert!(
+        ttl > Duration::from_millis(1000),
+        "key lives as the longest reader: {ttl:?}"
+    );
+    let start = Instant::now();
+    let w = within("writer", RwLock::new(&c, "leases").write())
+        .await
+        .unwrap();
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1300),
+        "writer got in after {waited:?}, before A's lease ended"
+    );
+    assert_eq!(a.state(), LeaseState::Lost);
+    assert_eq!(b.state(), LeaseState::Lost);
+    w.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_clients_reader_expires_while_others_keep_reading() {
+    let srv = server();
+    let proxy = FaultProxy::start(srv.addr()).await.unwrap();
+    let wd = Duration::from_millis(600);
+    let doomed = client_with(&proxy.url(), wd, Duration::from_secs(1)).await;
+    let alive = client_with(&srv.url(), wd, Duration::from_secs(1)).await;
+    let _dead = RwLock::new(&doomed, "zombie").read().await.unwrap();
+    let live = RwLock::new(&alive, "zombie").read().await.unwrap();
+    proxy.set_blackhole(true);
+    let start = Instant::now();
+    let probe = RwLock::new(&alive, "zombie");
+    until("the dead reader's lease ends", || async {
+        probe.reader_count().await.unwrap() == 1
+    })
+    .await;
+    assert!(start.elapsed() < Duration::from_secs(5));
+    // The live reader keeps reading past the dead one's lease (renewed by
+    // its own watchdog only), and the writer waits for it.
+    assert_eq!(
+        live.state(),
+        LeaseState::Active,
+        "the live reader was renewed"
+    );
+    assert!(RwLock::new(&alive, "zombie")
+        .try_write()
+        .await
+        .unwrap()
+        .is_none());
+    let writer = RwLock::new(&alive, "zombie");
+    let wt = tokio::spawn(async move { writer.write().await });
+    until("writer waiting", || async {
+        probe.inspect().await.unwrap().waiting_writers == 1
+    })
+    .await;
+    live.unlock().await.unwrap();
+    let w = within("writer after the live reader", wt)
+        .await
+        .unwrap()
+        .unwrap();
+    w.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writer_preference_stops_readers_looping() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let lease = Duration::from_secs(2);
+    let mut loops = Vec::new();
+    for _ in 0..4 {
+        let l = RwLock::new(&c, "pref");
+        let stop = stop.clone();
+        loops.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                let g = l.read_with_lease(lease).await.unwrap();
+                tokio::task::yield_now().await;
+                g.unlock().await.unwrap();
+                n += 1;
+            }
+            n
+        }));
+    }
+    let probe = RwLock::new(&c, "pref");
+    until("readers looping", || async {
+        probe.reader_count().await.unwrap() > 0
+    })
+    .await;
+    let start = Instant::now();
+    let w = within("writer", RwLock::new(&c, "pref").write())
+        .await
+        .unwrap();
+    assert!(
+        start.elapsed() < lease,
+        "writer waited {:?}, more than one read lease",
+        start.elapsed()
+    );
+    assert_eq!(probe.reader_count().await.unwrap(), 0);
+    w.unlock().await.unwrap();
+    stop.store(true, Ordering::SeqCst);
+    for l in loops {
+        assert!(within("reader loop", l).await.unwrap() > 0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_gives_up_lets_readers_in_at_once() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let r = RwLock::new(&c, "giveup").read().await.unwrap();
+    let w = RwLock::new(&c, "giveup");
+    let wt = tokio::spawn(async move { w.try_write_for(Duration::from_millis(300)).await });
+    let probe = RwLock::new(&c, "giveup");
+    until("writer waiting", || async {
+        probe.inspect().await.unwrap().waiting_writers == 1
+    })
+    .await;
+    // A new reader waits behind the writer...
+    let reader = RwLock::new(&c, "giveup");
+    let rt = tokio::spawn(async move {
+        let g = reader.read().await.unwrap();
+        (Instant::now(), g)
+    });
+    assert!(within("writer gives up", wt)
+        .await
+        .unwrap()
+        .unwrap()
+        .is_none());
+    let gave_up = Instant::now();
+    // ...and gets in as soon as the writer's mark is gone.
+    let (at, g) = within("reader", rt).await.unwrap();
+    assert!(at.duration_since(gave_up) < Duration::from_millis(500));
+    assert_eq!(probe.inspect().await.unwrap().waiting_writers, 0);
+    g.unlock().await.unwrap();
+    r.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn downgrade_refused_upgrade_reentrancy_and_counts() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let rw = RwLock::new(&c, "modes");
+    // Re-entrant writes, one token.
+    let w1 = rw.write().await.unwrap();
+    let w2 = rw.try_write().await.unwrap().unwrap();
+    assert_eq!(w1.fencing_token(), w2.fencing_token());
+    let info = rw.inspect().await.unwrap();
+    assert_eq!(info.write_holds, 2);
+    assert_eq!(info.writer.as_deref(), Some(rw.owner()));
+    // Another handle can neither read nor write.
+    let other = RwLock::new(&c, "modes");
+    assert!(other.try_read().await.unwrap().is_none());
+    assert!(other.try_write().await.unwrap().is_none());
+    // Downgrade: the writer reads, releases the write holds, still reads.
+    let r1 = rw.read().await.unwrap();
+    w2.unlock().await.unwrap();
+    w1.unlock().await.unwrap();
+    assert!(!rw.is_write_locked().await.unwrap());
+    assert_eq!(rw.reader_count().await.unwrap(), 1);
+    // Others may read now too.
+    let r2 = other.try_read().await.unwrap().unwrap();
+    // Upgrade is refused at once, for a plain wait too.
+    let start = Instant::now();
+    assert!(matches!(rw.write().await, Err(Error::UpgradeNotSupported)));
+    assert!(matches!(
+        rw.try_write_for(Duration::from_secs(10)).await,
+        Err(Error::UpgradeNotSupported)
+    ));
+    assert!(start.elapsed() < Duration::from_secs(2));
+    // Re-entrant reads.
+    let r3 = rw.read().await.unwrap();
+    assert_eq!(rw.reader_count().await.unwrap(), 3);
+    for g in [r1, r2, r3] {
+        g.unlock().await.unwrap();
+    }
+    assert!(!rw.is_locked().await.unwrap());
+    // Unlocking twice: the second time is NotHeld.
+    let w = rw.write().await.unwrap();
+    w.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_frees_only_what_it_says() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let a = RwLock::new(&c, "force");
+    let r1 = a.read().await.unwrap();
+    let r2 = RwLock::new(&c, "force").read().await.unwrap();
+    let writer = RwLock::new(&c, "force");
+    let wt = tokio::spawn(async move { writer.write().await });
+    until("writer waiting", || async {
+        a.inspect().await.unwrap().waiting_writers == 1
+    })
+    .await;
+    let freed = a.force_unlock().await.unwrap();
+    assert!(!freed.writer);
+    assert_eq!(freed.readers, 2);
+    // The waiting writer was kept and gets the lock now.
+    let w = within("writer", wt).await.unwrap().unwrap();
+    assert!(matches!(r1.unlock().await, Err(Error::NotHeld)));
+    let again = a.force_unlock().await.unwrap();
+    assert!(again.writer);
+    assert_eq!(again.readers, 0);
+    assert!(matches!(w.unlock().await, Err(Error::NotHeld)));
+    drop(r2);
+    assert_eq!(a.force_unlock().await.unwrap().readers, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_acquires_leave_nothing_behind() {
+    let srv = server();
+    let proxy = FaultProxy::start(srv.addr()).await.unwrap();
+    let c = client(&proxy.url()).await;
+    proxy.set_reply_delay(Duration::from_millis(2));
+    let holder = RwLock::new(&c, "cancel");
+    for round in 0..60u64 {
+        // Alternate who holds, and cancel waiters at varied points.
+        let g = if round % 2 == 0 {
+            Some(holder.read().await.unwrap())
+        } else {
+            None
+        };
+        let w = if round % 3 == 0 {
+            Some(holder.write_with_lease(Duration::from_secs(5)).await)
+        } else {
+            None
+        };
+        let r = RwLock::new(&c, "cancel");
+        let wr = RwLock::new(&c, "cancel");
+        let cut = Duration::from_micros(300 * (round % 17));
+        let _ = tokio::time::timeout(cut, r.read()).await;
+        let _ = tokio::time::timeout(cut, wr.write()).await;
+        drop(g);
+        if let Some(Ok(w)) = w {
+            w.unlock().await.unwrap();
+        }
+    }
+    proxy.set_reply_delay(Duration::ZERO);
+    assert!(c.releases_settled(HANG).await);
+    let left: Vec<String> = keys(&srv)
+        .await
+        .into_iter()
+        .filter(|k| !k.ends_with(":fence") && !k.ends_with(":alive") && !k.ends_with(":ww"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let probe = RwLock::new(&c, "cancel");
+    let info = probe.inspect().await.unwrap();
+    assert_eq!(info.waiting_writers, 0, "{info:?}");
+    assert!(!probe.is_locked().await.unwrap());
+}
+
+/// Writers exclusive against everyone, readers concurrent with each other:
+/// a shared counter of readers and writers inside the lock, checked at each
+/// step (a fenced write log for the writers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_writers_exclusive_readers_shared() {
+    let srv = server();
+    let cs = [client(&srv.url()).await, client(&srv.url()).await];
+    let readers = Arc::new(AtomicI64::new(0));
+    let writers = Arc::new(AtomicI64::new(0));
+    let max_readers = Arc::new(AtomicI64::new(0));
+    let last_token = Arc::new(AtomicI64::new(0));
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let l = RwLock::new(&cs[i % 2], "history");
+        let (readers, writers, max_readers, last_token) = (
+            readers.clone(),
+            writers.clone(),
+            max_readers.clone(),
+            last_token.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0;
+            while Instant::now() < deadline {
+                if n % 4 == (i % 4) {
+                    let g = l.write().await.unwrap();
+                    assert_eq!(writers.fetch_add(1, Ordering::SeqCst), 0, "two writers");
+                    assert_eq!(readers.load(Ordering::SeqCst), 0, "writer with readers");
+                    let t = i64::try_from(g.fencing_token()).unwrap();
+                    assert!(t > last_token.swap(t, Ordering::SeqCst), "token went back");
+                    tokio::task::yield_now().await;
+                    writers.fetch_sub(1, Ordering::SeqCst);
+                    g.unlock().await.unwrap();
+                } else {
+                    let g = l.read().await.unwrap();
+                    let now = readers.fetch_add(1, Ordering::SeqCst) + 1;
+                    max_readers.fetch_max(now, Ordering::SeqCst);
+                    assert_eq!(writers.load(Ordering::SeqCst), 0, "reader with a writer");
+                    tokio::task::yield_now().await;
+                    readers.fetch_sub(1, Ordering::SeqCst);
+                    g.unlock().await.unwrap();
+                }
+                n += 1;
+            }
+            n
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += within("task", t).await.unwrap();
+    }
+    assert!(total > 8, "progress: {total}");
+    assert!(
+        max_readers.load(Ordering::SeqCst) > 1,
+        "readers never shared the lock"
+    );
+    let left: Vec<String> = keys(&srv)
+        .await
+        .into_iter()
+        .filter(|k| !k.ends_with(":fence") && !k.ends_with(":alive") && !k.ends_with(":ww"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_type_keys_and_bad_names() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let rw = RwLock::new(&c, "wt");
+    let r = format!("{}:r", rw.key().unwrap());
+    let mut conn = srv.conn().await;
+    let _: () = redis::cmd("SET")
+        .arg(&r)
+        .arg("x")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let err = rw.try_read().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::WrongType { key } if *key == r),
+        "{err:?}"
+    );
+    let err = rw.try_write().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::WrongType { key } if *key == r),
+        "{err:?}"
+    );
+    let err = rw.force_unlock().await.unwrap_err();
+    assert!(matches!(&err, Error::WrongType { .. }), "{err:?}");
+    let err = RwLock::new(&c, "").read().await.unwrap_err();
+    assert_eq!(err.to_string(), "invalid argument: name is empty");
+}

@@ -1,0 +1,43 @@
+-- rw_read_release.lua — release one read hold by attempt id (unlock, the
+-- background releaser). Idempotent.
+-- (hold_lib.lua and rw_lib.lua are prepended.)
+--
+-- KEYS[1..6]  w, fence, r, ro, ww, alive  (see rw_lib.lua)
+-- ARGV[1]  attempt id
+-- ARGV[2]  the lock's channel
+--
+-- Reply:
+--   0  nothing released: the hold's lease had ended, or it was released
+--   1  released; other readers remain
+--   2  released; it was the last live reader: `r` was published so that a
+--      waiting writer tries now (published before the writes, so a refused
+--      PUBLISH changes nothing)
+--   error WRONGTYPE <key>
+--
+-- O(log n).
+local K = rw_keys(0)
+local bad = rw_check_types(K)
+if bad then
+  return bad
+end
+local now_ms = hold_now()
+local dl = redis.call('ZSCORE', K.r, ARGV[1])
+if not dl then
+  return 0
+end
+if tonumber(dl) <= now_ms then
+  -- Its lease ended: it held nothing any more (the purge would drop it).
+  rw_drop_reader(K, ARGV[1])
+  rw_touch_readers(K, now_ms)
+  return 0
+end
+local live = redis.call('ZCOUNT', K.r, '(' .. now_ms, '+inf')
+if live == 1 then
+  redis.call('PUBLISH', ARGV[2], 'r')
+end
+rw_drop_reader(K, ARGV[1])
+rw_touch_readers(K, now_ms)
+if live == 1 then
+  return 2
+end
+return 1
