@@ -31,10 +31,7 @@
 -- which removes up to 64 dead heads (O(log n) each) per call.
 
 local function fair_keys(base)
-  return {
-    hold = KEYS[base + 1], fence = KEYS[base + 2], q = KEYS[base + 3],
-    qo = KEYS[base + 4], alive = KEYS[base + 5], seq = KEYS[base + 6],
-  }
+  return hold_keys(base, {'hold', 'fence', 'q', 'qo', 'alive', 'seq'})
 end
 
 -- Every key of one fair lock is missing or of its type (hold_check_types).

@@ -12,6 +12,17 @@
 -- Largest integer a Lua number (a double) carries exactly: 2^53 - 1.
 local HOLD_MAX_INT = 9007199254740991
 
+-- The keys of one primitive as a table: names[i] -> KEYS[base + i]. Scripts
+-- that take several primitives' keys (a heartbeat batch) pass each group's
+-- base.
+local function hold_keys(base, names)
+  local K = {}
+  for i, name in ipairs(names) do
+    K[name] = KEYS[base + i]
+  end
+  return K
+end
+
 -- Check that every key in `keys` (a list of {key, type}) is missing or of the
 -- expected type. Returns nil, or an error reply naming the first bad key.
 -- Scripts call it before their first write: a script that fails half-way

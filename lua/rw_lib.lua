@@ -27,10 +27,7 @@
 -- plus O(log n) per expired entry it removes (at most 64 per call).
 
 local function rw_keys(base)
-  return {
-    w = KEYS[base + 1], fence = KEYS[base + 2], r = KEYS[base + 3],
-    ro = KEYS[base + 4], ww = KEYS[base + 5], alive = KEYS[base + 6],
-  }
+  return hold_keys(base, {'w', 'fence', 'r', 'ro', 'ww', 'alive'})
 end
 
 -- Every key of one read-write lock is missing or of its type.

@@ -84,14 +84,23 @@ impl fmt::Debug for LuaScript {
 /// to). `with "a", "b"` prepends library files (shared Lua functions) to the
 /// script, in that order.
 ///
+/// A leading `list pub NAME;` also declares `NAME: &[&LuaScript]` with every
+/// script of the block, for [`ClientBuilder::preload`](crate::ClientBuilder::preload).
+///
 /// ```ignore
 /// deadbolt_core::lua_scripts! {
+///     list pub SCRIPTS;
 ///     /// Take a lock.
 ///     pub LOCK_ACQUIRE = "lock_acquire" with "hold_lib";
 /// }
 /// ```
 #[macro_export]
 macro_rules! lua_scripts {
+    (list $lvis:vis $list:ident; $($(#[$doc:meta])* $vis:vis $ident:ident = $file:literal $(with $($lib:literal),+)?;)*) => {
+        $crate::lua_scripts! { $($(#[$doc])* $vis $ident = $file $(with $($lib),+)?;)* }
+        /// Every script of this block, for `ClientBuilder::preload`.
+        $lvis static $list: &[&$crate::scripts::LuaScript] = &[$(&$ident),*];
+    };
     ($($(#[$doc:meta])* $vis:vis $ident:ident = $file:literal $(with $($lib:literal),+)?;)*) => {
         $(
             $(#[$doc])*
@@ -107,16 +116,13 @@ macro_rules! lua_scripts {
 }
 
 crate::lua_scripts! {
+    list pub ALL;
     /// Renew many holds of the hold-hash layout in one call (the watchdog's
     /// batch call; `extend`).
     pub HOLD_RENEW = "hold_renew";
     /// Read a hold hash, its fencing counter and an optional queue atomically.
     pub HOLD_INSPECT = "hold_inspect";
 }
-
-/// Core's own scripts, preloaded at connect (primitive crates list theirs
-/// for [`ClientBuilder::preload`](crate::ClientBuilder::preload)).
-pub static ALL: &[&LuaScript] = &[&HOLD_RENEW, &HOLD_INSPECT];
 
 /// A script with its keys and arguments, owned so it can be handed to the
 /// background releaser or retried.

@@ -18,7 +18,7 @@
 //! # Ok(()) }
 //! ```
 
-use deadbolt_core::scripts::{LuaScript, ScriptCall, HOLD_RENEW};
+use deadbolt_core::scripts::{ScriptCall, HOLD_RENEW};
 use deadbolt_core::wake::parse_u64;
 use deadbolt_core::{
     AcquireSpec, Client, Exclusive, ExclusiveKind, Grant, HeartbeatSpec, Keys, Signal, Wake,
@@ -29,6 +29,7 @@ use deadbolt_core::{
 /// rules are in `fair_lib.lua`, prepended to each).
 pub mod scripts {
     deadbolt_core::lua_scripts! {
+        list pub SCRIPTS;
         /// Take, re-enter, pick up or queue for a fair lock.
         pub FAIR_ACQUIRE = "fair_acquire" with "hold_lib", "fair_lib";
         /// Leave a fair lock's queue or release a hold, passing the lock on.
@@ -41,16 +42,8 @@ pub mod scripts {
         pub FAIR_QUEUE = "fair_queue" with "hold_lib", "fair_lib";
     }
 }
+pub use scripts::SCRIPTS;
 use scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_HEARTBEAT, FAIR_RELEASE};
-
-/// The fair lock's scripts, for [`ClientBuilder::preload`](deadbolt_core::ClientBuilder::preload).
-pub static SCRIPTS: &[&LuaScript] = &[
-    &FAIR_ACQUIRE,
-    &FAIR_RELEASE,
-    &FAIR_FORCE_UNLOCK,
-    &FAIR_HEARTBEAT,
-    &scripts::FAIR_QUEUE,
-];
 
 /// The kind segment of a fair lock's keys: `<ns>:{<name>}:fair`.
 pub const KIND: &str = "fair";

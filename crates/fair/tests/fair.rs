@@ -5,14 +5,9 @@ use std::time::{Duration, Instant};
 
 use deadbolt_core::{Client, Error};
 use deadbolt_fair::FairLock;
+use deadbolt_testkit::support::{server, until, within, HANG};
 use deadbolt_testkit::{FaultProxy, RedisServer};
 use parking_lot::Mutex;
-
-const HANG: Duration = Duration::from_secs(30);
-
-fn server() -> RedisServer {
-    RedisServer::start().expect("start redis-server (apt-get install -y redis-server)")
-}
 
 async fn client(url: &str, wt: Duration) -> Client {
     Client::builder(url)
@@ -20,12 +15,6 @@ async fn client(url: &str, wt: Duration) -> Client {
         .build()
         .await
         .expect("connect")
-}
-
-async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
-    tokio::time::timeout(HANG, f)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: hung for {HANG:?}"))
 }
 
 async fn queue_len(srv: &RedisServer, lock: &FairLock) -> i64 {
@@ -40,12 +29,7 @@ async fn queue_len(srv: &RedisServer, lock: &FairLock) -> i64 {
 /// Wait until the server's queue has `n` entries (no event exists for this;
 /// a short poll of the server's state).
 async fn until_queued(srv: &RedisServer, lock: &FairLock, n: i64) {
-    within("queue length", async {
-        while queue_len(srv, lock).await != n {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    })
-    .await;
+    until("queue length", || async { queue_len(srv, lock).await == n }).await;
 }
 
 async fn fifo_order(clients: usize) {

@@ -6,13 +6,8 @@ use std::time::{Duration, Instant};
 
 use deadbolt_core::{Client, Error, LeaseState};
 use deadbolt_fair::FairLock;
+use deadbolt_testkit::support::{cmd, server, until, within};
 use deadbolt_testkit::{FaultProxy, RedisServer};
-
-const HANG: Duration = Duration::from_secs(30);
-
-fn server() -> RedisServer {
-    RedisServer::start().expect("start redis-server (apt-get install -y redis-server)")
-}
 
 async fn client(url: &str, wt: Duration) -> Client {
     Client::builder(url)
@@ -20,21 +15,6 @@ async fn client(url: &str, wt: Duration) -> Client {
         .build()
         .await
         .expect("connect")
-}
-
-async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
-    tokio::time::timeout(HANG, f)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: hung for {HANG:?}"))
-}
-
-async fn cmd<T: redis::FromRedisValue>(srv: &RedisServer, args: &[&str]) -> T {
-    let mut c = srv.conn().await;
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query_async(&mut c).await.unwrap()
 }
 
 async fn queue(srv: &RedisServer, lock: &FairLock) -> Vec<String> {
@@ -48,10 +28,8 @@ async fn queue(srv: &RedisServer, lock: &FairLock) -> Vec<String> {
 /// Wait until the server's queue has `n` entries (no event exists for this;
 /// a short poll of the server's state).
 async fn until_queued(srv: &RedisServer, lock: &FairLock, n: usize) {
-    within("queue length", async {
-        while queue(srv, lock).await.len() != n {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+    until("queue length", || async {
+        queue(srv, lock).await.len() == n
     })
     .await;
 }

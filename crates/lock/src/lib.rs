@@ -16,12 +16,13 @@
 //! # Ok(()) }
 //! ```
 
-use deadbolt_core::scripts::{LuaScript, ScriptCall, HOLD_RENEW};
+use deadbolt_core::scripts::{ScriptCall, HOLD_RENEW};
 use deadbolt_core::{AcquireSpec, Client, Exclusive, ExclusiveKind, Keys, OnePerClient};
 
 /// The lock's Lua scripts (files in the workspace's `lua/`).
 pub mod scripts {
     deadbolt_core::lua_scripts! {
+        list pub SCRIPTS;
         /// Take, re-enter or replay an attempt on a reentrant lock.
         pub LOCK_ACQUIRE = "lock_acquire" with "hold_lib";
         /// Release one hold of a reentrant lock by attempt id.
@@ -30,10 +31,8 @@ pub mod scripts {
         pub LOCK_FORCE_UNLOCK = "lock_force_unlock";
     }
 }
+pub use scripts::SCRIPTS;
 use scripts::{LOCK_ACQUIRE, LOCK_FORCE_UNLOCK, LOCK_RELEASE};
-
-/// The lock's scripts, for [`ClientBuilder::preload`](deadbolt_core::ClientBuilder::preload).
-pub static SCRIPTS: &[&LuaScript] = &[&LOCK_ACQUIRE, &LOCK_RELEASE, &LOCK_FORCE_UNLOCK];
 
 /// The kind segment of a reentrant lock's keys: `<ns>:{<name>}:lock`.
 pub const KIND: &str = "lock";

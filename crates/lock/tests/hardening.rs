@@ -10,15 +10,6 @@ use common::*;
 use deadbolt_core::{Client, Error, Keys, LeaseState};
 use deadbolt_lock::Lock;
 
-async fn cmd<T: redis::FromRedisValue>(srv: &RedisServer, args: &[&str]) -> T {
-    let mut c = srv.conn().await;
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query_async(&mut c).await.unwrap()
-}
-
 /// Issue 11.5: under `maxmemory` with noeviction the acquire fails with the
 /// server's OOM error, not a `WrongType` for the fencing key, and writes
 /// nothing.

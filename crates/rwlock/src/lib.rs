@@ -34,7 +34,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadbolt_core::scripts::{LuaScript, ScriptCall, HOLD_RENEW};
+use deadbolt_core::scripts::{ScriptCall, HOLD_RENEW};
 use deadbolt_core::{
     AcquireSpec, Client, Error, ExclusiveGuard, HeartbeatSpec, Hold, Keys, LeaseMode, LeaseState,
     Result, WaitMode, Wake, WakePolicy,
@@ -44,6 +44,7 @@ use deadbolt_core::{
 /// key layout and shared rules are in `rw_lib.lua`, prepended to each).
 pub mod scripts {
     deadbolt_core::lua_scripts! {
+        list pub SCRIPTS;
         /// Take, re-enter or replay a read hold.
         pub RW_READ_ACQUIRE = "rw_read_acquire" with "hold_lib", "rw_lib";
         /// Release one read hold.
@@ -62,20 +63,8 @@ pub mod scripts {
         pub RW_INSPECT = "rw_inspect" with "hold_lib", "rw_lib";
     }
 }
+pub use scripts::SCRIPTS;
 use scripts::*;
-
-/// The read-write lock's scripts, for
-/// [`ClientBuilder::preload`](deadbolt_core::ClientBuilder::preload).
-pub static SCRIPTS: &[&LuaScript] = &[
-    &RW_READ_ACQUIRE,
-    &RW_READ_RELEASE,
-    &RW_READ_RENEW,
-    &RW_WRITE_ACQUIRE,
-    &RW_WRITE_RELEASE,
-    &RW_HEARTBEAT,
-    &RW_FORCE_UNLOCK,
-    &RW_INSPECT,
-];
 
 /// The kind segment of a read-write lock's keys: `<ns>:{<name>}:rw`.
 pub const KIND: &str = "rw";

@@ -6,13 +6,8 @@ use std::time::{Duration, Instant};
 
 use deadbolt_core::{Client, Error, LeaseState};
 use deadbolt_rwlock::RwLock;
+use deadbolt_testkit::support::{cmd, server, until, within, HANG};
 use deadbolt_testkit::{FaultProxy, RedisServer};
-
-const HANG: Duration = Duration::from_secs(30);
-
-fn server() -> RedisServer {
-    RedisServer::start().expect("start redis-server (apt-get install -y redis-server)")
-}
 
 async fn client(url: &str) -> Client {
     Client::builder(url)
@@ -31,33 +26,8 @@ async fn client_with(url: &str, watchdog: Duration, wt: Duration) -> Client {
         .expect("connect")
 }
 
-async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
-    tokio::time::timeout(HANG, f)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: hung for {HANG:?}"))
-}
-
-async fn until<F, Fut>(what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    // The server offers no event for these states: a short poll of it.
-    within(what, async {
-        while !cond().await {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    })
-    .await;
-}
-
 async fn keys(srv: &RedisServer) -> Vec<String> {
-    let mut c = srv.conn().await;
-    redis::cmd("KEYS")
-        .arg("*")
-        .query_async(&mut c)
-        .await
-        .unwrap()
+    cmd(srv, &["KEYS", "*"]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,6 +14,7 @@
 mod proxy;
 mod resp;
 mod server;
+pub mod support;
 #[cfg(feature = "tls")]
 mod tls;
 

@@ -6,12 +6,7 @@ use std::time::Duration;
 use deadbolt_core::Client;
 pub use deadbolt_testkit::{FaultProxy, RedisServer};
 
-/// Generous bound that catches hangs, not speed.
-pub const HANG: Duration = Duration::from_secs(20);
-
-pub fn server() -> RedisServer {
-    RedisServer::start().expect("start redis-server (apt-get install -y redis-server)")
-}
+pub use deadbolt_testkit::support::{cmd, server, until, within, HANG};
 
 pub async fn client(url: &str) -> Client {
     Client::builder(url).build().await.expect("connect")
@@ -55,10 +50,4 @@ pub async fn evalsha_calls(srv: &RedisServer) -> u64 {
         .get("evalsha")
         .copied()
         .unwrap_or(0)
-}
-
-pub async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
-    tokio::time::timeout(HANG, f)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: hung for {HANG:?}"))
 }
