@@ -133,6 +133,27 @@ pub fn new_attempt_id() -> String {
     format!("{a:016x}{b:08x}")
 }
 
+/// What the loop got: a grant, with the instant its validity counts from.
+struct Granted {
+    token: u64,
+    pttl: u64,
+    sent_at: Instant,
+    /// A hand-off under a claim lease shorter than the lease asked for:
+    /// extend to this many ms in the background.
+    extend_to: Option<u64>,
+}
+
+/// The release-by-attempt call of `spec` for `attempt`.
+fn release_call(spec: &AcquireSpec, attempt: &str) -> ScriptCall {
+    ScriptCall::new(
+        spec.release,
+        spec.release_keys.clone(),
+        std::iter::once(attempt.to_string())
+            .chain(spec.release_extra.iter().cloned())
+            .collect(),
+    )
+}
+
 /// A queue entry's secret: random, in 1 .. 2^53 (Lua carries it exactly).
 fn new_secret() -> u64 {
     rand::random_range(1..(1u64 << 53))
@@ -142,6 +163,9 @@ fn new_secret() -> u64 {
 struct Attempt<'a> {
     client: &'a Client,
     release: ScriptCall,
+    /// The acquire records something on the server (false for condition
+    /// waits, which only read).
+    records: bool,
     /// The server may hold a record of this attempt (in flight, Indeterminate).
     in_doubt: bool,
     /// The server holds a queue entry for this attempt.
@@ -150,7 +174,7 @@ struct Attempt<'a> {
 
 impl Attempt<'_> {
     fn armed(&self) -> bool {
-        self.in_doubt || self.queued
+        self.records && (self.in_doubt || self.queued)
     }
 
     fn disarm(&mut self) {
@@ -213,16 +237,76 @@ impl Client {
             LeaseMode::Watchdog => lease_ms(self.config().watchdog_timeout)?,
             LeaseMode::Fixed(d) => lease_ms(d)?,
         };
+        let attempt_id = new_attempt_id();
+        let got = self
+            .run_acquire(spec, owner, ms, wait, &attempt_id, true)
+            .await?;
+        Ok(got.map(|g| {
+            let hold = Hold::new(
+                self,
+                HoldSpec {
+                    kind: spec.kind,
+                    key: spec.key.clone(),
+                    renew: spec.renew,
+                    renew_keys: spec.renew_keys.clone(),
+                    release: release_call(spec, &attempt_id),
+                },
+                attempt_id.clone(),
+                g.token,
+                lease,
+                g.sent_at,
+                g.pttl,
+            );
+            if let Some(ms) = g.extend_to {
+                hold.extend_in_background(ms, g.pttl);
+            }
+            hold
+        }))
+    }
+
+    /// Wait until a condition holds (a latch at zero), with the acquire
+    /// loop: the first try alone, then a subscription, a catch-up try and
+    /// waits on the channel. `spec.acquire` replies `{1, ...}` when the
+    /// condition holds and `{0, pttl}` when not (nothing is recorded, so
+    /// nothing is released: `spec.release` is never run). Returns whether
+    /// the condition held before the wait ended.
+    ///
+    /// # Errors
+    /// As [`Client::acquire`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the tries record nothing.
+    pub async fn wait_until(
+        &self,
+        spec: &AcquireSpec,
+        owner: &str,
+        wait: WaitMode,
+    ) -> Result<bool> {
+        let attempt_id = new_attempt_id();
+        let got = self
+            .run_acquire(spec, owner, 1, wait, &attempt_id, false)
+            .await?;
+        Ok(got.is_some())
+    }
+
+    async fn run_acquire(
+        &self,
+        spec: &AcquireSpec,
+        owner: &str,
+        ms: u64,
+        wait: WaitMode,
+        attempt_id: &str,
+        records: bool,
+    ) -> Result<Option<Granted>> {
         self.check_open()?;
         // Counted while running, so shutdown can wait for woken waiters to
         // leave (dropped after the attempt, which hands over its release).
         let _running = self.inner.acquiring.enter();
-        let attempt_id = new_attempt_id();
         let span = tracing::debug_span!("acquire", kind = spec.kind, key = %spec.key,
             owner, attempt = %attempt_id);
         let started = Instant::now();
         let r = self
-            .acquire_inner(spec, owner, lease, ms, wait, attempt_id)
+            .acquire_inner(spec, owner, ms, wait, attempt_id, records)
             .instrument(span.clone())
             .await;
         span.in_scope(|| {
@@ -236,27 +320,21 @@ impl Client {
         &self,
         spec: &AcquireSpec,
         owner: &str,
-        lease: LeaseMode,
         ms: u64,
         wait: WaitMode,
-        attempt_id: String,
-    ) -> Result<Option<Hold>> {
+        attempt_id: &str,
+        records: bool,
+    ) -> Result<Option<Granted>> {
         let deadline = match wait {
             WaitMode::Try => Some(Instant::now()),
             // A wait too long for an `Instant` is a wait without end.
             WaitMode::For(d) => Instant::now().checked_add(d),
             WaitMode::Forever => None,
         };
-        let release = ScriptCall::new(
-            spec.release,
-            spec.release_keys.clone(),
-            std::iter::once(attempt_id.clone())
-                .chain(spec.release_extra.iter().cloned())
-                .collect(),
-        );
         let mut attempt = Attempt {
             client: self,
-            release: release.clone(),
+            release: release_call(spec, attempt_id),
+            records,
             in_doubt: false,
             queued: false,
         };
@@ -266,7 +344,7 @@ impl Client {
                 spec.keys.clone(),
                 [
                     owner.to_string(),
-                    attempt_id.clone(),
+                    attempt_id.to_string(),
                     ms.to_string(),
                     mode.to_string(),
                 ]
@@ -276,22 +354,11 @@ impl Client {
                 .collect(),
             )
         };
-        let grant = |token: u64, pttl: u64, sent_at: Instant| {
-            Hold::new(
-                self,
-                HoldSpec {
-                    kind: spec.kind,
-                    key: spec.key.clone(),
-                    renew: spec.renew,
-                    renew_keys: spec.renew_keys.clone(),
-                    release: release.clone(),
-                },
-                attempt_id.clone(),
-                token,
-                lease,
-                sent_at,
-                pttl,
-            )
+        let grant = |token: u64, pttl: u64, sent_at: Instant| Granted {
+            token,
+            pttl,
+            sent_at,
+            extend_to: None,
         };
         let try_call = call(if wait == WaitMode::Try { "try" } else { "wait" });
 
@@ -336,7 +403,7 @@ impl Client {
         let waiter = Waiter {
             policy: spec.wake,
             class: spec.class,
-            tag: spec.tagged.then(|| attempt_id.clone()),
+            tag: spec.tagged.then(|| attempt_id.to_string()),
         };
         let early = match wait {
             WaitMode::Try => None,
@@ -427,11 +494,12 @@ impl Client {
                     {
                         attempt.disarm();
                         sub.mark_acquired();
-                        let hold = grant(token, ttl, t0);
-                        if ms > ttl {
-                            hold.extend_in_background(ms, ttl);
-                        }
-                        return Ok(Some(hold));
+                        return Ok(Some(Granted {
+                            token,
+                            pttl: ttl,
+                            sent_at: t0,
+                            extend_to: (ms > ttl).then_some(ms),
+                        }));
                     }
                 }
             }
