@@ -95,6 +95,20 @@ local function hold_touch(keys, ttl_ms)
   end
 end
 
+-- Leased holds kept in a ZSET (member -> lease deadline, server ms) and a
+-- companion hash: both live exactly as long as the longest lease, and go
+-- when the ZSET is empty. O(log n).
+local function hold_touch_leases(zkey, hkey)
+  local top = redis.call('ZRANGE', zkey, -1, -1, 'WITHSCORES')
+  if top[2] == nil then
+    redis.call('DEL', zkey, hkey)
+    return
+  end
+  local at = string.format('%.0f', tonumber(top[2]))
+  redis.call('PEXPIREAT', zkey, at)
+  redis.call('PEXPIREAT', hkey, at)
+end
+
 -- Server time as milliseconds and microseconds.
 local function hold_now()
   local t = redis.call('TIME')

@@ -68,15 +68,8 @@ local function rw_readers(K, now_ms)
 end
 
 -- The reader keys live exactly as long as the longest read lease: O(log n).
-local function rw_touch_readers(K, now_ms)
-  local top = redis.call('ZRANGE', K.r, -1, -1, 'WITHSCORES')
-  if top[2] == nil then
-    redis.call('DEL', K.r, K.ro)
-    return
-  end
-  local at = string.format('%.0f', tonumber(top[2]))
-  redis.call('PEXPIREAT', K.r, at)
-  redis.call('PEXPIREAT', K.ro, at)
+local function rw_touch_readers(K)
+  hold_touch_leases(K.r, K.ro)
 end
 
 -- The first waiting writer whose client is alive, and how long its client's

@@ -2,8 +2,8 @@
 //!
 //! Redisson-style distributed synchronisation primitives kept in Redis, for
 //! async Rust: a reentrant [`Lock`], a strict-FIFO [`FairLock`], a read-write
-//! [`RwLock`] (and, as they land, a semaphore, a latch, a multi-lock and
-//! Redlock).
+//! [`RwLock`], a leased [`Semaphore`] and a [`CountDownLatch`] (and, as they
+//! land, a multi-lock and Redlock).
 //!
 //! Every wait really waits on a Pub/Sub channel (no polling), every hold has a
 //! lease renewed by a watchdog or fixed, every exclusive hold carries a
@@ -41,6 +41,7 @@ pub use deadbolt_core::{Exclusive, ExclusiveGuard};
 pub use deadbolt_fair::{FairLock, FairLockGuard};
 pub use deadbolt_lock::{Lock, LockGuard};
 pub use deadbolt_rwlock::{ReadGuard, RwLock, WriteGuard};
+pub use deadbolt_semaphore::{CountDownLatch, Permits, Semaphore};
 
 /// The core crate: the engine under every primitive (acquire loop, waiting,
 /// watchdog, releaser), for building primitives of your own.
@@ -137,6 +138,16 @@ impl Client {
         RwLock::new(&self.core, name)
     }
 
+    /// A new handle on the semaphore `name` (leased permits).
+    pub fn semaphore(&self, name: &str) -> Semaphore {
+        Semaphore::new(&self.core, name)
+    }
+
+    /// A new handle on the count-down latch `name`.
+    pub fn count_down_latch(&self, name: &str) -> CountDownLatch {
+        CountDownLatch::new(&self.core, name)
+    }
+
     /// Release what this client holds, leave every queue and close; see
     /// [`deadbolt_core::Client::shutdown`] for the steps and the bound
     /// (3 × `command_timeout` + 1 s).
@@ -191,6 +202,7 @@ fn primitive_scripts() -> Vec<&'static deadbolt_core::scripts::LuaScript> {
         deadbolt_lock::SCRIPTS,
         deadbolt_fair::SCRIPTS,
         deadbolt_rwlock::SCRIPTS,
+        deadbolt_semaphore::SCRIPTS,
     ]
     .concat()
 }

@@ -14,7 +14,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The arguments were refused before anything was sent.
+    /// The arguments were refused, and nothing was written: by the client
+    /// before anything was sent, or by a script that found them at odds
+    /// with the primitive's state (reducing permits below zero).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     /// The command was certainly not executed: the connection is known to be
@@ -187,6 +189,12 @@ impl Error {
                 "WRONGTYPE" => {
                     let key = err.detail().unwrap_or("").trim().to_string();
                     return Error::WrongType { key };
+                }
+                // A script's `INVALID <why>`: the arguments do not fit the
+                // primitive's state (reducing permits below zero); refused
+                // with nothing written.
+                "INVALID" => {
+                    return Error::InvalidArgument(err.detail().unwrap_or("").trim().to_string())
                 }
                 // A script's `UPGRADE <key>`: a read holder asked to write.
                 "UPGRADE" => return Error::UpgradeNotSupported,

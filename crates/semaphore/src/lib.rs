@@ -1,0 +1,722 @@
+//! deadbolt-semaphore: a leased distributed semaphore and a count-down
+//! latch kept in Redis.
+//!
+//! **[`Semaphore`]**: permits are leased to their holder. The watchdog renews
+//! them while held; when a holder dies its lease ends and the server gives
+//! its permits back (an ended lease never counts as taken). A release or
+//! added permits wake exactly the waiters whose demands now fit, from the
+//! oldest on — no herd, no lost wake-up. Fairness: the oldest live waiter's
+//! demand is reserved, so a request for many permits is served once enough
+//! come back, however many single-permit requests arrive; requests that fit
+//! beyond that reservation proceed at once. Every operation is O(log n) in
+//! the holders and waiters.
+//!
+//! **[`CountDownLatch`]**: `count_down` to zero wakes every waiter of every
+//! client at once; the key is deleted at zero, so a finished latch leaves
+//! nothing behind, and `try_set_count` arms it again.
+//!
+//! ```no_run
+//! # async fn f() -> deadbolt_core::Result<()> {
+//! let client = deadbolt_core::Client::connect("redis://127.0.0.1/").await?;
+//! let sem = deadbolt_semaphore::Semaphore::new(&client, "db-connections");
+//! sem.try_set_permits(10).await?;
+//! let permits = sem.acquire(2).await?;   // waits until 2 are free at once
+//! permits.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Data layout and policy: `lua/sem_lib.lua`; see also `docs/semaphore.md`.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadbolt_core::scripts::{ScriptCall, HOLD_RENEW};
+use deadbolt_core::{
+    AcquireSpec, Client, Error, HeartbeatSpec, Hold, Keys, LeaseMode, LeaseState, Result, Signal,
+    WaitMode, Wake, WakePolicy, MAX_LEASE_MS,
+};
+
+/// The semaphore's and the latch's Lua scripts (files in the workspace's
+/// `lua/`; the semaphore's layout and policy are in `sem_lib.lua`).
+pub mod scripts {
+    deadbolt_core::lua_scripts! {
+        list pub SCRIPTS;
+        /// Take n permits, replay, or queue for them.
+        pub SEM_ACQUIRE = "sem_acquire" with "hold_lib", "sem_lib";
+        /// Give permits back or leave the queue.
+        pub SEM_RELEASE = "sem_release" with "hold_lib", "sem_lib";
+        /// Renew many permit holds (each its own lease).
+        pub SEM_RENEW = "sem_renew" with "hold_lib", "sem_lib";
+        /// Set, add, reduce, drain or read the permits.
+        pub SEM_PERMITS = "sem_permits" with "hold_lib", "sem_lib";
+        /// Keep one client's waiters alive; give back ended leases.
+        pub SEM_HEARTBEAT = "sem_heartbeat" with "hold_lib", "sem_lib";
+        /// Read the semaphore's state.
+        pub SEM_INSPECT = "sem_inspect" with "hold_lib", "sem_lib";
+        /// Set, count down or read a latch.
+        pub LATCH_OP = "latch_op";
+        /// Has the latch reached zero? (The try of a wait.)
+        pub LATCH_WAIT = "latch_wait";
+    }
+}
+pub use scripts::SCRIPTS;
+use scripts::*;
+
+/// The kind segment of a semaphore's keys: `<ns>:{<name>}:sem`.
+pub const SEMAPHORE_KIND: &str = "sem";
+/// The kind segment of a latch's key: `<ns>:{<name>}:latch`.
+pub const LATCH_KIND: &str = "latch";
+
+/// The largest number of permits (and latch count): 2^53 − 1, the largest
+/// integer Lua numbers carry exactly.
+pub const MAX_PERMITS: u64 = MAX_LEASE_MS;
+
+/// How many holders and waiters [`Semaphore::inspect`] lists.
+const LISTED: usize = 100;
+
+/// The six keys every semaphore script takes, in order (see
+/// `lua/sem_lib.lua`).
+pub fn semaphore_keys(k: &Keys) -> Vec<String> {
+    vec![
+        k.main().to_string(),
+        k.sub("h"),
+        k.sub("hn"),
+        k.sub("q"),
+        k.sub("qo"),
+        k.sub("alive"),
+    ]
+}
+
+/// The semaphore's messages, each for one waiter on its client's channel:
+/// `t:<attempt>` — the permits it waits for are free.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PermitsFree;
+
+impl WakePolicy for PermitsFree {
+    fn decode(&self, payload: &[u8]) -> Wake {
+        match payload.strip_prefix(b"t:").map(std::str::from_utf8) {
+            Some(Ok(name)) if !name.is_empty() => Wake::Named {
+                name: name.to_string(),
+                signal: Signal::Retry,
+            },
+            _ => Wake::Nothing,
+        }
+    }
+}
+
+/// The latch's message `0`: the count reached zero; every waiter goes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LatchOpen;
+
+impl WakePolicy for LatchOpen {
+    fn decode(&self, payload: &[u8]) -> Wake {
+        match payload {
+            b"0" => Wake::All { class: None },
+            _ => Wake::Nothing,
+        }
+    }
+}
+
+fn check_n(what: &str, n: u64, zero_ok: bool) -> Result<u64> {
+    if n == 0 && !zero_ok {
+        return Err(Error::InvalidArgument(format!("{what} 0 means nothing")));
+    }
+    if n > MAX_PERMITS {
+        return Err(Error::InvalidArgument(format!(
+            "{what} {n} is beyond the largest accepted ({MAX_PERMITS})"
+        )));
+    }
+    Ok(n)
+}
+
+fn name_error(e: Error) -> String {
+    match e {
+        Error::InvalidArgument(m) => m,
+        other => other.to_string(),
+    }
+}
+
+/// A handle on a distributed semaphore with leased permits.
+///
+/// Each handle is an owner (as for locks); permits belong to the [`Permits`]
+/// guard that took them, each with its own lease.
+#[derive(Debug, Clone)]
+pub struct Semaphore {
+    inner: Arc<SemInner>,
+}
+
+#[derive(Debug)]
+struct SemInner {
+    client: Client,
+    name: String,
+    owner: String,
+    parts: std::result::Result<(Vec<String>, AcquireSpec), String>,
+}
+
+/// One holder as [`Semaphore::inspect`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HolderInfo {
+    /// The hold's attempt id.
+    pub attempt: String,
+    /// Its owner id.
+    pub owner: String,
+    /// Permits it holds.
+    pub permits: u64,
+    /// How long its lease still runs.
+    pub ttl: Duration,
+}
+
+/// One waiter as [`Semaphore::inspect`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WaiterInfo {
+    /// The waiting attempt id.
+    pub attempt: String,
+    /// Its owner id.
+    pub owner: String,
+    /// Permits it waits for.
+    pub permits: u64,
+    /// Whether it was told its permits are free (it is on its way).
+    pub woken: bool,
+}
+
+/// A semaphore's state, read in one step (ended leases purged first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SemaphoreInfo {
+    /// The permits set; `None` when never set.
+    pub permits: Option<u64>,
+    /// Permits free now (negative after a reduction below what live holds
+    /// take, until they give permits back).
+    pub available: i64,
+    /// Live holds.
+    pub holds: u64,
+    /// Queued waiters.
+    pub waiting: u64,
+    /// Holders, longest lease first (at most 100).
+    pub holders: Vec<HolderInfo>,
+    /// Waiters in queue order (at most 100).
+    pub waiters: Vec<WaiterInfo>,
+}
+
+type SemInspectReply = (
+    i64,
+    i64,
+    u64,
+    u64,
+    Vec<(String, String, u64, i64)>,
+    Vec<(String, String, u64, u64)>,
+);
+
+impl Semaphore {
+    /// A new handle on the semaphore `name`.
+    ///
+    /// An invalid name (empty) is reported as [`Error::InvalidArgument`] by
+    /// every method, before anything is sent.
+    pub fn new(client: &Client, name: &str) -> Semaphore {
+        let parts = client
+            .keys(SEMAPHORE_KIND, name)
+            .map(|k| {
+                let keys = semaphore_keys(&k);
+                let spec = AcquireSpec {
+                    kind: "semaphore",
+                    acquire: &SEM_ACQUIRE,
+                    keys: keys.clone(),
+                    extra_args: vec![client.config().waiter_timeout.as_millis().to_string()],
+                    release: &SEM_RELEASE,
+                    release_keys: keys.clone(),
+                    release_extra: vec![],
+                    key: k.main().to_string(),
+                    renew: &SEM_RENEW,
+                    renew_keys: keys[..3].to_vec(),
+                    // One channel per (client, semaphore); wakes name the waiter.
+                    channel: format!("{}:ch:{}", k.main(), client.id()),
+                    wake: &PermitsFree,
+                    class: "",
+                    tagged: true,
+                    heartbeat: Some(HeartbeatSpec {
+                        script: &SEM_HEARTBEAT,
+                        keys: keys.clone(),
+                    }),
+                };
+                (keys, spec)
+            })
+            .map_err(name_error);
+        Semaphore {
+            inner: Arc::new(SemInner {
+                client: client.clone(),
+                name: name.to_string(),
+                owner: client.new_owner(),
+                parts,
+            }),
+        }
+    }
+
+    /// The semaphore's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn parts(&self) -> Result<&(Vec<String>, AcquireSpec)> {
+        self.inner
+            .parts
+            .as_ref()
+            .map_err(|e| Error::InvalidArgument(e.clone()))
+    }
+
+    async fn permits_op(&self, op: &str, n: u64) -> Result<i64> {
+        let (keys, _) = self.parts()?;
+        let call = ScriptCall::new(
+            &SEM_PERMITS,
+            keys.clone(),
+            vec![op.to_string(), n.to_string()],
+        );
+        self.inner.client.run(&call).await
+    }
+
+    /// Set the number of permits, only if it was never set. Returns whether
+    /// it set them. Waiters that now fit are woken.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for more than [`MAX_PERMITS`];
+    /// `Unavailable`, `Indeterminate`, `WrongType`.
+    ///
+    /// # Cancel safety
+    /// If dropped, the permits may or may not have been set; calling it
+    /// again is harmless.
+    pub async fn try_set_permits(&self, n: u64) -> Result<bool> {
+        check_n("permits", n, true)?;
+        Ok(self.permits_op("set", n).await? == 1)
+    }
+
+    /// Add `n` permits (setting them when never set); returns the permits
+    /// available after. Waiters that now fit are woken, and no more.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for 0, or for a total beyond
+    /// [`MAX_PERMITS`] (nothing written); `Unavailable`, `Indeterminate`,
+    /// `WrongType`.
+    ///
+    /// # Cancel safety
+    /// Not idempotent: if dropped after sending, the permits may have been
+    /// added.
+    pub async fn add_permits(&self, n: u64) -> Result<i64> {
+        check_n("permits to add", n, false)?;
+        self.permits_op("add", n).await
+    }
+
+    /// Take `n` permits away from the total; returns the permits available
+    /// after, which is negative when live holds take more than the new total
+    /// (they keep what they hold and give it back as usual).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for 0 and when the total would go below
+    /// zero: refused, nothing written (no Redisson-style debt on the total);
+    /// `Unavailable`, `Indeterminate`, `WrongType`.
+    ///
+    /// # Cancel safety
+    /// Not idempotent: if dropped after sending, the permits may have been
+    /// taken away.
+    pub async fn reduce_permits(&self, n: u64) -> Result<i64> {
+        check_n("permits to reduce", n, false)?;
+        self.permits_op("reduce", n).await
+    }
+
+    /// Permits free now. An ended lease never counts as taken.
+    ///
+    /// # Errors
+    /// `Unavailable`, `Indeterminate`, `WrongType`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only gives back ended leases, which is due anyway.
+    pub async fn available_permits(&self) -> Result<i64> {
+        self.permits_op("available", 0).await
+    }
+
+    /// Take every free permit away from the total; returns how many.
+    ///
+    /// # Errors
+    /// `Unavailable`, `Indeterminate`, `WrongType`.
+    ///
+    /// # Cancel safety
+    /// If dropped, the permits may or may not have been drained.
+    pub async fn drain_permits(&self) -> Result<u64> {
+        Ok(self.permits_op("drain", 0).await?.unsigned_abs())
+    }
+
+    async fn take(&self, n: u64, lease: LeaseMode, wait: WaitMode) -> Result<Option<Permits>> {
+        check_n("permits", n, false)?;
+        let (_, base) = self.parts()?;
+        let mut spec = base.clone();
+        spec.extra_args.push(n.to_string());
+        let hold = self
+            .inner
+            .client
+            .acquire(&spec, &self.inner.owner, lease, wait)
+            .await?;
+        Ok(hold.map(|hold| Permits { hold, count: n }))
+    }
+
+    /// Wait until `n` permits are free at once and take them; the watchdog
+    /// renews their lease until release. Rides out reconnects.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for 0 or more than [`MAX_PERMITS`];
+    /// [`Error::WrongType`], [`Error::SubscribeRefused`],
+    /// [`Error::Shutdown`], [`Error::Redis`].
+    ///
+    /// # Cancel safety
+    /// If dropped after its request may have reached Redis, a possible grant
+    /// or queue entry is released once by the background releaser: no
+    /// permit stays taken.
+    pub async fn acquire(&self, n: u64) -> Result<Permits> {
+        self.take(n, LeaseMode::Watchdog, WaitMode::Forever)
+            .await
+            .map(|p| p.expect("an unbounded wait only ends with the permits"))
+    }
+
+    /// One attempt at `n` permits, no waiting (never queues); watchdog lease.
+    ///
+    /// # Errors
+    /// As [`Self::acquire`], plus `Unavailable` / `Indeterminate` when Redis
+    /// could not answer.
+    ///
+    /// # Cancel safety
+    /// As [`Self::acquire`].
+    pub async fn try_acquire(&self, n: u64) -> Result<Option<Permits>> {
+        self.take(n, LeaseMode::Watchdog, WaitMode::Try).await
+    }
+
+    /// Wait up to `wait` for `n` permits; `Ok(None)` when the wait ends
+    /// without them (the queue entry is removed at once).
+    ///
+    /// # Errors
+    /// As [`Self::try_acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`Self::acquire`].
+    pub async fn try_acquire_for(&self, n: u64, wait: Duration) -> Result<Option<Permits>> {
+        self.take(n, LeaseMode::Watchdog, WaitMode::up_to(wait))
+            .await
+    }
+
+    /// Wait until `n` permits are free, with a fixed `lease` (not renewed):
+    /// the server takes them back when it ends.
+    ///
+    /// # Errors
+    /// As [`Self::acquire`], and `InvalidArgument` for a lease under 1 ms or
+    /// over `MAX_LEASE_MS`.
+    ///
+    /// # Cancel safety
+    /// As [`Self::acquire`]; an unreleased grant also ends with its lease.
+    pub async fn acquire_with_lease(&self, n: u64, lease: Duration) -> Result<Permits> {
+        self.take(n, LeaseMode::Fixed(lease), WaitMode::Forever)
+            .await
+            .map(|p| p.expect("an unbounded wait only ends with the permits"))
+    }
+
+    /// Wait up to `wait` for `n` permits with a fixed `lease`.
+    ///
+    /// # Errors
+    /// As [`Self::acquire_with_lease`] and [`Self::try_acquire_for`].
+    ///
+    /// # Cancel safety
+    /// As [`Self::acquire`].
+    pub async fn try_acquire_with(
+        &self,
+        n: u64,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<Permits>> {
+        self.take(n, LeaseMode::Fixed(lease), WaitMode::up_to(wait))
+            .await
+    }
+
+    /// Permits set and available, holders with their leases, waiters.
+    ///
+    /// # Errors
+    /// `InvalidArgument`, `Unavailable`, `Indeterminate`, `WrongType`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only gives back ended leases.
+    pub async fn inspect(&self) -> Result<SemaphoreInfo> {
+        let (keys, _) = self.parts()?;
+        let call = ScriptCall::new(&SEM_INSPECT, keys.clone(), vec![LISTED.to_string()]);
+        let (total, available, holds, waiting, holders, waiters): SemInspectReply =
+            self.inner.client.run(&call).await?;
+        Ok(SemaphoreInfo {
+            permits: u64::try_from(total).ok(),
+            available,
+            holds,
+            waiting,
+            holders: holders
+                .into_iter()
+                .map(|(attempt, owner, permits, ms)| HolderInfo {
+                    attempt,
+                    owner,
+                    permits,
+                    ttl: Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
+                })
+                .collect(),
+            waiters: waiters
+                .into_iter()
+                .map(|(attempt, owner, permits, woken)| WaiterInfo {
+                    attempt,
+                    owner,
+                    permits,
+                    woken: woken == 1,
+                })
+                .collect(),
+        })
+    }
+}
+
+/// Permits taken from a [`Semaphore`], leased to this guard.
+///
+/// Give them back with [`release`](Permits::release) to see the outcome;
+/// dropping the guard gives them back in the background.
+#[must_use = "if unused the permits are given back at once"]
+#[derive(Debug)]
+pub struct Permits {
+    hold: Hold,
+    count: u64,
+}
+
+impl Permits {
+    /// How many permits this guard holds.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Where the hold stands as far as this process knows.
+    pub fn state(&self) -> LeaseState {
+        self.hold.state()
+    }
+
+    /// How much longer the permits are known to be held.
+    pub fn valid_for(&self) -> Duration {
+        self.hold.valid_for()
+    }
+
+    /// Resolves when the permits can no longer be counted on (`Lost` or
+    /// `Unknown`: the lease ended, or the server gave them back).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
+    pub fn lost(&self) -> impl Future<Output = LeaseState> + Send + 'static {
+        self.hold.lost()
+    }
+
+    /// Extend a fixed lease to at least `lease` from now.
+    ///
+    /// # Errors
+    /// `InvalidArgument`, `NotHeld` (state becomes `Lost`), `Indeterminate`
+    /// (state becomes `Unknown`), `Unavailable`.
+    ///
+    /// # Cancel safety
+    /// If dropped, the extension may or may not have applied.
+    pub async fn extend(&self, lease: Duration) -> Result<()> {
+        self.hold.extend(lease).await
+    }
+
+    /// Give the permits back and wait for the answer; the waiters they
+    /// serve are woken.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when the lease had ended (the server had given
+    /// them back already); `Unavailable` / `Indeterminate` when unconfirmed
+    /// (the background releaser finishes it).
+    ///
+    /// # Cancel safety
+    /// If dropped, the release may or may not have run; the background
+    /// releaser runs it (idempotently).
+    pub async fn release(self) -> Result<()> {
+        self.hold.unlock().await
+    }
+}
+
+/// A handle on a distributed count-down latch.
+#[derive(Debug, Clone)]
+pub struct CountDownLatch {
+    inner: Arc<LatchInner>,
+}
+
+#[derive(Debug)]
+struct LatchInner {
+    client: Client,
+    name: String,
+    owner: String,
+    parts: std::result::Result<(String, String, AcquireSpec), String>,
+}
+
+impl CountDownLatch {
+    /// A new handle on the latch `name`.
+    ///
+    /// An invalid name (empty) is reported as [`Error::InvalidArgument`] by
+    /// every method, before anything is sent.
+    pub fn new(client: &Client, name: &str) -> CountDownLatch {
+        let parts = client
+            .keys(LATCH_KIND, name)
+            .map(|k| {
+                let key = k.main().to_string();
+                let channel = k.channel();
+                let spec = AcquireSpec {
+                    kind: "latch",
+                    acquire: &LATCH_WAIT,
+                    keys: vec![key.clone()],
+                    extra_args: vec![],
+                    // A wait records nothing: never released or renewed.
+                    release: &LATCH_WAIT,
+                    release_keys: vec![key.clone()],
+                    release_extra: vec![],
+                    key: key.clone(),
+                    renew: &HOLD_RENEW,
+                    renew_keys: vec![],
+                    channel: channel.clone(),
+                    wake: &LatchOpen,
+                    class: "",
+                    tagged: false,
+                    heartbeat: None,
+                };
+                (key, channel, spec)
+            })
+            .map_err(name_error);
+        CountDownLatch {
+            inner: Arc::new(LatchInner {
+                client: client.clone(),
+                name: name.to_string(),
+                owner: client.new_owner(),
+                parts,
+            }),
+        }
+    }
+
+    /// The latch's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn parts(&self) -> Result<&(String, String, AcquireSpec)> {
+        self.inner
+            .parts
+            .as_ref()
+            .map_err(|e| Error::InvalidArgument(e.clone()))
+    }
+
+    async fn op(&self, op: &str, arg: String) -> Result<u64> {
+        let (key, _, _) = self.parts()?;
+        let call = ScriptCall::new(&LATCH_OP, vec![key.clone()], vec![op.to_string(), arg]);
+        self.inner.client.run(&call).await
+    }
+
+    /// Arm the latch with `count`, unless it is armed already (count > 0).
+    /// Returns whether it set the count. A latch that reached zero can be
+    /// armed again.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for 0 or more than [`MAX_PERMITS`];
+    /// `Unavailable`, `Indeterminate`, `WrongType`, `BadValue`.
+    ///
+    /// # Cancel safety
+    /// If dropped, the count may or may not have been set; calling it again
+    /// is harmless.
+    pub async fn try_set_count(&self, count: u64) -> Result<bool> {
+        check_n("count", count, false)?;
+        Ok(self.op("set", count.to_string()).await? == 1)
+    }
+
+    /// Count down by one; returns the count after. Reaching zero wakes every
+    /// waiter of every client at once and deletes the latch's key.
+    ///
+    /// # Errors
+    /// `Unavailable`, `Indeterminate`, `WrongType`, `BadValue`.
+    ///
+    /// # Cancel safety
+    /// Not idempotent: if dropped after sending, it may have counted down.
+    pub async fn count_down(&self) -> Result<u64> {
+        let (_, channel, _) = self.parts()?;
+        self.op("count_down", channel.clone()).await
+    }
+
+    /// The current count (0 when it reached zero or was never set).
+    ///
+    /// # Errors
+    /// `Unavailable`, `Indeterminate`, `WrongType`, `BadValue`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: read-only.
+    pub async fn count(&self) -> Result<u64> {
+        self.op("count", String::new()).await
+    }
+
+    /// Wait until the count is zero (at once if it is). Waits on the
+    /// latch's channel; rides out reconnects.
+    ///
+    /// # Errors
+    /// `InvalidArgument`, `WrongType`, `BadValue`, `SubscribeRefused`,
+    /// `Shutdown`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a wait records nothing.
+    pub async fn wait(&self) -> Result<()> {
+        let (_, _, spec) = self.parts()?;
+        self.inner
+            .client
+            .wait_until(spec, &self.inner.owner, WaitMode::Forever)
+            .await
+            .map(|_| ())
+    }
+
+    /// Wait up to `wait` for the count to reach zero; returns whether it did.
+    ///
+    /// # Errors
+    /// As [`Self::wait`], plus `Unavailable` / `Indeterminate` when the time
+    /// ran out while Redis could not answer.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a wait records nothing.
+    pub async fn wait_for(&self, wait: Duration) -> Result<bool> {
+        let (_, _, spec) = self.parts()?;
+        self.inner
+            .client
+            .wait_until(spec, &self.inner.owner, WaitMode::up_to(wait))
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_script_has_a_header_contract() {
+        SCRIPTS
+            .iter()
+            .for_each(|s| deadbolt_core::scripts::check_header(s));
+    }
+
+    #[test]
+    fn messages() {
+        assert_eq!(
+            PermitsFree.decode(b"t:ab"),
+            Wake::Named {
+                name: "ab".into(),
+                signal: Signal::Retry
+            }
+        );
+        assert_eq!(PermitsFree.decode(b"t:"), Wake::Nothing);
+        assert_eq!(PermitsFree.decode(b"x"), Wake::Nothing);
+        assert_eq!(LatchOpen.decode(b"0"), Wake::All { class: None });
+        assert_eq!(LatchOpen.decode(b"1"), Wake::Nothing);
+    }
+
+    #[test]
+    fn counts() {
+        assert!(check_n("n", 0, false).is_err());
+        assert!(check_n("n", 0, true).is_ok());
+        assert!(check_n("n", MAX_PERMITS, false).is_ok());
+        assert!(check_n("n", MAX_PERMITS + 1, true).is_err());
+    }
+}

@@ -1,0 +1,413 @@
+//! Semaphore and CountDownLatch against real redis-server processes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use deadbolt_core::{Client, Error, LeaseState};
+use deadbolt_semaphore::{CountDownLatch, Semaphore, MAX_PERMITS};
+use deadbolt_testkit::support::{cmd, server, until, within, HANG};
+use deadbolt_testkit::{FaultProxy, RedisServer};
+
+async fn client(url: &str) -> Client {
+    Client::builder(url)
+        .preload(deadbolt_semaphore::SCRIPTS)
+        .build()
+        .await
+        .expect("connect")
+}
+
+async fn client_with(url: &str, watchdog: Duration) -> Client {
+    Client::builder(url)
+        .preload(deadbolt_semaphore::SCRIPTS)
+        .watchdog_timeout(watchdog)
+        .waiter_timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .expect("connect")
+}
+
+async fn keys_left(srv: &RedisServer) -> Vec<String> {
+    let keys: Vec<String> = cmd(srv, &["KEYS", "*"]).await;
+    // The permit count itself stays (it is configuration, not a hold);
+    // queue companions expire on their own TTL.
+    let mut left = Vec::new();
+    for k in keys {
+        let ttl: i64 = cmd(srv, &["PTTL", &k]).await;
+        if ttl == -1 && !k.ends_with(":sem") {
+            left.push(k);
+        }
+    }
+    left
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counting() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let s = Semaphore::new(&c, "count");
+    assert_eq!(s.available_permits().await.unwrap(), 0);
+    assert!(
+        s.try_acquire(1).await.unwrap().is_none(),
+        "never set: no permits"
+    );
+    assert!(s.try_set_permits(10).await.unwrap());
+    assert!(!s.try_set_permits(3).await.unwrap());
+    let ten = s.acquire(10).await.unwrap();
+    assert_eq!(ten.count(), 10);
+    assert_eq!(s.available_permits().await.unwrap(), 0);
+    assert_eq!(s.add_permits(4).await.unwrap(), 4);
+    ten.release().await.unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 14);
+    let five = s.acquire(5).await.unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 9);
+    assert_eq!(s.drain_permits().await.unwrap(), 9);
+    assert_eq!(s.available_permits().await.unwrap(), 0);
+    five.release().await.unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 5);
+    let info = s.inspect().await.unwrap();
+    assert_eq!(info.permits, Some(5));
+    assert_eq!(info.holds, 0);
+    // Reduce: below what is held goes negative; below zero is refused.
+    let three = s.acquire(3).await.unwrap();
+    assert_eq!(s.reduce_permits(4).await.unwrap(), -2);
+    assert!(matches!(
+        s.reduce_permits(2).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(s.inspect().await.unwrap().permits, Some(1));
+    three.release().await.unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 1);
+    // Releasing twice, or after the semaphore was deleted: NotHeld.
+    let one = s.acquire(1).await.unwrap();
+    let _: () = cmd(&srv, &["DEL", &format!("deadbolt:{{count}}:sem:h")]).await;
+    assert!(matches!(one.release().await, Err(Error::NotHeld)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_writes_nothing() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let s = Semaphore::new(&c, "bad");
+    assert!(matches!(s.acquire(0).await, Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        s.try_acquire(MAX_PERMITS + 1).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        s.add_permits(0).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        s.try_set_permits(u64::MAX).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        s.reduce_permits(1).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(s.try_set_permits(MAX_PERMITS - 1).await.unwrap());
+    assert!(matches!(
+        s.add_permits(2).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(s.inspect().await.unwrap().permits, Some(MAX_PERMITS - 1));
+    let _: () = cmd(&srv, &["DEL", "deadbolt:{bad}:sem"]).await;
+    let hk = "deadbolt:{bad}:sem:h";
+    let _: () = cmd(&srv, &["SET", hk, "x"]).await;
+    let err = s.try_acquire(1).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::WrongType { key } if key == hk),
+        "{err:?}"
+    );
+    assert!(matches!(
+        s.add_permits(1).await,
+        Err(Error::WrongType { .. })
+    ));
+    let n: i64 = cmd(&srv, &["DBSIZE"]).await;
+    assert_eq!(n, 1, "only the wrong-type key");
+    let err = Semaphore::new(&c, "").acquire(1).await.unwrap_err();
+    assert_eq!(err.to_string(), "invalid argument: name is empty");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_request_returns_after_two_single_releases() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let s = Semaphore::new(&c, "four");
+    s.try_set_permits(4).await.unwrap();
+    let a = s.acquire(1).await.unwrap();
+    let b = s.acquire(1).await.unwrap();
+    // acquire(4) with 2 free.
+    let s2 = s.clone();
+    let big = tokio::spawn(async move { s2.acquire(4).await });
+    until("queued", || async {
+        s.inspect().await.unwrap().waiting == 1
+    })
+    .await;
+    // A stream of single requests may use nothing of the big one's share.
+    assert!(s.try_acquire(1).await.unwrap().is_none());
+    a.release().await.unwrap();
+    assert!(!big.is_finished());
+    b.release().await.unwrap();
+    let four = within("acquire(4)", big).await.unwrap().unwrap();
+    assert_eq!(four.count(), 4);
+    // try_acquire_for(4, 2 s) returns at the second release, not at the deadline.
+    four.release().await.unwrap();
+    let x = within("x", s.acquire(1)).await.unwrap();
+    let y = within("y", s.acquire(1)).await.unwrap();
+    let s3 = s.clone();
+    let t = tokio::spawn(async move {
+        let r = s3.try_acquire_for(4, Duration::from_secs(2)).await;
+        (Instant::now(), r)
+    });
+    until("queued", || async {
+        s.inspect().await.unwrap().waiting == 1
+    })
+    .await;
+    x.release().await.unwrap();
+    let second = Instant::now();
+    y.release().await.unwrap();
+    let (at, r) = within("try_acquire_for", t).await.unwrap();
+    let got = r.unwrap().expect("four permits");
+    assert!(
+        at.duration_since(second) < Duration::from_millis(500),
+        "returned {:?} after the second release",
+        at.duration_since(second)
+    );
+    got.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_holders_permits_come_back_after_its_lease() {
+    let srv = server();
+    let proxy = FaultProxy::start(srv.addr()).await.unwrap();
+    let wd = Duration::from_millis(600);
+    let doomed = client_with(&proxy.url(), wd).await;
+    let alive = client_with(&srv.url(), wd).await;
+    let s = Semaphore::new(&alive, "dead");
+    s.try_set_permits(5).await.unwrap();
+    let _dead = Semaphore::new(&doomed, "dead").acquire(3).await.unwrap();
+    let mine = s.acquire(2).await.unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 0);
+    proxy.set_blackhole(true);
+    let start = Instant::now();
+    // A waiter for 3 gets them once the dead lease ends (its sleep bound).
+    let got = within("the dead holder's permits", s.acquire(3))
+        .await
+        .unwrap();
+    assert!(start.elapsed() < Duration::from_secs(5));
+    // The live holder kept renewing past the dead lease.
+    assert_eq!(mine.state(), LeaseState::Active);
+    assert_eq!(s.inspect().await.unwrap().holds, 2);
+    got.release().await.unwrap();
+    mine.release().await.unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_permit_is_mutual_exclusion() {
+    let srv = server();
+    let mut clients = Vec::new();
+    for _ in 0..8 {
+        clients.push(client(&srv.url()).await);
+    }
+    Semaphore::new(&clients[0], "mutex")
+        .try_set_permits(1)
+        .await
+        .unwrap();
+    let _: () = cmd(&srv, &["SET", "counter", "0"]).await;
+    let mut tasks = Vec::new();
+    for c in &clients {
+        let s = Semaphore::new(c, "mutex");
+        let url = srv.url();
+        tasks.push(tokio::spawn(async move {
+            let raw = redis::Client::open(url).unwrap();
+            let mut conn = raw.get_multiplexed_async_connection().await.unwrap();
+            for _ in 0..100 {
+                let p = s.acquire(1).await.unwrap();
+                let v: i64 = redis::cmd("GET")
+                    .arg("counter")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                let _: () = redis::cmd("SET")
+                    .arg("counter")
+                    .arg(v + 1)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                p.release().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        within("task", t).await.unwrap();
+    }
+    let v: i64 = cmd(&srv, &["GET", "counter"]).await;
+    assert_eq!(v, 800);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn added_permits_wake_exactly_the_waiters_they_serve() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let s = Semaphore::new(&c, "herd");
+    s.try_set_permits(0).await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..50 {
+        let s = Semaphore::new(&c, "herd");
+        tasks.push(tokio::spawn(async move {
+            let p = s.acquire(1).await.unwrap();
+            (Instant::now(), p)
+        }));
+    }
+    until("50 queued", || async {
+        s.inspect().await.unwrap().waiting == 50
+    })
+    .await;
+    srv.reset_stats().await;
+    let added = Instant::now();
+    s.add_permits(50).await.unwrap();
+    let mut last = added;
+    let mut held = Vec::new();
+    for t in tasks {
+        let (at, p) = within("waiter", t).await.unwrap();
+        last = last.max(at);
+        held.push(p);
+    }
+    let took = last.duration_since(added);
+    let stats = srv.commandstats().await;
+    let scripts = stats.get("evalsha").copied().unwrap_or(0);
+    assert!(took < Duration::from_millis(1000), "all 50 took {took:?}");
+    // add_permits + one acquire per waiter (+ a heartbeat or two): no
+    // burst of failed retries.
+    assert!(scripts <= 50 + 6, "{scripts} scripts for 50 waiters");
+    assert_eq!(s.available_permits().await.unwrap(), 0);
+    for p in held {
+        p.release().await.unwrap();
+    }
+    assert_eq!(s.available_permits().await.unwrap(), 50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_no_more_than_can_proceed() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let s = Semaphore::new(&c, "few");
+    s.try_set_permits(2).await.unwrap();
+    let two = s.acquire(2).await.unwrap();
+    let done = Arc::new(parking_lot::Mutex::new(0usize));
+    let mut tasks = Vec::new();
+    for _ in 0..10 {
+        let s = Semaphore::new(&c, "few");
+        let done = done.clone();
+        tasks.push(tokio::spawn(async move {
+            let p = s.acquire(1).await.unwrap();
+            *done.lock() += 1;
+            p
+        }));
+    }
+    until("10 queued", || async {
+        s.inspect().await.unwrap().waiting == 10
+    })
+    .await;
+    srv.reset_stats().await;
+    two.release().await.unwrap();
+    until("two served", || async { *done.lock() == 2 }).await;
+    let info = s.inspect().await.unwrap();
+    assert_eq!(info.waiting, 8);
+    assert!(info.waiters.iter().all(|w| !w.woken), "{info:?}");
+    let scripts = srv
+        .commandstats()
+        .await
+        .get("evalsha")
+        .copied()
+        .unwrap_or(0);
+    // The release, two acquires, this inspect (+ maybe a heartbeat).
+    assert!(scripts <= 6, "{scripts} scripts");
+    for t in tasks.iter() {
+        t.abort();
+    }
+    assert!(c.releases_settled(HANG).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_acquires_leave_no_permit_taken() {
+    let srv = server();
+    let proxy = FaultProxy::start(srv.addr()).await.unwrap();
+    let c = client(&proxy.url()).await;
+    proxy.set_reply_delay(Duration::from_millis(2));
+    let s = Semaphore::new(&c, "cancel");
+    s.try_set_permits(3).await.unwrap();
+    for round in 0..60u64 {
+        let held = if round % 2 == 0 {
+            Some(s.acquire(2).await.unwrap())
+        } else {
+            None
+        };
+        let w = Semaphore::new(&c, "cancel");
+        let cut = Duration::from_micros(300 * (round % 17));
+        let _ = tokio::time::timeout(cut, w.acquire(1 + round % 3)).await;
+        drop(held);
+    }
+    proxy.set_reply_delay(Duration::ZERO);
+    assert!(c.releases_settled(HANG).await);
+    assert_eq!(s.available_permits().await.unwrap(), 3);
+    let info = s.inspect().await.unwrap();
+    assert_eq!((info.holds, info.waiting), (0, 0), "{info:?}");
+    assert!(
+        keys_left(&srv).await.is_empty(),
+        "{:?}",
+        keys_left(&srv).await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latch_releases_every_waiter_at_zero_and_rearms() {
+    let srv = server();
+    let cs = [client(&srv.url()).await, client(&srv.url()).await];
+    let l = CountDownLatch::new(&cs[0], "go");
+    assert!(l.wait_for(Duration::ZERO).await.unwrap(), "never set: open");
+    assert!(matches!(
+        l.try_set_count(0).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(l.try_set_count(3).await.unwrap());
+    assert!(!l.try_set_count(5).await.unwrap());
+    assert_eq!(l.count().await.unwrap(), 3);
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let w = CountDownLatch::new(&cs[i % 2], "go");
+        tasks.push(tokio::spawn(async move {
+            w.wait().await.unwrap();
+            Instant::now()
+        }));
+    }
+    until("20 waiting", || async {
+        cs[0].waiters() + cs[1].waiters() == 20
+    })
+    .await;
+    // wait_for times out while the count is above zero.
+    let t = Instant::now();
+    assert!(!l.wait_for(Duration::from_millis(200)).await.unwrap());
+    assert!(t.elapsed() >= Duration::from_millis(200));
+    assert_eq!(l.count_down().await.unwrap(), 2);
+    assert_eq!(l.count_down().await.unwrap(), 1);
+    let zero = Instant::now();
+    assert_eq!(l.count_down().await.unwrap(), 0);
+    for t in tasks {
+        let at = within("waiter", t).await.unwrap();
+        assert!(at.duration_since(zero) < Duration::from_millis(500));
+    }
+    let n: i64 = cmd(&srv, &["EXISTS", "deadbolt:{go}:latch"]).await;
+    assert_eq!(n, 0, "a latch at zero leaves no key");
+    assert_eq!(l.count_down().await.unwrap(), 0);
+    // Re-arm.
+    assert!(l.try_set_count(1).await.unwrap());
+    let w = CountDownLatch::new(&cs[1], "go");
+    let t = tokio::spawn(async move { w.wait_for(HANG).await });
+    l.count_down().await.unwrap();
+    assert!(within("re-armed waiter", t).await.unwrap().unwrap());
+    let _: () = cmd(&srv, &["SET", "deadbolt:{go}:latch", "abc"]).await;
+    assert!(matches!(l.count().await, Err(Error::BadValue { .. })));
+}

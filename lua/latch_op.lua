@@ -1,0 +1,52 @@
+-- latch_op.lua — set, count down or read a count-down latch.
+--
+-- KEYS[1]  the latch  <ns>:{name}:latch  (string: the count; absent = 0)
+-- ARGV[1]  op: 'set' | 'count_down' | 'count'
+-- ARGV[2]  set: the count (1 .. 2^53-1, checked by the client);
+--          count_down: the latch's channel
+--
+-- Reply (an integer):
+--   set         1 when set, 0 when the latch is armed already (count > 0)
+--   count_down  the count after counting down (0 when it was 0 already)
+--   count       the count
+--   error WRONGTYPE <key>     a key of another type
+--   error BADVALUE <key> ...  a value that is no count; nothing written
+--
+-- Reaching zero publishes `0` (every waiter of every client wakes) and
+-- deletes the key: a latch at zero leaves nothing behind, and `set` arms it
+-- again. Published before the delete, so a refused PUBLISH (ACL) leaves
+-- the count at one. O(1).
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' then
+  if string.find(v.err, '^WRONGTYPE') then
+    return redis.error_reply('WRONGTYPE ' .. KEYS[1])
+  end
+  return v
+end
+local count = 0
+if v then
+  count = tonumber(string.match(v, '^%d+$') and v or nil)
+  if count == nil then
+    return redis.error_reply('BADVALUE ' .. KEYS[1] .. ' latch count '
+      .. string.sub(v, 1, 24) .. ' is not a whole number')
+  end
+end
+if ARGV[1] == 'count' then
+  return count
+elseif ARGV[1] == 'set' then
+  if count > 0 then
+    return 0
+  end
+  redis.call('SET', KEYS[1], ARGV[2])
+  return 1
+elseif ARGV[1] == 'count_down' then
+  if count <= 1 then
+    if count == 1 then
+      redis.call('PUBLISH', ARGV[2], '0')
+    end
+    redis.call('DEL', KEYS[1])
+    return 0
+  end
+  return redis.call('DECR', KEYS[1])
+end
+return redis.error_reply('INVALID unknown op ' .. tostring(ARGV[1]))

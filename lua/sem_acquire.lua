@@ -1,0 +1,80 @@
+-- sem_acquire.lua — take n permits, replay an attempt, or queue for them.
+-- (hold_lib.lua and sem_lib.lua are prepended: key layout and the policy.)
+--
+-- KEYS[1..6]  s, h, hn, q, qo, alive  (see sem_lib.lua)
+-- ARGV[1]  owner id <client uuid>:<handle id>
+-- ARGV[2]  attempt id
+-- ARGV[3]  lease in ms
+-- ARGV[4]  mode: 'try' (one attempt, never queues) | 'wait'
+-- ARGV[5]  waiter timeout in ms (the waiter's liveness window)
+-- ARGV[6]  n, the permits wanted (1 .. 2^53-1, checked by the client)
+-- (ARGV[7], the entry secret the acquire loop adds, is not used: permits
+-- are never handed over by message.)
+--
+-- Reply:
+--   {1, 0, pttl}         granted n permits under their own lease (permits
+--                        carry no fencing token), or a replay of a granted
+--                        attempt (pttl = its lease left)
+--   {0, pttl}            not enough ('try'); pttl = until the earliest lease
+--                        ends (-1 without holders)
+--   {2, pttl, fresh, 0}  queued ('wait'): fresh = 1 when this call added the
+--                        entry; it is woken (t:<attempt>) when its permits
+--                        are free
+--   error WRONGTYPE <key>  a key of another type; checked before any write
+--
+-- Why each branch: expired holds are purged first, so an ended lease never
+-- counts as taken; the head waiter's demand is reserved (see sem_lib.lua);
+-- a waiter that was woken but finds its permits taken (another request got
+-- there first within the policy) loses its woken mark and sleeps again.
+--
+-- O(log n).
+local K = sem_keys(0)
+local owner, attempt, lease, mode = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local wt, n = tonumber(ARGV[5]), tonumber(ARGV[6])
+local bad = sem_check_types(K)
+if bad then
+  return bad
+end
+local now_ms = hold_now()
+local dl = redis.call('ZSCORE', K.h, attempt)
+if dl and tonumber(dl) > now_ms then
+  return {1, 0, tonumber(dl) - now_ms}
+end
+sem_purge(K, now_ms)
+local avail = sem_available(K)
+local head, head_n = sem_live_head(K, now_ms)
+local reserve = 0
+if head and head ~= attempt then
+  reserve = head_n
+end
+if avail - reserve >= n then
+  redis.call('ZADD', K.h, now_ms + lease, attempt)
+  redis.call('HSET', K.hn, attempt, owner .. ' ' .. ARGV[6])
+  redis.call('HINCRBY', K.s, 't', ARGV[6])
+  hold_touch_leases(K.h, K.hn)
+  if redis.call('ZREM', K.q, attempt) == 1 then
+    redis.call('HDEL', K.qo, attempt)
+    if head == attempt then
+      -- The head is served: what is left may serve those behind it.
+      sem_wake(K, now_ms, avail - n)
+    end
+  end
+  return {1, 0, lease}
+end
+local wait_ms = sem_next_expiry(K, now_ms)
+if mode == 'try' then
+  return {0, wait_ms}
+end
+local fresh = 0
+if redis.call('ZSCORE', K.q, attempt) then
+  -- Woken, but the permits went elsewhere: sleep again, unmarked.
+  redis.call('HSET', K.qo, attempt, owner .. ' ' .. ARGV[6])
+else
+  local seq = redis.call('HINCRBY', K.s, 'seq', 1)
+  redis.call('ZADD', K.q, seq, attempt)
+  redis.call('HSET', K.qo, attempt, owner .. ' ' .. ARGV[6])
+  fresh = 1
+end
+redis.call('ZADD', K.alive, now_ms + wt, sem_client(owner))
+hold_touch({K.q, K.qo, K.alive}, wt * 3)
+return {2, wait_ms, fresh, 0}

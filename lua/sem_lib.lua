@@ -1,0 +1,146 @@
+-- sem_lib.lua — functions shared by the semaphore's scripts.
+--
+-- Not a script of its own: the script loader prepends hold_lib.lua and this
+-- file to every sem_*.lua script.
+--
+-- Keys of one semaphore (all under the hash tag {name}), as a table K:
+--   K.s      <ns>:{name}:sem         hash: p = permits set (absent: never
+--                                    set), t = permits taken by live holds,
+--                                    seq = enqueue counter. No TTL: the
+--                                    configuration outlives its holders.
+--   K.h      <ns>:{name}:sem:h       ZSET hold attempt -> lease deadline
+--                                    (server ms): every hold its own lease
+--   K.hn     <ns>:{name}:sem:hn      hash hold attempt -> '<owner id> <n>'
+--   K.q      <ns>:{name}:sem:q       ZSET waiting attempt -> enqueue seq
+--   K.qo     <ns>:{name}:sem:qo      hash waiting attempt -> '<owner id> <n>'
+--                                    and ' w' once it was woken
+--   K.alive  <ns>:{name}:sem:alive   ZSET client uuid -> liveness deadline of
+--                                    its waiters (server ms)
+-- K.h/K.hn live as long as the longest lease; K.q/K.qo/K.alive 3 ×
+-- waiter_timeout past the last heartbeat.
+-- Channel of a client's waiters: <ns>:{name}:sem:ch:<client uuid>;
+--   t:<attempt>   try again now: permits for you are free
+--
+-- The policy (written here once): the oldest live waiter's demand is
+-- reserved. A request is granted when available − (the head waiter's n,
+-- unless it is the head) ≥ n. So single-permit requests can use permits
+-- beyond what the head needs, but never the head's share: a request for
+-- many permits is served once enough come back, however many small
+-- requests arrive. A release (or added permits) wakes exactly the waiters,
+-- from the head on, whose demands fit in what is available, and no more;
+-- woken waiters are marked, and their demand counts as taken for the next
+-- wake, so nobody is woken twice for the same permits.
+--
+-- O(log n) per holder or waiter touched; purges and wakes handle at most 64
+-- entries per call.
+
+local function sem_keys(base)
+  return hold_keys(base, {'s', 'h', 'hn', 'q', 'qo', 'alive'})
+end
+
+local function sem_check_types(K)
+  return hold_check_types({
+    {K.s, 'hash'}, {K.h, 'zset'}, {K.hn, 'hash'},
+    {K.q, 'zset'}, {K.qo, 'hash'}, {K.alive, 'zset'},
+  })
+end
+
+local function sem_client(owner)
+  return string.match(owner, '^([^:]+)')
+end
+
+-- An entry '<owner> <n>[ w]': owner, n, woken.
+local function sem_entry(v)
+  local owner, n, w = string.match(v or '', '^(%S+) (%d+)( ?w?)$')
+  return owner, tonumber(n) or 0, w == ' w'
+end
+
+-- Forget hold `a` and give its permits back.
+local function sem_drop_hold(K, a)
+  local _, n = sem_entry(redis.call('HGET', K.hn, a))
+  redis.call('ZREM', K.h, a)
+  redis.call('HDEL', K.hn, a)
+  if n > 0 then
+    redis.call('HINCRBY', K.s, 't', string.format('%.0f', -n))
+  end
+end
+
+-- Holds whose lease ended give their permits back (up to 64 per call).
+local function sem_purge(K, now_ms)
+  for _, a in ipairs(redis.call('ZRANGEBYSCORE', K.h, '-inf', now_ms, 'LIMIT', 0, 64)) do
+    sem_drop_hold(K, a)
+  end
+  hold_touch_leases(K.h, K.hn)
+end
+
+-- Permits free now (may be negative after reduce_permits while holders
+-- still hold more than the new total), and whether the semaphore was set.
+local function sem_available(K)
+  local v = redis.call('HMGET', K.s, 'p', 't')
+  return (tonumber(v[1]) or 0) - (tonumber(v[2]) or 0), v[1] ~= false
+end
+
+-- Until the earliest lease ends (a waiter's sleep bound: its permits come
+-- back then), or -1 without holders.
+local function sem_next_expiry(K, now_ms)
+  local first = redis.call('ZRANGE', K.h, 0, 0, 'WITHSCORES')
+  if first[2] == nil then
+    return -1
+  end
+  return math.max(tonumber(first[2]) - now_ms, 1)
+end
+
+local function sem_alive(K, owner, now_ms)
+  local alive = owner and redis.call('ZSCORE', K.alive, sem_client(owner))
+  return alive and tonumber(alive) >= now_ms
+end
+
+local function sem_drop_waiter(K, a)
+  redis.call('ZREM', K.q, a)
+  redis.call('HDEL', K.qo, a)
+end
+
+-- The first live waiter and its demand; drops dead ones on the way (64).
+local function sem_live_head(K, now_ms)
+  for _ = 1, 64 do
+    local head = redis.call('ZRANGE', K.q, 0, 0)[1]
+    if not head then
+      return nil, 0
+    end
+    local owner, n = sem_entry(redis.call('HGET', K.qo, head))
+    if sem_alive(K, owner, now_ms) then
+      return head, n
+    end
+    sem_drop_waiter(K, head)
+  end
+  return nil, 0
+end
+
+-- Wake the waiters, from the head on, whose demands fit in `avail`:
+-- already-woken ones count as taken, the first that does not fit stops the
+-- walk (it is the one the permits are kept for). Dead waiters met on the
+-- way are dropped.
+local function sem_wake(K, now_ms, avail)
+  if avail <= 0 then
+    return
+  end
+  local used = 0
+  for _, a in ipairs(redis.call('ZRANGE', K.q, 0, 63)) do
+    local v = redis.call('HGET', K.qo, a)
+    local owner, n, woken = sem_entry(v)
+    if not sem_alive(K, owner, now_ms) then
+      sem_drop_waiter(K, a)
+    elseif woken then
+      used = used + n
+    elseif used + n <= avail then
+      used = used + n
+      redis.call('HSET', K.qo, a, owner .. ' ' .. string.format('%.0f', n) .. ' w')
+      redis.call('PUBLISH', K.s .. ':ch:' .. sem_client(owner), 't:' .. a)
+    else
+      return
+    end
+    if used >= avail then
+      return
+    end
+  end
+end

@@ -1,0 +1,42 @@
+-- sem_renew.lua — renew many permit holds in one round trip (watchdog
+-- round, or an explicit extend). Each hold has its own lease.
+-- (hold_lib.lua and sem_lib.lua are prepended; only functions are used.)
+--
+-- KEYS[3i-2..3i]  the s, h and hn keys of the i-th hold's semaphore (three
+--                 keys per hold; the watchdog batches holds of one slot)
+-- ARGV[1]    lease in ms to guarantee from now
+-- ARGV[1+i]  attempt id of the i-th hold
+--
+-- Reply: one integer per hold: >= 0 renewed (ms left of its lease after the
+-- call; never shortened), -1 gone (its lease had ended: its permits are
+-- given back now; or it was released), -2 a key of another type.
+--
+-- O(log n) per hold.
+local lease = tonumber(ARGV[1])
+local now_ms = hold_now()
+local out = {}
+for i = 1, #KEYS / 3 do
+  local K = {s = KEYS[3 * i - 2], h = KEYS[3 * i - 1], hn = KEYS[3 * i]}
+  local attempt = ARGV[i + 1]
+  if hold_check_types({{K.s, 'hash'}, {K.h, 'zset'}, {K.hn, 'hash'}}) then
+    out[i] = -2
+  else
+    local dl = redis.call('ZSCORE', K.h, attempt)
+    if not dl then
+      out[i] = -1
+    elseif tonumber(dl) <= now_ms then
+      sem_drop_hold(K, attempt)
+      hold_touch_leases(K.h, K.hn)
+      out[i] = -1
+    else
+      local want = now_ms + lease
+      if tonumber(dl) < want then
+        redis.call('ZADD', K.h, want, attempt)
+        hold_touch_leases(K.h, K.hn)
+        dl = want
+      end
+      out[i] = tonumber(dl) - now_ms
+    end
+  end
+end
+return out
