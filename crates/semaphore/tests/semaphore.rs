@@ -79,7 +79,7 @@ async fn counting() {
     assert_eq!(s.available_permits().await.unwrap(), 1);
     // Releasing twice, or after the semaphore was deleted: NotHeld.
     let one = s.acquire(1).await.unwrap();
-    let _: () = cmd(&srv, &["DEL", &format!("deadbolt:{{count}}:sem:h")]).await;
+    let _: () = cmd(&srv, &["DEL", "deadbolt:{count}:sem:h"]).await;
     assert!(matches!(one.release().await, Err(Error::NotHeld)));
 }
 
