@@ -4,7 +4,8 @@
 //!   kinds compare with each other and with the polling locks people use
 //!   (a textbook `SET NX PX` spin-poller and the rslock crate): latency as a
 //!   ratio to a PING timed in the same run, throughput under contention,
-//!   fairness, hand-off latency and the Redis commands an idle waiter costs.
+//!   fairness, hand-off latency, the Redis commands an idle waiter costs, and
+//!   a read-mostly mix on the read-write lock beside the `Lock`.
 //!   See [`BenchArgs`] for the flags and [`Report`] for the JSON it writes.
 //! * `deadbolt inspect NAME` shows who holds a lock, how often, for how long,
 //!   and its fencing counter (and, for `--kind fair`, its queue; for
@@ -28,9 +29,9 @@ mod bench;
 mod inspect;
 
 pub use bench::{
-    bench, bench_with, parse_duration, BenchArgs, Commands, ContenderKind, Fairness, HostInfo,
-    Latency, RedisInfo, Report, RunResult, ScenarioKind, Settings, Skipped, SweepPoint,
-    REPORT_SCHEMA,
+    bench, bench_with, parse_duration, parse_ratio, BenchArgs, Commands, ContenderKind, Fairness,
+    HostInfo, Latency, ReadWrite, RedisInfo, Report, RunResult, ScenarioKind, Settings, Skipped,
+    SweepPoint, REPORT_SCHEMA,
 };
 pub use inspect::{
     force_unlock, inspect, ForceUnlockArgs, InspectArgs, LockState, PrimitiveKind, QueueEntry,

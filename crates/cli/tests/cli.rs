@@ -77,6 +77,12 @@ async fn argument_errors() {
     assert!(parse(&["bench", "--scenario", "idle,nope"]).is_err());
     assert!(parse(&["bench", "--contender", "redisson"]).is_err());
     assert!(parse(&["bench", "--duration", "soon"]).is_err());
+    assert!(parse(&["bench", "--write-ratio", "1.5"]).is_err());
+    assert!(parse(&["bench", "--write-ratio", "-0.1"]).is_err());
+    assert!(parse(&["bench", "--write-ratio", "NaN"]).is_err());
+    assert!(parse(&["bench", "--write-ratio", "10%"]).is_err());
+    assert_eq!(bench_args(&["--write-ratio", "1"]).write_ratio, 1.0);
+    assert_eq!(bench_args(&[]).write_ratio, 0.1);
     assert!(parse(&["inspect", "x", "--kind", "queue"]).is_err());
     assert!(parse(&["frobnicate"]).is_err());
 
@@ -97,6 +103,27 @@ async fn argument_errors() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("--tasks"), "{err:#}");
+
+    // A scenario asked for that none of the contenders asked for takes part
+    // in: refused before the server starts.
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &["--scenario", "read-mostly", "--contender", "fair"],
+            "--scenario read-mostly measures only lock, rw (not fair)",
+        ),
+        (
+            &["--scenario", "contended", "--contender", "rw"],
+            "--scenario contended measures only lock, fair, raw-poll, rslock (not rw)",
+        ),
+    ];
+    for (flags, expected) in cases {
+        let err = deadbolt_cli::bench_with(&bench_args(flags), |url| {
+            panic!("{flags:?} started a server at {url} before refusing")
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(format!("{err:#}"), expected, "{flags:?}");
+    }
     #[cfg(not(feature = "peers"))]
     {
         let err = deadbolt_cli::bench(&bench_args(&["--contender", "rslock"]))
@@ -237,6 +264,9 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
                 svg.to_str().unwrap(),
                 "--plot-waiters",
                 "1,2",
+                // Many reads and many writes even in a 150 ms read-mostly run.
+                "--write-ratio",
+                "0.5",
             ],
         ]
         .concat(),
@@ -258,6 +288,12 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         &["lock", "fair", "raw-poll"]
     };
     let scenarios = ["uncontended", "contended", "handoff", "idle"];
+    // The read-mostly scenario measures the read-write lock beside the Lock.
+    let read_mostly = ["lock", "rw"];
+    let runs = scenarios
+        .iter()
+        .flat_map(|s| contenders.iter().map(move |c| (*s, *c)))
+        .chain(read_mostly.iter().map(|c| ("read-mostly", *c)));
 
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -291,6 +327,7 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         "waiters",
         "clients",
         "hold_ms",
+        "write_ratio",
         "rounds",
         "idle_waiters",
         "idle_s",
@@ -303,104 +340,153 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         assert!(v["settings"].get(key).is_some(), "settings lack {key}");
     }
     assert!(v["skipped"].is_array());
+    assert_eq!(v["settings"]["write_ratio"], 0.5);
+    let listed: Vec<&str> = v["settings"]["contenders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [contenders, &["rw"]].concat());
+    assert_eq!(
+        v["settings"]["scenarios"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap(),
+        "read-mostly"
+    );
 
     let results = v["results"].as_array().unwrap();
-    assert_eq!(results.len(), scenarios.len() * contenders.len());
-    for s in scenarios {
-        for c in contenders {
-            let r = results
-                .iter()
-                .find(|r| r["scenario"] == s && r["contender"] == *c)
-                .unwrap_or_else(|| panic!("no result for {s} / {c}"));
-            let what = format!("{s} / {c}: {r:#}");
+    assert_eq!(
+        results.len(),
+        scenarios.len() * contenders.len() + read_mostly.len()
+    );
+    for (s, c) in runs {
+        let r = results
+            .iter()
+            .find(|r| r["scenario"] == s && r["contender"] == c)
+            .unwrap_or_else(|| panic!("no result for {s} / {c}"));
+        let what = format!("{s} / {c}: {r:#}");
+        for key in [
+            "workers",
+            "clients",
+            "elapsed_s",
+            "acquisitions",
+            "acquisitions_per_s",
+            "rounds",
+            "errors",
+            "first_error",
+            "exclusion_violations",
+            "ping_p50_us",
+            "acquire",
+            "acquire_release",
+            "handoff",
+            "fairness",
+            "read_write",
+            "commands",
+        ] {
+            assert!(r.get(key).is_some(), "{what} lacks {key}");
+        }
+        for key in [
+            "counted",
+            "per_acquisition",
+            "per_waiter_per_s",
+            "counted_names",
+            "by_command",
+        ] {
+            assert!(
+                r["commands"].get(key).is_some(),
+                "{what} lacks commands.{key}"
+            );
+        }
+        assert_eq!(r["errors"], 0, "{what}");
+        assert_eq!(r["exclusion_violations"], 0, "{what}");
+        let latency = |l: &serde_json::Value| {
             for key in [
-                "workers",
-                "clients",
-                "elapsed_s",
-                "acquisitions",
-                "acquisitions_per_s",
-                "rounds",
-                "errors",
-                "first_error",
-                "exclusion_violations",
-                "ping_p50_us",
-                "acquire",
-                "acquire_release",
-                "handoff",
-                "fairness",
-                "commands",
+                "samples",
+                "p50_us",
+                "p99_us",
+                "max_us",
+                "mean_us",
+                "p50_x_ping",
+                "p99_x_ping",
+                "max_x_ping",
             ] {
-                assert!(r.get(key).is_some(), "{what} lacks {key}");
+                assert!(l.get(key).is_some(), "{what} latency lacks {key}");
             }
-            for key in [
-                "counted",
-                "per_acquisition",
-                "per_waiter_per_s",
-                "counted_names",
-                "by_command",
-            ] {
-                assert!(
-                    r["commands"].get(key).is_some(),
-                    "{what} lacks commands.{key}"
-                );
-            }
-            assert_eq!(r["errors"], 0, "{what}");
-            assert_eq!(r["exclusion_violations"], 0, "{what}");
-            let latency = |l: &serde_json::Value| {
-                for key in [
-                    "samples",
-                    "p50_us",
-                    "p99_us",
-                    "max_us",
-                    "mean_us",
-                    "p50_x_ping",
-                    "p99_x_ping",
-                    "max_x_ping",
-                ] {
-                    assert!(l.get(key).is_some(), "{what} latency lacks {key}");
+            assert!(
+                l["p50_us"].as_f64().unwrap() <= l["max_us"].as_f64().unwrap(),
+                "{what}"
+            );
+            assert!(l["p50_x_ping"].as_f64().unwrap() > 0.0, "{what}");
+        };
+        match s {
+            "uncontended" => {
+                assert!(r["acquisitions"].as_u64().unwrap() > 0, "{what}");
+                assert!(r["acquisitions_per_s"].as_f64().unwrap() > 0.0, "{what}");
+                latency(&r["acquire"]);
+                latency(&r["acquire_release"]);
+                // One round trip to acquire and one to release, uncontended;
+                // the SET NX locks load their release script on first use.
+                let per = r["commands"]["per_acquisition"].as_f64().unwrap();
+                if c == "lock" {
+                    assert_eq!(per, 2.0, "{what}");
+                } else {
+                    assert!((2.0..2.5).contains(&per), "{what}");
                 }
+            }
+            "contended" => {
+                assert!(r["acquisitions"].as_u64().unwrap() > 0, "{what}");
+                latency(&r["acquire"]);
+                let f = &r["fairness"];
+                assert_eq!(f["per_worker"].as_array().unwrap().len(), 3, "{what}");
+                let jain = f["jain_index"].as_f64().unwrap();
+                assert!((1.0 / 3.0 - 1e-9..=1.0 + 1e-9).contains(&jain), "{what}");
+                assert!(f["longest_wait_us"].as_f64().unwrap() > 0.0, "{what}");
+            }
+            "handoff" => {
+                assert!(r["rounds"].as_u64().unwrap() >= 1, "{what}");
+                latency(&r["handoff"]);
+            }
+            "read-mostly" => {
+                let ops = r["acquisitions"].as_u64().unwrap();
+                let m = &r["read_write"];
+                let (reads, writes) = (m["reads"].as_u64().unwrap(), m["writes"].as_u64().unwrap());
+                assert!(reads > 0 && writes > 0, "{what}");
+                assert_eq!(reads + writes, ops, "{what}");
+                let per_s = |key: &str| m[key].as_f64().unwrap();
+                let rate = r["acquisitions_per_s"].as_f64().unwrap();
+                assert!(rate > 0.0, "{what}");
                 assert!(
-                    l["p50_us"].as_f64().unwrap() <= l["max_us"].as_f64().unwrap(),
+                    (per_s("reads_per_s") + per_s("writes_per_s") - rate).abs() < 1e-6 * rate,
                     "{what}"
                 );
-                assert!(l["p50_x_ping"].as_f64().unwrap() > 0.0, "{what}");
-            };
-            match s {
-                "uncontended" => {
-                    assert!(r["acquisitions"].as_u64().unwrap() > 0, "{what}");
-                    assert!(r["acquisitions_per_s"].as_f64().unwrap() > 0.0, "{what}");
-                    latency(&r["acquire"]);
-                    latency(&r["acquire_release"]);
-                    // One round trip to acquire and one to release, uncontended;
-                    // the SET NX locks load their release script on first use.
-                    let per = r["commands"]["per_acquisition"].as_f64().unwrap();
-                    if *c == "lock" {
-                        assert_eq!(per, 2.0, "{what}");
-                    } else {
-                        assert!((2.0..2.5).contains(&per), "{what}");
-                    }
-                }
-                "contended" => {
-                    assert!(r["acquisitions"].as_u64().unwrap() > 0, "{what}");
-                    latency(&r["acquire"]);
-                    let f = &r["fairness"];
-                    assert_eq!(f["per_worker"].as_array().unwrap().len(), 3, "{what}");
-                    let jain = f["jain_index"].as_f64().unwrap();
-                    assert!((1.0 / 3.0 - 1e-9..=1.0 + 1e-9).contains(&jain), "{what}");
-                    assert!(f["longest_wait_us"].as_f64().unwrap() > 0.0, "{what}");
-                }
-                "handoff" => {
-                    assert!(r["rounds"].as_u64().unwrap() >= 1, "{what}");
-                    latency(&r["handoff"]);
-                }
-                _ => {
-                    assert!(r["acquisitions_per_s"].is_null(), "{what}");
-                    assert!(
-                        r["commands"]["per_waiter_per_s"].as_f64().unwrap() >= 0.0,
-                        "{what}"
-                    );
-                    assert_eq!(r["acquisitions"], 0, "{what}");
-                }
+                latency(&r["acquire"]);
+                latency(&m["read_acquire"]);
+                latency(&m["write_acquire"]);
+                assert_eq!(m["read_acquire"]["samples"], reads, "{what}");
+                assert_eq!(m["write_acquire"]["samples"], writes, "{what}");
+                assert_eq!(r["acquire"]["samples"], ops, "{what}");
+                // At least an acquire and a release per operation, and no
+                // SCRIPT LOAD: the scripts were loaded at connect.
+                let per = r["commands"]["per_acquisition"].as_f64().unwrap();
+                assert!(per >= 2.0, "{what}");
+                assert!(
+                    r["commands"]["by_command"].get("script|load").is_none(),
+                    "{what}"
+                );
+                let f = &r["fairness"];
+                assert_eq!(f["per_worker"].as_array().unwrap().len(), 3, "{what}");
+            }
+            _ => {
+                assert!(r["read_write"].is_null(), "{what}");
+                assert!(r["acquisitions_per_s"].is_null(), "{what}");
+                assert!(
+                    r["commands"]["per_waiter_per_s"].as_f64().unwrap() >= 0.0,
+                    "{what}"
+                );
+                assert_eq!(r["acquisitions"], 0, "{what}");
             }
         }
     }
@@ -420,13 +506,23 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         );
     }
 
+    assert!(
+        !plot.contains(">\nrw\n<"),
+        "rw is not in the contended sweep"
+    );
+
     let table = report.table();
-    for s in scenarios {
+    for s in scenarios.iter().chain(&["read-mostly"]) {
         assert!(
             table.contains(&format!("\n{s}:")),
             "table lacks {s}:\n{table}"
         );
     }
+    assert!(
+        table.contains("read-mostly: 3 waiters over 2 clients on one name, 50% writes"),
+        "{table}"
+    );
+    assert!(table.contains("\nrw / lock: "), "{table}");
     assert!(table.contains("PING p50"), "{table}");
     assert!(table.contains("How to read it:"), "{table}");
     for term in ["Jain", "least/most", "cmds/acq", "N.N×"] {
