@@ -1,4 +1,5 @@
-//! `deadbolt inspect` and `deadbolt force-unlock`.
+//! `deadbolt inspect` and `deadbolt force-unlock`: lock, fair lock and
+//! read-write lock.
 
 use std::fmt;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use clap::{Args, ValueEnum};
 use deadbolt_core::scripts::ScriptCall;
 use deadbolt_core::Client;
 use deadbolt_fair::scripts::FAIR_QUEUE;
+use deadbolt_rwlock::RwLock;
 
 /// The Redis used when `--redis` is not given.
 const DEFAULT_REDIS: &str = "redis://127.0.0.1:6379/";
@@ -22,7 +24,7 @@ pub enum PrimitiveKind {
     Lock,
     /// The strict-FIFO `FairLock`.
     Fair,
-    /// The read-write lock (not yet supported by these commands).
+    /// The read-write `RwLock`.
     Rw,
     /// The leased semaphore (not yet supported by these commands).
     Semaphore,
@@ -48,10 +50,13 @@ impl PrimitiveKind {
         }
     }
 
-    fn require_exclusive(self, what: &str) -> anyhow::Result<()> {
-        if !matches!(self, PrimitiveKind::Lock | PrimitiveKind::Fair) {
+    fn require_supported(self, what: &str) -> anyhow::Result<()> {
+        if !matches!(
+            self,
+            PrimitiveKind::Lock | PrimitiveKind::Fair | PrimitiveKind::Rw
+        ) {
             bail!(
-                "{what} --kind {} is not yet supported (only --kind lock or fair)",
+                "{what} --kind {} is not yet supported (only --kind lock, fair or rw)",
                 self.name()
             );
         }
@@ -88,6 +93,10 @@ pub struct ForceUnlockArgs {
 }
 
 /// What `deadbolt inspect` found for one lock, read in one atomic script.
+///
+/// For a read-write lock (`--kind rw`) the hold fields (`owner`,
+/// `hold_count`, `token`, `ttl`) describe the writer, and [`LockState::rw`]
+/// the readers and waiting writers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockState {
@@ -95,9 +104,11 @@ pub struct LockState {
     pub name: String,
     /// Which kind of lock it is.
     pub kind: PrimitiveKind,
-    /// The hold hash, `<ns>:{<name>}:lock` (or `:fair`).
+    /// The hold hash, `<ns>:{<name>}:lock` (or `:fair`, or `:rw` for the
+    /// writer's hold of a read-write lock).
     pub key: String,
-    /// Owner id `<client uuid>:<handle id>` of the holder; `None` when free.
+    /// Owner id `<client uuid>:<handle id>` of the holder (the writer, for a
+    /// read-write lock); `None` when nobody holds it (writes).
     pub owner: Option<String>,
     /// How many times the holder holds it (re-entries count).
     pub hold_count: u64,
@@ -114,6 +125,38 @@ pub struct LockState {
     /// The head of the fair lock's queue, in order (at most
     /// [`QUEUE_LISTED`] entries; empty for a `Lock`).
     pub queue: Vec<QueueEntry>,
+    /// Readers and waiting writers of a read-write lock; `None` for the
+    /// other kinds.
+    pub rw: Option<RwState>,
+}
+
+/// The read side of a read-write lock, as `deadbolt inspect --kind rw`
+/// shows it (the writer is in [`LockState`]'s hold fields).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RwState {
+    /// Live read holds (re-entries count: each hold has its own lease).
+    pub readers: u64,
+    /// Until the longest read lease ends; `None` without readers.
+    pub longest_lease: Option<Duration>,
+    /// Read holds, longest lease first (at most as many as
+    /// `RwLock::inspect` lists: 100).
+    pub reader_list: Vec<ReaderEntry>,
+    /// Writers marked as waiting (while a live one waits, new readers wait
+    /// behind it).
+    pub waiting_writers: u64,
+}
+
+/// One read hold of a read-write lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReaderEntry {
+    /// The read hold's attempt id.
+    pub attempt: String,
+    /// Owner id `<client uuid>:<handle id>` of the reader.
+    pub owner: String,
+    /// How long its lease still runs.
+    pub lease_left: Duration,
 }
 
 /// How many queue entries `deadbolt inspect` lists.
@@ -170,20 +213,76 @@ impl QueueEntry {
     }
 }
 
+/// "1 writer", "2 writers".
+fn writers(n: u64) -> String {
+    format!("{n} writer{}", if n == 1 { "" } else { "s" })
+}
+
+impl LockState {
+    /// The hold lines: hold count, TTL, token.
+    fn fmt_hold(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "  hold count  {}", self.hold_count)?;
+        match self.ttl {
+            Some(ttl) => writeln!(f, "  ttl         {:.3} s", ttl.as_secs_f64())?,
+            None => writeln!(f, "  ttl         none (the key never expires!)")?,
+        }
+        writeln!(f, "  token       {}", self.token)
+    }
+
+    /// A read-write lock's writer, readers and waiting writers.
+    fn fmt_rw(&self, rw: &RwState, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match (self.owner.is_some(), rw.readers > 0) {
+            (false, false) => "free",
+            (true, false) => "held (writing)",
+            (false, true) => "held (reading)",
+            // The writer's own reads (a downgrade in progress).
+            (true, true) => "held (writing and reading)",
+        };
+        writeln!(f, "  state       {state}")?;
+        match &self.owner {
+            None => writeln!(f, "  writer      none")?,
+            Some(owner) => {
+                writeln!(f, "  writer      {owner}")?;
+                self.fmt_hold(f)?;
+            }
+        }
+        match rw.longest_lease {
+            Some(left) if rw.readers > 0 => writeln!(
+                f,
+                "  readers     {}  (longest lease left {:.1} s)",
+                rw.readers,
+                left.as_secs_f64()
+            )?,
+            _ => writeln!(f, "  readers     {}", rw.readers)?,
+        }
+        for (i, r) in rw.reader_list.iter().enumerate() {
+            writeln!(
+                f,
+                "    {:>3}. {}  attempt {}  lease left {:.1} s",
+                i + 1,
+                r.owner,
+                r.attempt,
+                r.lease_left.as_secs_f64()
+            )?;
+        }
+        let listed = u64::try_from(rw.reader_list.len()).unwrap_or(u64::MAX);
+        if rw.readers > listed {
+            writeln!(f, "         … and {} more", rw.readers - listed)?;
+        }
+        writeln!(f, "  waiting     {}", writers(rw.waiting_writers))
+    }
+}
+
 impl fmt::Display for LockState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{} {}  (key {})", self.kind.title(), self.name, self.key)?;
-        match &self.owner {
-            None => writeln!(f, "  state       free")?,
-            Some(owner) => {
+        match (&self.rw, &self.owner) {
+            (Some(rw), _) => self.fmt_rw(rw, f)?,
+            (None, None) => writeln!(f, "  state       free")?,
+            (None, Some(owner)) => {
                 writeln!(f, "  state       held")?;
                 writeln!(f, "  owner       {owner}")?;
-                writeln!(f, "  hold count  {}", self.hold_count)?;
-                match self.ttl {
-                    Some(ttl) => writeln!(f, "  ttl         {:.3} s", ttl.as_secs_f64())?,
-                    None => writeln!(f, "  ttl         none (the key never expires!)")?,
-                }
-                writeln!(f, "  token       {}", self.token)?;
+                self.fmt_hold(f)?;
             }
         }
         writeln!(
@@ -251,22 +350,25 @@ async fn connect(url: &str, namespace: &str) -> anyhow::Result<Client> {
         .with_context(|| format!("connecting to {}", crate::bench::redact(url)))
 }
 
-/// Read the state of a lock or fair lock.
+/// Read the state of a lock, fair lock or read-write lock.
 ///
 /// # Errors
-/// A kind other than `lock` or `fair` ("not yet supported"), an unreachable
-/// Redis, a key of another type at the lock's key ("refused: KEY holds a
-/// string, not a lock").
+/// A kind not supported yet (`semaphore`), an unreachable Redis, a key of
+/// another type at the lock's key ("refused: KEY holds a string, not a
+/// lock").
 ///
 /// # Cancel safety
 /// Cancel safe: it only reads.
 pub async fn inspect(args: &InspectArgs) -> anyhow::Result<LockState> {
-    args.kind.require_exclusive("inspect")?;
+    args.kind.require_supported("inspect")?;
     let client = connect(&args.redis, &args.namespace).await?;
     let result = async {
         let key = client.keys(args.kind.name(), &args.name)?;
         check_key_type(&args.redis, key.main(), args.kind).await?;
-        read_lock(&client, args.kind, &args.name).await
+        match args.kind {
+            PrimitiveKind::Rw => read_rw(&client, &args.name).await,
+            kind => read_lock(&client, kind, &args.name).await,
+        }
     }
     .await;
     client.shutdown().await;
@@ -310,22 +412,105 @@ async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::
         fence: info.fence.unwrap_or(0),
         queued: info.queued,
         queue,
+        rw: None,
     })
 }
 
-/// Delete a lock whoever holds it and wake one waiter per client. Returns
-/// whether a hold was deleted.
+/// A read-write lock: the writer in the hold fields, the rest in `rw`.
+async fn read_rw(client: &Client, name: &str) -> anyhow::Result<LockState> {
+    let keys = client.keys(PrimitiveKind::Rw.name(), name)?;
+    let info = RwLock::new(client, name)
+        .inspect()
+        .await
+        .with_context(|| format!("reading {}", keys.main()))?;
+    Ok(LockState {
+        name: name.to_string(),
+        kind: PrimitiveKind::Rw,
+        key: keys.main().to_string(),
+        token: info.token.unwrap_or(0),
+        hold_count: info.write_holds,
+        ttl: info.writer.as_ref().and(info.write_ttl),
+        owner: info.writer,
+        // None: a counter the acquire would refuse (BADVALUE); shown as 0.
+        fence: info.fence.unwrap_or(0),
+        queued: 0,
+        queue: Vec::new(),
+        rw: Some(RwState {
+            readers: info.readers,
+            longest_lease: info.read_ttl,
+            reader_list: info
+                .reader_list
+                .into_iter()
+                .map(|r| ReaderEntry {
+                    attempt: r.attempt,
+                    owner: r.owner,
+                    lease_left: r.ttl,
+                })
+                .collect(),
+            waiting_writers: info.waiting_writers,
+        }),
+    })
+}
+
+/// What `deadbolt force-unlock` removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Unlocked {
+    /// The lock's name.
+    pub name: String,
+    /// Which kind of lock it is.
+    pub kind: PrimitiveKind,
+    /// Whether a hold was deleted: the lock's (lock, fair) or the writer's
+    /// (rw).
+    pub hold: bool,
+    /// Read holds removed (rw; always 0 for the other kinds).
+    pub read_holds: u64,
+}
+
+impl Unlocked {
+    /// Whether anything was deleted.
+    pub fn removed_anything(&self) -> bool {
+        self.hold || self.read_holds > 0
+    }
+}
+
+impl fmt::Display for Unlocked {
+    /// "x: unlocked (the hold was deleted)"; for a read-write lock "x:
+    /// unlocked (removed writer: yes, read holds: 2)"; "x: was not locked;
+    /// nothing deleted".
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.removed_anything() {
+            return write!(f, "{}: was not locked; nothing deleted", self.name);
+        }
+        if self.kind == PrimitiveKind::Rw {
+            write!(
+                f,
+                "{}: unlocked (removed writer: {}, read holds: {})",
+                self.name,
+                if self.hold { "yes" } else { "no" },
+                self.read_holds
+            )
+        } else {
+            write!(f, "{}: unlocked (the hold was deleted)", self.name)
+        }
+    }
+}
+
+/// Delete a lock whoever holds it and wake its waiters (one per client for
+/// a lock or fair lock, every waiter for a read-write lock, whose writer and
+/// read holds all go; its waiting writers keep their marks). Returns what
+/// was deleted.
 ///
 /// # Errors
-/// Without `yes` (nothing is sent), a kind other than `lock` or `fair`, an
-/// unreachable Redis, a key of another type at the lock's key: that is
+/// Without `yes` (nothing is sent), a kind not supported yet (`semaphore`),
+/// an unreachable Redis, a key of another type at the lock's key: that is
 /// refused with the type found ("refused: KEY holds a string, not a lock")
 /// and nothing is deleted.
 ///
 /// # Cancel safety
 /// If dropped, the delete may or may not have happened; running it again is
 /// harmless.
-pub async fn force_unlock(force: &ForceUnlockArgs) -> anyhow::Result<bool> {
+pub async fn force_unlock(force: &ForceUnlockArgs) -> anyhow::Result<Unlocked> {
     let args = &force.target;
     if !force.yes {
         bail!(
@@ -334,24 +519,32 @@ pub async fn force_unlock(force: &ForceUnlockArgs) -> anyhow::Result<bool> {
             args.name
         );
     }
-    args.kind.require_exclusive("force-unlock")?;
+    args.kind.require_supported("force-unlock")?;
     let client = connect(&args.redis, &args.namespace).await?;
     let result = async {
         let key = client.keys(args.kind.name(), &args.name)?;
         check_key_type(&args.redis, key.main(), args.kind).await?;
-        match args.kind {
-            PrimitiveKind::Fair => {
-                deadbolt_fair::FairLock::new(&client, &args.name)
-                    .force_unlock()
-                    .await
-            }
-            _ => {
-                deadbolt_lock::Lock::new(&client, &args.name)
-                    .force_unlock()
-                    .await
-            }
+        let (hold, read_holds) = match args.kind {
+            PrimitiveKind::Fair => deadbolt_fair::FairLock::new(&client, &args.name)
+                .force_unlock()
+                .await
+                .map(|deleted| (deleted, 0)),
+            PrimitiveKind::Rw => RwLock::new(&client, &args.name)
+                .force_unlock()
+                .await
+                .map(|removed| (removed.writer, removed.readers)),
+            _ => deadbolt_lock::Lock::new(&client, &args.name)
+                .force_unlock()
+                .await
+                .map(|deleted| (deleted, 0)),
         }
-        .with_context(|| format!("force-unlocking {}", args.name))
+        .with_context(|| format!("force-unlocking {}", args.name))?;
+        Ok(Unlocked {
+            name: args.name.clone(),
+            kind: args.kind,
+            hold,
+            read_holds,
+        })
     }
     .await;
     client.shutdown().await;
@@ -391,6 +584,7 @@ mod tests {
             fence: 7,
             queued: u64::try_from(queue.len()).unwrap(),
             queue,
+            rw: None,
         };
         let lock = state(PrimitiveKind::Lock, Vec::new()).to_string();
         assert!(lock.starts_with("lock x  (key ns:{x}:k)\n"), "{lock}");
@@ -405,6 +599,100 @@ mod tests {
         assert!(
             fair.contains("  2. c:1  attempt a1  expired 3.0 s ago (will be skipped)\n"),
             "{fair}"
+        );
+    }
+
+    fn rw_state(owner: Option<&str>, readers: &[(&str, u64)], count: u64) -> LockState {
+        LockState {
+            name: "cat".into(),
+            kind: PrimitiveKind::Rw,
+            key: "ns:{cat}:rw".into(),
+            owner: owner.map(str::to_string),
+            hold_count: u64::from(owner.is_some()),
+            token: if owner.is_some() { 3 } else { 0 },
+            ttl: owner.map(|_| Duration::from_millis(29_500)),
+            fence: 3,
+            queued: 0,
+            queue: Vec::new(),
+            rw: Some(RwState {
+                readers: count,
+                longest_lease: readers.first().map(|(_, ms)| Duration::from_millis(*ms)),
+                reader_list: readers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (o, ms))| ReaderEntry {
+                        attempt: format!("a{i}"),
+                        owner: (*o).to_string(),
+                        lease_left: Duration::from_millis(*ms),
+                    })
+                    .collect(),
+                waiting_writers: 1,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_read_write_lock_shows_its_writer_readers_and_waiting_writers() {
+        let free = rw_state(None, &[], 0).to_string();
+        assert_eq!(
+            free,
+            "read-write lock cat  (key ns:{cat}:rw)\n  state       free\n  writer      none\n  \
+             readers     0\n  waiting     1 writer\n  fence       3  (fencing counter: last \
+             token handed out)\n"
+        );
+        let writing = rw_state(Some("c:1"), &[], 0).to_string();
+        for line in [
+            "  state       held (writing)\n",
+            "  writer      c:1\n",
+            "  hold count  1\n",
+            "  ttl         29.500 s\n",
+            "  token       3\n",
+            "  readers     0\n",
+        ] {
+            assert!(writing.contains(line), "{line:?} in\n{writing}");
+        }
+        let reading = rw_state(None, &[("c:2", 9_000), ("c:3", 4_000)], 3).to_string();
+        for line in [
+            "  state       held (reading)\n",
+            "  writer      none\n",
+            "  readers     3  (longest lease left 9.0 s)\n",
+            "      1. c:2  attempt a0  lease left 9.0 s\n",
+            "      2. c:3  attempt a1  lease left 4.0 s\n",
+            "         … and 1 more\n",
+        ] {
+            assert!(reading.contains(line), "{line:?} in\n{reading}");
+        }
+        assert!(!reading.contains("hold count"), "{reading}");
+        let both = rw_state(Some("c:1"), &[("c:1", 9_000)], 1).to_string();
+        assert!(both.contains("held (writing and reading)"), "{both}");
+    }
+
+    #[test]
+    fn force_unlock_says_what_it_removed() {
+        let unlocked = |kind, hold, read_holds| {
+            Unlocked {
+                name: "x".into(),
+                kind,
+                hold,
+                read_holds,
+            }
+            .to_string()
+        };
+        assert_eq!(
+            unlocked(PrimitiveKind::Lock, true, 0),
+            "x: unlocked (the hold was deleted)"
+        );
+        assert_eq!(
+            unlocked(PrimitiveKind::Rw, false, 2),
+            "x: unlocked (removed writer: no, read holds: 2)"
+        );
+        assert_eq!(
+            unlocked(PrimitiveKind::Rw, true, 0),
+            "x: unlocked (removed writer: yes, read holds: 0)"
+        );
+        assert_eq!(
+            unlocked(PrimitiveKind::Rw, false, 0),
+            "x: was not locked; nothing deleted"
         );
     }
 }

@@ -4,12 +4,16 @@
 //!   kinds compare with each other and with the polling locks people use
 //!   (a textbook `SET NX PX` spin-poller and the rslock crate): latency as a
 //!   ratio to a PING timed in the same run, throughput under contention,
-//!   fairness, hand-off latency and the Redis commands an idle waiter costs.
+//!   fairness, hand-off latency, the Redis commands an idle waiter costs, and
+//!   a read-mostly mix on the read-write lock beside the `Lock`.
 //!   See [`BenchArgs`] for the flags and [`Report`] for the JSON it writes.
 //! * `deadbolt inspect NAME` shows who holds a lock, how often, for how long,
-//!   and its fencing counter (and, for `--kind fair`, its queue).
-//! * `deadbolt force-unlock NAME --yes` deletes a lock whoever holds it. Both
-//!   refuse a key of another type at the lock's key, naming the type found.
+//!   and its fencing counter (and, for `--kind fair`, its queue; for
+//!   `--kind rw`, the writer, the readers with their leases and the waiting
+//!   writers).
+//! * `deadbolt force-unlock NAME --yes` deletes a lock whoever holds it
+//!   (for `--kind rw`, the writer and every read hold). Both refuse a key of
+//!   another type at the lock's key, naming the type found.
 //!
 //! The logic lives here so that tests drive it in-process: parse a [`Cli`]
 //! (or build the argument structs) and call [`run`], [`bench()`],
@@ -25,13 +29,13 @@ mod bench;
 mod inspect;
 
 pub use bench::{
-    bench, bench_with, parse_duration, BenchArgs, Commands, ContenderKind, Fairness, HostInfo,
-    Latency, RedisInfo, Report, RunResult, ScenarioKind, Settings, Skipped, SweepPoint,
-    REPORT_SCHEMA,
+    bench, bench_with, parse_duration, parse_ratio, BenchArgs, Commands, ContenderKind, Fairness,
+    HostInfo, Latency, ReadWrite, RedisInfo, Report, RunResult, ScenarioKind, Settings, Skipped,
+    SweepPoint, REPORT_SCHEMA,
 };
 pub use inspect::{
     force_unlock, inspect, ForceUnlockArgs, InspectArgs, LockState, PrimitiveKind, QueueEntry,
-    QUEUE_LISTED,
+    ReaderEntry, RwState, Unlocked, QUEUE_LISTED,
 };
 
 /// Exit code after an interrupted bench (128 + SIGINT, as shells report it).
@@ -64,9 +68,10 @@ pub struct Cli {
 pub enum Command {
     /// Compare deadbolt's locks with polling locks, side by side on one Redis.
     Bench(BenchArgs),
-    /// Show the state of a lock: holder, hold count, TTL, fencing counter.
+    /// Show the state of a lock: holder, hold count, TTL, fencing counter
+    /// (and a fair lock's queue, a read-write lock's readers).
     Inspect(InspectArgs),
-    /// Delete a lock whoever holds it (its holder loses it); needs --yes.
+    /// Delete a lock whoever holds it (its holders lose it); needs --yes.
     ForceUnlock(ForceUnlockArgs),
 }
 
@@ -113,12 +118,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::ForceUnlock(args) => {
-            let removed = force_unlock(&args).await?;
-            if removed {
-                println!("{}: unlocked (the hold was deleted)", args.target.name);
-            } else {
-                println!("{}: was not locked; nothing deleted", args.target.name);
-            }
+            println!("{}", force_unlock(&args).await?);
             Ok(ExitCode::SUCCESS)
         }
     }

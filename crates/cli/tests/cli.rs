@@ -77,6 +77,12 @@ async fn argument_errors() {
     assert!(parse(&["bench", "--scenario", "idle,nope"]).is_err());
     assert!(parse(&["bench", "--contender", "redisson"]).is_err());
     assert!(parse(&["bench", "--duration", "soon"]).is_err());
+    assert!(parse(&["bench", "--write-ratio", "1.5"]).is_err());
+    assert!(parse(&["bench", "--write-ratio", "-0.1"]).is_err());
+    assert!(parse(&["bench", "--write-ratio", "NaN"]).is_err());
+    assert!(parse(&["bench", "--write-ratio", "10%"]).is_err());
+    assert_eq!(bench_args(&["--write-ratio", "1"]).write_ratio, 1.0);
+    assert_eq!(bench_args(&[]).write_ratio, 0.1);
     assert!(parse(&["inspect", "x", "--kind", "queue"]).is_err());
     assert!(parse(&["frobnicate"]).is_err());
 
@@ -97,6 +103,27 @@ async fn argument_errors() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("--tasks"), "{err:#}");
+
+    // A scenario asked for that none of the contenders asked for takes part
+    // in: refused before the server starts.
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &["--scenario", "read-mostly", "--contender", "fair"],
+            "--scenario read-mostly measures only lock, rw (not fair)",
+        ),
+        (
+            &["--scenario", "contended", "--contender", "rw"],
+            "--scenario contended measures only lock, fair, raw-poll, rslock (not rw)",
+        ),
+    ];
+    for (flags, expected) in cases {
+        let err = deadbolt_cli::bench_with(&bench_args(flags), |url| {
+            panic!("{flags:?} started a server at {url} before refusing")
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(format!("{err:#}"), expected, "{flags:?}");
+    }
     #[cfg(not(feature = "peers"))]
     {
         let err = deadbolt_cli::bench(&bench_args(&["--contender", "rslock"]))
@@ -237,6 +264,9 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
                 svg.to_str().unwrap(),
                 "--plot-waiters",
                 "1,2",
+                // Many reads and many writes even in a 150 ms read-mostly run.
+                "--write-ratio",
+                "0.5",
             ],
         ]
         .concat(),
@@ -258,6 +288,12 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         &["lock", "fair", "raw-poll"]
     };
     let scenarios = ["uncontended", "contended", "handoff", "idle"];
+    // The read-mostly scenario measures the read-write lock beside the Lock.
+    let read_mostly = ["lock", "rw"];
+    let runs = scenarios
+        .iter()
+        .flat_map(|s| contenders.iter().map(move |c| (*s, *c)))
+        .chain(read_mostly.iter().map(|c| ("read-mostly", *c)));
 
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -291,6 +327,7 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         "waiters",
         "clients",
         "hold_ms",
+        "write_ratio",
         "rounds",
         "idle_waiters",
         "idle_s",
@@ -303,104 +340,153 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         assert!(v["settings"].get(key).is_some(), "settings lack {key}");
     }
     assert!(v["skipped"].is_array());
+    assert_eq!(v["settings"]["write_ratio"], 0.5);
+    let listed: Vec<&str> = v["settings"]["contenders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [contenders, &["rw"]].concat());
+    assert_eq!(
+        v["settings"]["scenarios"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap(),
+        "read-mostly"
+    );
 
     let results = v["results"].as_array().unwrap();
-    assert_eq!(results.len(), scenarios.len() * contenders.len());
-    for s in scenarios {
-        for c in contenders {
-            let r = results
-                .iter()
-                .find(|r| r["scenario"] == s && r["contender"] == *c)
-                .unwrap_or_else(|| panic!("no result for {s} / {c}"));
-            let what = format!("{s} / {c}: {r:#}");
+    assert_eq!(
+        results.len(),
+        scenarios.len() * contenders.len() + read_mostly.len()
+    );
+    for (s, c) in runs {
+        let r = results
+            .iter()
+            .find(|r| r["scenario"] == s && r["contender"] == c)
+            .unwrap_or_else(|| panic!("no result for {s} / {c}"));
+        let what = format!("{s} / {c}: {r:#}");
+        for key in [
+            "workers",
+            "clients",
+            "elapsed_s",
+            "acquisitions",
+            "acquisitions_per_s",
+            "rounds",
+            "errors",
+            "first_error",
+            "exclusion_violations",
+            "ping_p50_us",
+            "acquire",
+            "acquire_release",
+            "handoff",
+            "fairness",
+            "read_write",
+            "commands",
+        ] {
+            assert!(r.get(key).is_some(), "{what} lacks {key}");
+        }
+        for key in [
+            "counted",
+            "per_acquisition",
+            "per_waiter_per_s",
+            "counted_names",
+            "by_command",
+        ] {
+            assert!(
+                r["commands"].get(key).is_some(),
+                "{what} lacks commands.{key}"
+            );
+        }
+        assert_eq!(r["errors"], 0, "{what}");
+        assert_eq!(r["exclusion_violations"], 0, "{what}");
+        let latency = |l: &serde_json::Value| {
             for key in [
-                "workers",
-                "clients",
-                "elapsed_s",
-                "acquisitions",
-                "acquisitions_per_s",
-                "rounds",
-                "errors",
-                "first_error",
-                "exclusion_violations",
-                "ping_p50_us",
-                "acquire",
-                "acquire_release",
-                "handoff",
-                "fairness",
-                "commands",
+                "samples",
+                "p50_us",
+                "p99_us",
+                "max_us",
+                "mean_us",
+                "p50_x_ping",
+                "p99_x_ping",
+                "max_x_ping",
             ] {
-                assert!(r.get(key).is_some(), "{what} lacks {key}");
+                assert!(l.get(key).is_some(), "{what} latency lacks {key}");
             }
-            for key in [
-                "counted",
-                "per_acquisition",
-                "per_waiter_per_s",
-                "counted_names",
-                "by_command",
-            ] {
-                assert!(
-                    r["commands"].get(key).is_some(),
-                    "{what} lacks commands.{key}"
-                );
-            }
-            assert_eq!(r["errors"], 0, "{what}");
-            assert_eq!(r["exclusion_violations"], 0, "{what}");
-            let latency = |l: &serde_json::Value| {
-                for key in [
-                    "samples",
-                    "p50_us",
-                    "p99_us",
-                    "max_us",
-                    "mean_us",
-                    "p50_x_ping",
-                    "p99_x_ping",
-                    "max_x_ping",
-                ] {
-                    assert!(l.get(key).is_some(), "{what} latency lacks {key}");
+            assert!(
+                l["p50_us"].as_f64().unwrap() <= l["max_us"].as_f64().unwrap(),
+                "{what}"
+            );
+            assert!(l["p50_x_ping"].as_f64().unwrap() > 0.0, "{what}");
+        };
+        match s {
+            "uncontended" => {
+                assert!(r["acquisitions"].as_u64().unwrap() > 0, "{what}");
+                assert!(r["acquisitions_per_s"].as_f64().unwrap() > 0.0, "{what}");
+                latency(&r["acquire"]);
+                latency(&r["acquire_release"]);
+                // One round trip to acquire and one to release, uncontended;
+                // the SET NX locks load their release script on first use.
+                let per = r["commands"]["per_acquisition"].as_f64().unwrap();
+                if c == "lock" {
+                    assert_eq!(per, 2.0, "{what}");
+                } else {
+                    assert!((2.0..2.5).contains(&per), "{what}");
                 }
+            }
+            "contended" => {
+                assert!(r["acquisitions"].as_u64().unwrap() > 0, "{what}");
+                latency(&r["acquire"]);
+                let f = &r["fairness"];
+                assert_eq!(f["per_worker"].as_array().unwrap().len(), 3, "{what}");
+                let jain = f["jain_index"].as_f64().unwrap();
+                assert!((1.0 / 3.0 - 1e-9..=1.0 + 1e-9).contains(&jain), "{what}");
+                assert!(f["longest_wait_us"].as_f64().unwrap() > 0.0, "{what}");
+            }
+            "handoff" => {
+                assert!(r["rounds"].as_u64().unwrap() >= 1, "{what}");
+                latency(&r["handoff"]);
+            }
+            "read-mostly" => {
+                let ops = r["acquisitions"].as_u64().unwrap();
+                let m = &r["read_write"];
+                let (reads, writes) = (m["reads"].as_u64().unwrap(), m["writes"].as_u64().unwrap());
+                assert!(reads > 0 && writes > 0, "{what}");
+                assert_eq!(reads + writes, ops, "{what}");
+                let per_s = |key: &str| m[key].as_f64().unwrap();
+                let rate = r["acquisitions_per_s"].as_f64().unwrap();
+                assert!(rate > 0.0, "{what}");
                 assert!(
-                    l["p50_us"].as_f64().unwrap() <= l["max_us"].as_f64().unwrap(),
+                    (per_s("reads_per_s") + per_s("writes_per_s") - rate).abs() < 1e-6 * rate,
                     "{what}"
                 );
-                assert!(l["p50_x_ping"].as_f64().unwrap() > 0.0, "{what}");
-            };
-            match s {
-                "uncontended" => {
-                    assert!(r["acquisitions"].as_u64().unwrap() > 0, "{what}");
-                    assert!(r["acquisitions_per_s"].as_f64().unwrap() > 0.0, "{what}");
-                    latency(&r["acquire"]);
-                    latency(&r["acquire_release"]);
-                    // One round trip to acquire and one to release, uncontended;
-                    // the SET NX locks load their release script on first use.
-                    let per = r["commands"]["per_acquisition"].as_f64().unwrap();
-                    if *c == "lock" {
-                        assert_eq!(per, 2.0, "{what}");
-                    } else {
-                        assert!((2.0..2.5).contains(&per), "{what}");
-                    }
-                }
-                "contended" => {
-                    assert!(r["acquisitions"].as_u64().unwrap() > 0, "{what}");
-                    latency(&r["acquire"]);
-                    let f = &r["fairness"];
-                    assert_eq!(f["per_worker"].as_array().unwrap().len(), 3, "{what}");
-                    let jain = f["jain_index"].as_f64().unwrap();
-                    assert!((1.0 / 3.0 - 1e-9..=1.0 + 1e-9).contains(&jain), "{what}");
-                    assert!(f["longest_wait_us"].as_f64().unwrap() > 0.0, "{what}");
-                }
-                "handoff" => {
-                    assert!(r["rounds"].as_u64().unwrap() >= 1, "{what}");
-                    latency(&r["handoff"]);
-                }
-                _ => {
-                    assert!(r["acquisitions_per_s"].is_null(), "{what}");
-                    assert!(
-                        r["commands"]["per_waiter_per_s"].as_f64().unwrap() >= 0.0,
-                        "{what}"
-                    );
-                    assert_eq!(r["acquisitions"], 0, "{what}");
-                }
+                latency(&r["acquire"]);
+                latency(&m["read_acquire"]);
+                latency(&m["write_acquire"]);
+                assert_eq!(m["read_acquire"]["samples"], reads, "{what}");
+                assert_eq!(m["write_acquire"]["samples"], writes, "{what}");
+                assert_eq!(r["acquire"]["samples"], ops, "{what}");
+                // At least an acquire and a release per operation, and no
+                // SCRIPT LOAD: the scripts were loaded at connect.
+                let per = r["commands"]["per_acquisition"].as_f64().unwrap();
+                assert!(per >= 2.0, "{what}");
+                assert!(
+                    r["commands"]["by_command"].get("script|load").is_none(),
+                    "{what}"
+                );
+                let f = &r["fairness"];
+                assert_eq!(f["per_worker"].as_array().unwrap().len(), 3, "{what}");
+            }
+            _ => {
+                assert!(r["read_write"].is_null(), "{what}");
+                assert!(r["acquisitions_per_s"].is_null(), "{what}");
+                assert!(
+                    r["commands"]["per_waiter_per_s"].as_f64().unwrap() >= 0.0,
+                    "{what}"
+                );
+                assert_eq!(r["acquisitions"], 0, "{what}");
             }
         }
     }
@@ -420,13 +506,23 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         );
     }
 
+    assert!(
+        !plot.contains(">\nrw\n<"),
+        "rw is not in the contended sweep"
+    );
+
     let table = report.table();
-    for s in scenarios {
+    for s in scenarios.iter().chain(&["read-mostly"]) {
         assert!(
             table.contains(&format!("\n{s}:")),
             "table lacks {s}:\n{table}"
         );
     }
+    assert!(
+        table.contains("read-mostly: 3 waiters over 2 clients on one name, 50% writes"),
+        "{table}"
+    );
+    assert!(table.contains("\nrw / lock: "), "{table}");
     assert!(table.contains("PING p50"), "{table}");
     assert!(table.contains("How to read it:"), "{table}");
     for term in ["Jain", "least/most", "cmds/acq", "N.N×"] {
@@ -511,7 +607,7 @@ async fn inspect_and_force_unlock() {
     t1.await.unwrap();
     t2.await.unwrap();
     let mut other = inspect_args.clone();
-    other.kind = deadbolt_cli::PrimitiveKind::Rw;
+    other.kind = deadbolt_cli::PrimitiveKind::Semaphore;
     let err = deadbolt_cli::inspect(&other).await.unwrap_err();
     assert!(err.to_string().contains("not yet supported"), "{err:#}");
 
@@ -525,17 +621,229 @@ async fn inspect_and_force_unlock() {
         "refused force-unlock changed nothing"
     );
     force.yes = true;
-    assert!(deadbolt_cli::force_unlock(&force).await.unwrap());
+    let unlocked = deadbolt_cli::force_unlock(&force).await.unwrap();
+    assert!(unlocked.hold && unlocked.removed_anything());
+    assert_eq!(
+        unlocked.to_string(),
+        "orders:42: unlocked (the hold was deleted)"
+    );
     assert!(!lock.is_locked().await.unwrap());
-    assert!(
-        !deadbolt_cli::force_unlock(&force).await.unwrap(),
-        "nothing left to delete"
+    let again = deadbolt_cli::force_unlock(&force).await.unwrap();
+    assert!(!again.removed_anything(), "nothing left to delete");
+    assert_eq!(
+        again.to_string(),
+        "orders:42: was not locked; nothing deleted"
     );
     assert_eq!(
         deadbolt_cli::inspect(&inspect_args).await.unwrap().owner,
         None
     );
     drop(guard);
+    client.shutdown().await;
+}
+
+/// Run the binary off the runtime's thread (the test's clients keep
+/// renewing meanwhile); its stdout, or a panic with its stderr.
+async fn deadbolt_stdout(args: Vec<String>) -> String {
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_deadbolt"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run deadbolt")
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// `--kind rw`: a free read-write lock, one with a writer (and a writer
+/// waiting behind it), one with two readers listed longest lease first;
+/// force-unlock removes the readers (their unlocks then say so) and the
+/// writer, and says what it removed. Through the library and the binary.
+#[tokio::test]
+async fn inspect_and_force_unlock_a_read_write_lock() {
+    use deadbolt_cli::PrimitiveKind;
+    use deadbolt_rwlock::RwLock;
+
+    let server = RedisServer::start().expect("redis-server (apt-get install -y redis-server)");
+    let client = deadbolt_core::Client::builder(&server.url())
+        .namespace("it")
+        .build()
+        .await
+        .unwrap();
+    let target = InspectArgs {
+        name: "catalog".into(),
+        kind: PrimitiveKind::Rw,
+        redis: server.url(),
+        namespace: "it".into(),
+    };
+    let cli_args = |cmd: &str, extra: &[&str]| -> Vec<String> {
+        [
+            cmd,
+            "catalog",
+            "--kind",
+            "rw",
+            "--namespace",
+            "it",
+            "--redis",
+        ]
+        .iter()
+        .map(|s| (*s).to_string())
+        .chain([server.url()])
+        .chain(extra.iter().map(|s| (*s).to_string()))
+        .collect()
+    };
+
+    // Free.
+    let free = deadbolt_cli::inspect(&target).await.unwrap();
+    assert_eq!(free.key, "it:{catalog}:rw");
+    assert_eq!(free.owner, None);
+    let rw = free.rw.as_ref().expect("read-write details");
+    assert_eq!((rw.readers, rw.waiting_writers), (0, 0));
+    assert!(rw.reader_list.is_empty() && rw.longest_lease.is_none());
+    let shown = free.to_string();
+    assert!(
+        shown.starts_with(
+            "read-write lock catalog  (key it:{catalog}:rw)\n  state       free\n  \
+             writer      none\n  readers     0\n  waiting     0 writers\n"
+        ),
+        "{shown}"
+    );
+
+    // A writer, and a second writer waiting behind it.
+    let writer = RwLock::new(&client, "catalog");
+    let guard = writer.write().await.unwrap();
+    let next = RwLock::new(&client, "catalog");
+    let waiting = tokio::spawn(async move { next.write().await.unwrap().unlock().await.unwrap() });
+    // Its mark is set by its first try: poll the state (no sleeping).
+    let deadline = Instant::now() + HANG;
+    while writer.inspect().await.unwrap().waiting_writers < 1 {
+        assert!(Instant::now() < deadline, "the second writer never waited");
+    }
+    let held = deadbolt_cli::inspect(&target).await.unwrap();
+    assert_eq!(held.owner.as_deref(), Some(writer.owner()));
+    assert_eq!(held.hold_count, 1);
+    assert_eq!(held.token, guard.fencing_token());
+    assert_eq!(held.fence, guard.fencing_token());
+    assert!(held.ttl.is_some_and(|t| t > Duration::ZERO));
+    assert_eq!(held.rw.as_ref().unwrap().readers, 0);
+    let shown = held.to_string();
+    for line in [
+        "  state       held (writing)\n".to_string(),
+        format!("  writer      {}\n", writer.owner()),
+        "  hold count  1\n".to_string(),
+        format!("  token       {}\n", guard.fencing_token()),
+        "  waiting     1 writer\n".to_string(),
+    ] {
+        assert!(shown.contains(&line), "{line:?} in\n{shown}");
+    }
+    let printed = deadbolt_stdout(cli_args("inspect", &[])).await;
+    assert!(printed.contains("held (writing)"), "{printed}");
+    assert!(printed.contains(writer.owner()), "{printed}");
+    guard.unlock().await.unwrap();
+    tokio::time::timeout(HANG, waiting).await.unwrap().unwrap();
+
+    // Two readers with fixed leases: listed longest lease first.
+    let long = RwLock::new(&client, "catalog");
+    let short = RwLock::new(&client, "catalog");
+    let r_long = long.read_with_lease(Duration::from_secs(40)).await.unwrap();
+    let r_short = short
+        .read_with_lease(Duration::from_secs(20))
+        .await
+        .unwrap();
+    let reading = deadbolt_cli::inspect(&target).await.unwrap();
+    assert_eq!(reading.owner, None);
+    let rw = reading.rw.as_ref().unwrap();
+    assert_eq!(rw.readers, 2);
+    let owners: Vec<&str> = rw.reader_list.iter().map(|r| r.owner.as_str()).collect();
+    assert_eq!(owners, [long.owner(), short.owner()]);
+    let leases: Vec<Duration> = rw.reader_list.iter().map(|r| r.lease_left).collect();
+    assert!(
+        leases[0] > Duration::from_secs(20) && leases[0] <= Duration::from_secs(40),
+        "{leases:?}"
+    );
+    assert!(
+        leases[1] > Duration::ZERO && leases[1] <= Duration::from_secs(20),
+        "{leases:?}"
+    );
+    assert_eq!(rw.longest_lease, Some(leases[0]));
+    let shown = reading.to_string();
+    for line in [
+        "  state       held (reading)\n".to_string(),
+        "  writer      none\n".to_string(),
+        format!(
+            "  readers     2  (longest lease left {:.1} s)\n",
+            leases[0].as_secs_f64()
+        ),
+        format!(
+            "      1. {}  attempt {}  lease left ",
+            long.owner(),
+            rw.reader_list[0].attempt
+        ),
+        format!("      2. {}  attempt ", short.owner()),
+    ] {
+        assert!(shown.contains(&line), "{line:?} in\n{shown}");
+    }
+    assert!(!shown.contains("hold count"), "{shown}");
+    let printed = deadbolt_stdout(cli_args("inspect", &[])).await;
+    assert!(
+        printed.contains("  readers     2  (longest lease left "),
+        "{printed}"
+    );
+    assert!(printed.contains(short.owner()), "{printed}");
+
+    // force-unlock: refused without --yes, then removes both read holds.
+    let mut force = ForceUnlockArgs {
+        target: target.clone(),
+        yes: false,
+    };
+    assert!(deadbolt_cli::force_unlock(&force).await.is_err());
+    assert_eq!(
+        long.reader_count().await.unwrap(),
+        2,
+        "refused changed nothing"
+    );
+    force.yes = true;
+    let removed = deadbolt_cli::force_unlock(&force).await.unwrap();
+    assert_eq!((removed.hold, removed.read_holds), (false, 2));
+    assert_eq!(
+        removed.to_string(),
+        "catalog: unlocked (removed writer: no, read holds: 2)"
+    );
+    assert!(!long.is_locked().await.unwrap());
+    assert!(matches!(
+        r_long.unlock().await,
+        Err(deadbolt_core::Error::NotHeld)
+    ));
+    assert!(matches!(
+        r_short.unlock().await,
+        Err(deadbolt_core::Error::NotHeld)
+    ));
+
+    // A writer, force-unlocked through the binary.
+    let guard = writer.write().await.unwrap();
+    let printed = deadbolt_stdout(cli_args("force-unlock", &["--yes"])).await;
+    assert_eq!(
+        printed,
+        "catalog: unlocked (removed writer: yes, read holds: 0)\n"
+    );
+    assert!(!writer.is_locked().await.unwrap());
+    assert!(matches!(
+        guard.unlock().await,
+        Err(deadbolt_core::Error::NotHeld)
+    ));
+    let printed = deadbolt_stdout(cli_args("force-unlock", &["--yes"])).await;
+    assert_eq!(printed, "catalog: was not locked; nothing deleted\n");
+    let after = deadbolt_cli::inspect(&target).await.unwrap();
+    assert_eq!(after.owner, None);
+    assert_eq!(after.rw.unwrap().readers, 0);
     client.shutdown().await;
 }
 
@@ -589,6 +897,23 @@ async fn a_key_of_another_type_is_refused() {
         format!("{err:#}"),
         "refused: it:{x}:fair holds a list, not a fair lock"
     );
+    let _: () = redis::cmd("SADD")
+        .arg("it:{x}:rw")
+        .arg("user data")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut rw = force.clone();
+    rw.target.kind = deadbolt_cli::PrimitiveKind::Rw;
+    for err in [
+        deadbolt_cli::force_unlock(&rw).await.unwrap_err(),
+        deadbolt_cli::inspect(&rw.target).await.unwrap_err(),
+    ] {
+        assert_eq!(
+            format!("{err:#}"),
+            "refused: it:{x}:rw holds a set, not a read-write lock"
+        );
+    }
 
     // The binary: a message on stderr, a non-zero exit, nothing deleted.
     let out = Command::new(env!("CARGO_BIN_EXE_deadbolt"))
@@ -624,6 +949,12 @@ async fn a_key_of_another_type_is_refused() {
         .await
         .unwrap();
     assert_eq!(len, 1, "the refused fair key was changed");
+    let members: u64 = redis::cmd("SCARD")
+        .arg("it:{x}:rw")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(members, 1, "the refused read-write key was changed");
 }
 
 /// The binary, stopped by Ctrl-C mid-run: it stops its redis-server, prints

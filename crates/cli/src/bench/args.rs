@@ -28,15 +28,22 @@ pub enum ScenarioKind {
     /// `--idle-waiters` waiters blocked on a held lock for `--idle-time`:
     /// Redis commands per waiter per second.
     Idle,
+    /// `--waiters` waiters over `--clients` clients on one name for
+    /// `--duration`, each operation a write with probability `--write-ratio`
+    /// and a read otherwise, held `--hold`: deadbolt's `RwLock` beside its
+    /// `Lock` doing the same work exclusively. Operations/s, reads/s and
+    /// writes/s, acquire latency of reads and of writes.
+    ReadMostly,
 }
 
 impl ScenarioKind {
     /// Every scenario, in the order they run.
-    pub const ALL: [ScenarioKind; 4] = [
+    pub const ALL: [ScenarioKind; 5] = [
         ScenarioKind::Uncontended,
         ScenarioKind::Contended,
         ScenarioKind::Handoff,
         ScenarioKind::Idle,
+        ScenarioKind::ReadMostly,
     ];
 
     /// The name used on the command line and in the JSON report.
@@ -46,7 +53,40 @@ impl ScenarioKind {
             ScenarioKind::Contended => "contended",
             ScenarioKind::Handoff => "handoff",
             ScenarioKind::Idle => "idle",
+            ScenarioKind::ReadMostly => "read-mostly",
         }
+    }
+
+    /// Whether this scenario measures `contender`: the read-mostly scenario
+    /// compares the read-write lock with the `Lock` only, and the read-write
+    /// lock takes part in no other scenario.
+    ///
+    /// # Examples
+    /// ```
+    /// use deadbolt_cli::{ContenderKind, ScenarioKind};
+    /// assert!(ScenarioKind::ReadMostly.measures(ContenderKind::Rw));
+    /// assert!(ScenarioKind::ReadMostly.measures(ContenderKind::Lock));
+    /// assert!(!ScenarioKind::ReadMostly.measures(ContenderKind::Fair));
+    /// assert!(!ScenarioKind::Contended.measures(ContenderKind::Rw));
+    /// ```
+    pub fn measures(self, contender: ContenderKind) -> bool {
+        match self {
+            ScenarioKind::ReadMostly => {
+                matches!(contender, ContenderKind::Lock | ContenderKind::Rw)
+            }
+            _ => contender != ContenderKind::Rw,
+        }
+    }
+
+    /// The contenders of [`ContenderKind::ALL`] this scenario measures, by
+    /// name ("lock, rw").
+    fn measured_names(self) -> String {
+        ContenderKind::ALL
+            .into_iter()
+            .filter(|c| self.measures(*c))
+            .map(ContenderKind::name)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -67,15 +107,19 @@ pub enum ContenderKind {
     /// The rslock 0.10 crate with its default retries (3 tries, random 0–200 ms
     /// apart, called again until it gets the lock). Needs the `peers` feature.
     Rslock,
+    /// deadbolt's read-write `RwLock` (read-mostly scenario only): reads
+    /// take its read side, writes its write side.
+    Rw,
 }
 
 impl ContenderKind {
     /// Every contender, in the order they run.
-    pub const ALL: [ContenderKind; 4] = [
+    pub const ALL: [ContenderKind; 5] = [
         ContenderKind::Lock,
         ContenderKind::Fair,
         ContenderKind::RawPoll,
         ContenderKind::Rslock,
+        ContenderKind::Rw,
     ];
 
     /// The name used on the command line and in the JSON report.
@@ -85,6 +129,7 @@ impl ContenderKind {
             ContenderKind::Fair => "fair",
             ContenderKind::RawPoll => "raw-poll",
             ContenderKind::Rslock => "rslock",
+            ContenderKind::Rw => "rw",
         }
     }
 }
@@ -124,6 +169,35 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
 }
 
+/// Parse a write ratio: a number from 0 to 1 (`0.1`: one operation in ten
+/// writes).
+///
+/// # Examples
+/// ```
+/// assert_eq!(deadbolt_cli::parse_ratio("0.25"), Ok(0.25));
+/// assert!(deadbolt_cli::parse_ratio("1.5").is_err());
+/// assert!(deadbolt_cli::parse_ratio("10%").is_err());
+/// ```
+///
+/// # Errors
+/// A message for anything that is not a number from 0 to 1.
+pub fn parse_ratio(s: &str) -> Result<f64, String> {
+    let value: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number from 0 to 1 (try 0.1)"))?;
+    check_ratio(value)
+}
+
+/// `value` when it lies in 0..=1 (NaN does not).
+fn check_ratio(value: f64) -> Result<f64, String> {
+    if (0.0..=1.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!("{value} is not from 0 to 1"))
+    }
+}
+
 /// The flags of `deadbolt bench`.
 ///
 /// Every size has a default that keeps a full run under a minute on two
@@ -156,8 +230,8 @@ pub struct BenchArgs {
     )]
     pub contenders: Vec<ContenderKind>,
 
-    /// How long each contender runs the uncontended and contended scenarios,
-    /// and the time bound of its hand-off rounds.
+    /// How long each contender runs the uncontended, contended and
+    /// read-mostly scenarios, and the time bound of its hand-off rounds.
     #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
     pub duration: Duration,
 
@@ -165,18 +239,24 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 4, value_name = "T")]
     pub tasks: u32,
 
-    /// Contended: number of waiters on the one name.
+    /// Contended and read-mostly: number of waiters on the one name.
     #[arg(long, default_value_t = 8, value_name = "W")]
     pub waiters: u32,
 
-    /// Contended and idle: number of separate clients (connections) the
-    /// waiters are spread over.
+    /// Contended, read-mostly and idle: number of separate clients
+    /// (connections) the waiters are spread over.
     #[arg(long, default_value_t = 4, value_name = "C")]
     pub clients: u32,
 
-    /// Contended: how long each acquisition holds the lock.
+    /// Contended and read-mostly: how long each acquisition holds the lock.
     #[arg(long, default_value = "0ms", value_parser = parse_duration, value_name = "DURATION")]
     pub hold: Duration,
+
+    /// Read-mostly: the share of operations that write, from 0 to 1 (the
+    /// rest read). Each waiter draws from its own seeded random sequence, the
+    /// same for every contender.
+    #[arg(long, default_value = "0.1", value_parser = parse_ratio, value_name = "RATIO")]
+    pub write_ratio: f64,
 
     /// Hand-off: number of rounds (bounded by --duration too).
     #[arg(long, default_value_t = 200, value_name = "N")]
@@ -279,6 +359,39 @@ impl BenchArgs {
             .collect()
     }
 
+    /// The selected scenarios that measure at least one of `contenders`.
+    ///
+    /// A scenario asked for by name that none of them takes part in is an
+    /// error ("--scenario read-mostly measures only lock, rw (not fair)"),
+    /// and so is a selection with nothing to run; a scenario left to the
+    /// default is silently left out.
+    pub(crate) fn scenarios_for(
+        &self,
+        contenders: &[ContenderKind],
+    ) -> anyhow::Result<Vec<ScenarioKind>> {
+        let mut run = Vec::new();
+        for s in self.selected_scenarios() {
+            if contenders.iter().any(|c| s.measures(*c)) {
+                run.push(s);
+            } else if self.scenarios.contains(&s) {
+                bail!(
+                    "--scenario {} measures only {} (not {})",
+                    s.name(),
+                    s.measured_names(),
+                    contenders
+                        .iter()
+                        .map(|c| c.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+        if run.is_empty() {
+            bail!("nothing to run: no contender takes part in the selected scenarios");
+        }
+        Ok(run)
+    }
+
     /// Check that `--json` and `--plot` can be written, before anything is
     /// started: a bench that fails at the end to save what it measured
     /// wastes the run.
@@ -311,6 +424,9 @@ impl BenchArgs {
         }
         if self.duration.is_zero() {
             bail!("--duration must not be zero");
+        }
+        if let Err(reason) = check_ratio(self.write_ratio) {
+            bail!("--write-ratio: {reason}");
         }
         if self.idle_time.is_zero() {
             bail!("--idle-time must not be zero");

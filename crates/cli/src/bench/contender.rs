@@ -3,11 +3,14 @@
 //! A [`Contender`] connects [`ContenderClient`]s (one per simulated process:
 //! its own connections); a client makes a [`LockHandle`] per lock name (one
 //! owner); a handle's `acquire` waits until it holds the lock and returns a
-//! [`Held`] whose `release` gives it back. Futures are boxed so the scenarios
-//! can run any contender through `dyn`.
+//! [`Held`] whose `release` gives it back. `acquire_read` does the same for
+//! a read: the read-write lock takes its read side, every other contender
+//! its one exclusive lock. Futures are boxed so the scenarios can run any
+//! contender through `dyn`.
 //!
 //! deadbolt's `Lock` and `FairLock` are both `deadbolt_core::Exclusive<K>`;
-//! one generic implementation serves every exclusive kind.
+//! one generic implementation serves every exclusive kind. The `RwLock`
+//! serves `acquire` with its write side.
 //!
 //! Everything else (scenarios, command counting, report, table, plot) takes
 //! the new contender as it is.
@@ -48,6 +51,13 @@ pub(crate) trait Contender: Send + Sync {
     /// over one period so the release falls at a random phase of the poll.
     fn poll_period(&self) -> Option<Duration>;
 
+    /// Whether reads ([`LockHandle::acquire_read`]) may hold the lock
+    /// together; false for the exclusive locks, whose reads exclude
+    /// everyone.
+    fn shared_reads(&self) -> bool {
+        false
+    }
+
     /// Open one client (its own connections).
     fn connect<'a>(
         &'a self,
@@ -66,8 +76,14 @@ pub(crate) trait ContenderClient: Send + Sync {
 
 /// One owner of one lock name.
 pub(crate) trait LockHandle: Send + Sync {
-    /// Wait until this handle holds the lock.
+    /// Wait until this handle holds the lock (a read-write lock: for writing).
     fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>>;
+
+    /// Wait until this handle holds the lock for reading; an exclusive lock
+    /// takes it as [`LockHandle::acquire`] does.
+    fn acquire_read(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
+        self.acquire()
+    }
 }
 
 /// One hold, released by [`Held::release`].
@@ -87,6 +103,9 @@ pub(crate) fn make(
         }))),
         ContenderKind::Fair => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
             Arc::new(deadbolt_fair::FairLock::new(c, n))
+        }))),
+        ContenderKind::Rw => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
+            Arc::new(deadbolt_rwlock::RwLock::new(c, n))
         }))),
         ContenderKind::RawPoll => Ok(Box::new(RawPoll {
             namespace: opts.namespace.clone(),
@@ -152,14 +171,21 @@ impl Contender for Deadbolt {
         None
     }
 
+    fn shared_reads(&self) -> bool {
+        self.kind == ContenderKind::Rw
+    }
+
     fn connect<'a>(
         &'a self,
         url: &'a str,
     ) -> BoxFuture<'a, anyhow::Result<Box<dyn ContenderClient>>> {
         Box::pin(async move {
+            // Scripts loaded at connect, before any run counts commands, so
+            // no SCRIPT LOAD shows in cmds/acq.
             let client = deadbolt_core::Client::builder(url)
                 .preload(deadbolt_lock::SCRIPTS)
                 .preload(deadbolt_fair::SCRIPTS)
+                .preload(deadbolt_rwlock::SCRIPTS)
                 .namespace(&self.namespace)
                 .watchdog_timeout(self.lease)
                 .build()
@@ -197,6 +223,24 @@ impl<K: deadbolt_core::ExclusiveKind> LockHandle for deadbolt_core::Exclusive<K>
 }
 
 impl Held for deadbolt_core::ExclusiveGuard {
+    fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
+        Box::pin(async move { Ok((*self).unlock().await?) })
+    }
+}
+
+/// deadbolt's `RwLock`: `read()` for a read, `write()` for anything else,
+/// both with a watchdog lease.
+impl LockHandle for deadbolt_rwlock::RwLock {
+    fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
+        Box::pin(async move { Ok(Box::new(self.write().await?) as Box<dyn Held>) })
+    }
+
+    fn acquire_read(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
+        Box::pin(async move { Ok(Box::new(self.read().await?) as Box<dyn Held>) })
+    }
+}
+
+impl Held for deadbolt_rwlock::ReadGuard {
     fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
         Box::pin(async move { Ok((*self).unlock().await?) })
     }

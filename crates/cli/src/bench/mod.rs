@@ -3,8 +3,9 @@
 //!
 //! The run: start a throwaway redis-server unless `--redis` is given (and stop
 //! it at the end, on error and on Ctrl-C), then for each selected scenario run
-//! each contender in turn, one after another on the same server, then (with
-//! `--plot`) the contended scenario at several waiter counts.
+//! each contender it measures in turn (see [`ScenarioKind::measures`]), one
+//! after another on the same server, then (with `--plot`) the contended
+//! scenario at several waiter counts.
 
 mod args;
 mod contender;
@@ -23,10 +24,10 @@ use deadbolt_testkit::{redis_server_path, RedisServer};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::time::Instant;
 
-pub use args::{parse_duration, BenchArgs, ContenderKind, ScenarioKind};
+pub use args::{parse_duration, parse_ratio, BenchArgs, ContenderKind, ScenarioKind};
 pub use report::{
-    Commands, Fairness, HostInfo, Latency, RedisInfo, Report, RunResult, Settings, Skipped,
-    SweepPoint, REPORT_SCHEMA,
+    Commands, Fairness, HostInfo, Latency, ReadWrite, RedisInfo, Report, RunResult, Settings,
+    Skipped, SweepPoint, REPORT_SCHEMA,
 };
 
 use contender::{Contender, ContenderOptions};
@@ -42,10 +43,12 @@ use scenario::Env;
 ///
 /// # Errors
 /// Bad sizes, a `--json` or `--plot` path that cannot be written (a missing
-/// folder, a `--plot` name not ending in `.svg`), or a contender that is not
-/// available in this build (all before anything starts); redis-server not installed (the message says how to
-/// install it); an unreachable `--redis`; a run that failed (too many errors
-/// in a row, a hang). The embedded server is stopped in every case.
+/// folder, a `--plot` name not ending in `.svg`), a contender that is not
+/// available in this build, or a scenario asked for that none of the
+/// contenders takes part in (all before anything starts); redis-server not
+/// installed (the message says how to install it); an unreachable `--redis`;
+/// a run that failed (too many errors in a row, a hang). The embedded server
+/// is stopped in every case.
 ///
 /// # Cancel safety
 /// Dropping the future drops the embedded server handle, which kills the
@@ -71,8 +74,17 @@ pub async fn bench_with(
 ) -> anyhow::Result<Report> {
     args.validate()?;
     args.check_outputs()?;
-    let (contenders, skipped) = resolve_contenders(args)?;
-    let progress = Progress::new(args.quiet, planned_runs(args, contenders.len()));
+    let (mut contenders, skipped) = resolve_contenders(args)?;
+    let kinds: Vec<ContenderKind> = contenders.iter().map(|c| c.kind()).collect();
+    let scenarios = args.scenarios_for(&kinds)?;
+    // A contender no selected scenario measures is not run (nor listed).
+    contenders.retain(|c| scenarios.iter().any(|s| s.measures(c.kind())));
+    let kinds: Vec<ContenderKind> = contenders.iter().map(|c| c.kind()).collect();
+    let progress = Progress::new(args.quiet, planned_runs(args, &scenarios, &kinds));
+    let plan = Plan {
+        scenarios,
+        contenders,
+    };
     // Registered now, before the server exists: tokio's `ctrl_c()` only
     // registers its handler when first polled, and a SIGINT before that would
     // kill the process and orphan redis-server.
@@ -81,7 +93,7 @@ pub async fn bench_with(
     let mut server: Option<RedisServer> = None;
     let mut report: Option<Report> = None;
     let outcome = tokio::select! {
-        r = run(args, progress.clone(), &contenders, skipped, &mut server, &mut report, on_ready) => r,
+        r = run(args, &plan, progress.clone(), skipped, &mut server, &mut report, on_ready) => r,
         () = interrupt.recv() => {
             progress.note("interrupted; stopping");
             Err(Interrupted.into())
@@ -140,19 +152,24 @@ impl Interrupt {
 }
 
 /// The planned length of every run, in run order: each scenario for each
-/// contender, then (with `--plot`) the sweep.
-fn planned_runs(args: &BenchArgs, contenders: usize) -> Vec<Duration> {
+/// contender it measures, then (with `--plot`) the sweep.
+fn planned_runs(
+    args: &BenchArgs,
+    scenarios: &[ScenarioKind],
+    contenders: &[ContenderKind],
+) -> Vec<Duration> {
+    let measured = |s: ScenarioKind| contenders.iter().filter(|c| s.measures(**c)).count();
     let mut runs = Vec::new();
-    for scenario in args.selected_scenarios() {
+    for &scenario in scenarios {
         runs.extend(std::iter::repeat_n(
             scenario::planned(args, scenario),
-            contenders,
+            measured(scenario),
         ));
     }
     if args.plot.is_some() {
         runs.extend(std::iter::repeat_n(
             args.duration,
-            contenders * args.plot_waiters.len(),
+            measured(ScenarioKind::Contended) * args.plot_waiters.len(),
         ));
     }
     runs
@@ -160,6 +177,15 @@ fn planned_runs(args: &BenchArgs, contenders: usize) -> Vec<Duration> {
 
 /// The contenders of a run, in run order.
 type Contenders = Vec<Box<dyn Contender>>;
+
+/// What a bench runs: each scenario, in order, for each contender it
+/// measures.
+struct Plan {
+    /// The scenarios, each measuring at least one of the contenders.
+    scenarios: Vec<ScenarioKind>,
+    /// The contenders, in run order.
+    contenders: Contenders,
+}
 
 /// The contenders to run, and those left out with the reason. A contender
 /// asked for by name that this build lacks is an error.
@@ -284,15 +310,16 @@ async fn cleanup(conn: &mut redis::aio::MultiplexedConnection, namespace: &str, 
     }
 }
 
-fn settings(args: &BenchArgs, contenders: &[Box<dyn Contender>]) -> Settings {
+fn settings(args: &BenchArgs, plan: &Plan) -> Settings {
     Settings {
-        scenarios: args.selected_scenarios(),
-        contenders: contenders.iter().map(|c| c.kind()).collect(),
+        scenarios: plan.scenarios.clone(),
+        contenders: plan.contenders.iter().map(|c| c.kind()).collect(),
         duration_s: args.duration.as_secs_f64(),
         tasks: args.tasks,
         waiters: args.waiters,
         clients: args.clients,
         hold_ms: args.hold.as_secs_f64() * 1e3,
+        write_ratio: args.write_ratio,
         rounds: args.rounds,
         idle_waiters: args.idle_waiters,
         idle_s: args.idle_time.as_secs_f64(),
@@ -310,8 +337,8 @@ fn settings(args: &BenchArgs, contenders: &[Box<dyn Contender>]) -> Settings {
 /// `server_slot` and `report_slot`, so they survive an interrupt.
 async fn run(
     args: &BenchArgs,
+    plan: &Plan,
     progress: Progress,
-    contenders: &[Box<dyn Contender>],
     skipped: Vec<Skipped>,
     server_slot: &mut Option<RedisServer>,
     report_slot: &mut Option<Report>,
@@ -362,7 +389,7 @@ async fn run(
             embedded,
         },
         host: HostInfo { cpus, pinned },
-        settings: settings(args, contenders),
+        settings: settings(args, plan),
         ping: None,
         results: Vec::new(),
         sweep: Vec::new(),
@@ -377,7 +404,7 @@ async fn run(
         run_id,
         all_pings: stats::histogram(),
     };
-    let outcome = run_scenarios(&mut env, contenders, report).await;
+    let outcome = run_scenarios(&mut env, plan, report).await;
     report.ping = stats::summarize(&env.all_pings, None);
     if !embedded {
         cleanup(&mut env.stats, &args.namespace, &env.run_id).await;
@@ -385,14 +412,11 @@ async fn run(
     outcome
 }
 
-async fn run_scenarios(
-    env: &mut Env<'_>,
-    contenders: &[Box<dyn Contender>],
-    report: &mut Report,
-) -> anyhow::Result<()> {
+async fn run_scenarios(env: &mut Env<'_>, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
     let args = env.args;
-    for scenario in args.selected_scenarios() {
-        for c in contenders {
+    let contenders = &plan.contenders;
+    for &scenario in &plan.scenarios {
+        for c in contenders.iter().filter(|c| scenario.measures(c.kind())) {
             let r = scenario::run(env, c.as_ref(), scenario)
                 .await
                 .with_context(|| format!("{} / {}", scenario.name(), c.kind().name()))?;
@@ -401,7 +425,10 @@ async fn run_scenarios(
         }
     }
     if args.plot.is_some() {
-        for c in contenders {
+        let measured = contenders
+            .iter()
+            .filter(|c| ScenarioKind::Contended.measures(c.kind()));
+        for c in measured {
             for &w in &args.plot_waiters {
                 let r = scenario::contended(env, c.as_ref(), w, args.clients.min(w))
                     .await

@@ -38,6 +38,7 @@ fn colour(kind: ContenderKind) -> RGBColor {
         ContenderKind::Fair => RGBColor(0x2c, 0xa0, 0x2c),
         ContenderKind::RawPoll => RGBColor(0xd6, 0x27, 0x28),
         ContenderKind::Rslock => RGBColor(0xff, 0x7f, 0x0e),
+        ContenderKind::Rw => RGBColor(0x94, 0x67, 0xbd),
     }
 }
 

@@ -32,8 +32,9 @@ pub const REPORT_SCHEMA: u32 = 1;
 ///   "host": { "cpus": 2, "pinned": false },
 ///   "settings": { "scenarios": ["uncontended", ...], "contenders": ["lock", ...],
 ///                 "duration_s": 2.0, "tasks": 4, "waiters": 8, "clients": 4,
-///                 "hold_ms": 0.0, "rounds": 200, "idle_waiters": 4, "idle_s": 2.0,
-///                 "poll_interval_ms": 100.0, "lease_ms": 30000.0, "plot_waiters": [] },
+///                 "hold_ms": 0.0, "write_ratio": 0.1, "rounds": 200, "idle_waiters": 4,
+///                 "idle_s": 2.0, "poll_interval_ms": 100.0, "lease_ms": 30000.0,
+///                 "plot_waiters": [] },
 ///   "ping": Latency | null,                  // every PING of the run together
 ///   "results": [ RunResult, ... ],           // one per scenario × contender, in run order
 ///   "sweep": [ SweepPoint, ... ],            // contended at each --plot-waiters (with --plot)
@@ -41,23 +42,26 @@ pub const REPORT_SCHEMA: u32 = 1;
 /// }
 ///
 /// RunResult = {
-///   "scenario": "uncontended" | "contended" | "handoff" | "idle",
-///   "contender": "lock" | "fair" | "raw-poll" | "rslock",
+///   "scenario": "uncontended" | "contended" | "handoff" | "idle" | "read-mostly",
+///   "contender": "lock" | "fair" | "raw-poll" | "rslock" | "rw",   // rw: read-mostly only
 ///   "workers": 4, "clients": 1,              // tasks/waiters, and clients they share
 ///   "elapsed_s": 2.0,                        // measured window
 ///   "acquisitions": 41000,                   // all acquisitions in the window
-///   "acquisitions_per_s": 20500.0 | null,    // uncontended and contended only
+///                                            // (read-mostly: operations, reads and writes)
+///   "acquisitions_per_s": 20500.0 | null,    // uncontended, contended and read-mostly
 ///   "rounds": 200 | null,                    // hand-off rounds (handoff only)
 ///   "errors": 0, "first_error": "..." | null,
 ///   "exclusion_violations": 0,               // two holders seen at once (must be 0)
 ///   "ping_p50_us": 45.0 | null,              // this run's PING floor (null for idle)
-///   "acquire": Latency | null,               // time in acquire (uncontended, contended)
+///   "acquire": Latency | null,               // time in acquire (uncontended, contended;
+///                                            // read-mostly: reads and writes together)
 ///   "acquire_release": Latency | null,       // acquire + release (uncontended)
 ///   "handoff": Latency | null,               // release start → next holder (handoff)
-///   "fairness": Fairness | null,             // contended only
+///   "fairness": Fairness | null,             // contended and read-mostly
+///   "read_write": ReadWrite | null,          // read-mostly only
 ///   "commands": {
 ///     "counted": 82000,                      // round trips the contender's clients sent
-///     "per_acquisition": 2.0 | null,
+///     "per_acquisition": 2.0 | null,         // (read-mostly: per operation)
 ///     "per_waiter_per_s": 0.0 | null,        // idle only
 ///     "counted_names": ["evalsha", ...],     // which commandstats entries were counted
 ///     "by_command": { "evalsha": 82000, "hget": 10, ... }  // every command seen, incl.
@@ -68,6 +72,9 @@ pub const REPORT_SCHEMA: u32 = 1;
 ///             "mean_us": 101.2, "p50_x_ping": 2.1 | null, "p99_x_ping": ..., "max_x_ping": ... }
 /// Fairness = { "jain_index": 0.99, "min_max_ratio": 0.8, "longest_wait_us": 5200.0,
 ///              "per_worker": [5100, 4980, ...] }
+/// ReadWrite = { "reads": 36000, "writes": 4000, "reads_per_s": 18000.0,
+///               "writes_per_s": 2000.0, "read_acquire": Latency | null,
+///               "write_acquire": Latency | null }   // null: no read (write) done
 /// SweepPoint = { "contender": "lock", "waiters": 8, "clients": 4,
 ///                "acquisitions_per_s": 9000.0, "jain_index": 0.99, "min_max_ratio": 0.8,
 ///                "errors": 0 }
@@ -145,6 +152,8 @@ pub struct Settings {
     pub clients: u32,
     /// `--hold` in milliseconds.
     pub hold_ms: f64,
+    /// `--write-ratio`: the share of read-mostly operations that write.
+    pub write_ratio: f64,
     /// `--rounds`.
     pub rounds: u32,
     /// `--idle-waiters`.
@@ -173,9 +182,11 @@ pub struct RunResult {
     pub clients: u32,
     /// Length of the measured window, in seconds.
     pub elapsed_s: f64,
-    /// Acquisitions in the window.
+    /// Acquisitions in the window (read-mostly: operations, reads and
+    /// writes).
     pub acquisitions: u64,
-    /// Acquisitions per second (uncontended and contended; else `null`).
+    /// Acquisitions per second (uncontended, contended and read-mostly; else
+    /// `null`).
     pub acquisitions_per_s: Option<f64>,
     /// Hand-off rounds (handoff; else `null`).
     pub rounds: Option<u64>,
@@ -187,16 +198,36 @@ pub struct RunResult {
     pub exclusion_violations: u64,
     /// PING p50 timed during this run, µs (`null` for idle).
     pub ping_p50_us: Option<f64>,
-    /// Time spent in acquire.
+    /// Time spent in acquire (read-mostly: reads and writes together).
     pub acquire: Option<Latency>,
     /// Time of acquire plus release (uncontended).
     pub acquire_release: Option<Latency>,
     /// From the start of the holder's release to the waiter holding the lock (handoff).
     pub handoff: Option<Latency>,
-    /// Fairness across waiters (contended).
+    /// Fairness across waiters (contended and read-mostly).
     pub fairness: Option<Fairness>,
+    /// Reads and writes apart (read-mostly).
+    pub read_write: Option<ReadWrite>,
     /// Redis commands.
     pub commands: Commands,
+}
+
+/// The read-mostly scenario's reads and writes, apart.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ReadWrite {
+    /// Reads done in the window.
+    pub reads: u64,
+    /// Writes done in the window.
+    pub writes: u64,
+    /// Reads per second.
+    pub reads_per_s: f64,
+    /// Writes per second.
+    pub writes_per_s: f64,
+    /// Time a read spent in acquire; `null` when no read was done.
+    pub read_acquire: Option<Latency>,
+    /// Time a write spent in acquire; `null` when no write was done.
+    pub write_acquire: Option<Latency>,
 }
 
 /// A latency distribution.
@@ -460,6 +491,30 @@ impl Report {
                     ),
                     &["contender", "cmds/waiter/s", "commands sent", "errors"],
                 ),
+                ScenarioKind::ReadMostly => (
+                    format!(
+                    "read-mostly: {} waiters over {} clients on one name, {} writes, hold {} ms, \
+                         {:.1} s each",
+                    s.waiters,
+                    s.clients.min(s.waiters),
+                    fmt_percent(s.write_ratio),
+                    s.hold_ms,
+                    s.duration_s
+                ),
+                    &[
+                        "contender",
+                        "ops/s",
+                        "reads/s",
+                        "writes/s",
+                        "read p50",
+                        "p99",
+                        "write p50",
+                        "p99",
+                        "cmds/op",
+                        "PING p50",
+                        "errors",
+                    ],
+                ),
             };
         let mut table = Table::new(header);
         for r in rows {
@@ -548,10 +603,38 @@ impl Report {
                     };
                     vec![name, per, sent, errors]
                 }
+                ScenarioKind::ReadMostly => {
+                    let rw = r.read_write.as_ref();
+                    let per_s = |pick: fn(&ReadWrite) -> f64| {
+                        rw.map_or_else(|| "-".into(), |m| fmt_rate(pick(m)))
+                    };
+                    let read = rw.and_then(|m| m.read_acquire);
+                    let write = rw.and_then(|m| m.write_acquire);
+                    vec![
+                        name,
+                        rate,
+                        per_s(|m| m.reads_per_s),
+                        per_s(|m| m.writes_per_s),
+                        lat(&read, p50),
+                        lat(&read, p99),
+                        lat(&write, p50),
+                        lat(&write, p99),
+                        cmds,
+                        ping,
+                        errors,
+                    ]
+                }
             };
             table.row(row);
         }
-        format!("{title}\n{}", table.render())
+        let mut out = format!("{title}\n{}", table.render());
+        if scenario == ScenarioKind::ReadMostly {
+            if let Some(line) = rw_over_lock(rows) {
+                out.push_str(&line);
+                out.push('\n');
+            }
+        }
+        out
     }
 
     fn sweep_table(&self) -> String {
@@ -592,13 +675,41 @@ impl Report {
     }
 }
 
+/// The read-mostly summary: the `RwLock`'s figures over the `Lock`'s, when
+/// both ran ("rw / lock: 2.41× the ops/s; read p50 0.38×, write p50
+/// 1.20×").
+fn rw_over_lock(rows: &[&RunResult]) -> Option<String> {
+    let find = |kind| rows.iter().find(|r| r.contender == kind);
+    let (rw, lock) = (find(ContenderKind::Rw)?, find(ContenderKind::Lock)?);
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
+        _ => "-".to_string(),
+    };
+    let p50 = |r: &RunResult, write: bool| {
+        r.read_write.as_ref().and_then(|m| {
+            if write {
+                m.write_acquire
+            } else {
+                m.read_acquire
+            }
+            .map(|l| l.p50_us)
+        })
+    };
+    Some(format!(
+        "rw / lock: {} the ops/s; read p50 {}, write p50 {}",
+        ratio(rw.acquisitions_per_s, lock.acquisitions_per_s),
+        ratio(p50(rw, false), p50(lock, false)),
+        ratio(p50(rw, true), p50(lock, true)),
+    ))
+}
+
 /// What the columns mean and which way is better, for the scenarios shown.
 fn legend(shown: &[ScenarioKind]) -> String {
-    use ScenarioKind::{Contended, Handoff, Idle, Uncontended};
+    use ScenarioKind::{Contended, Handoff, Idle, ReadMostly, Uncontended};
     let any = |kinds: &[ScenarioKind]| kinds.iter().any(|k| shown.contains(k));
-    let entries: [(bool, &str, &str); 9] = [
+    let entries: [(bool, &str, &str); 13] = [
         (
-            any(&[Uncontended, Contended, Handoff]),
+            any(&[Uncontended, Contended, Handoff, ReadMostly]),
             "N.N×",
             "latency over the PING p50 of the same run (1× = one round trip); lower is better",
         ),
@@ -638,7 +749,30 @@ fn legend(shown: &[ScenarioKind]) -> String {
             "commands per blocked waiter per second (0: it waits for a message); lower is better",
         ),
         (
-            any(&[Uncontended, Contended, Handoff]),
+            any(&[ReadMostly]),
+            "ops/s",
+            "reads plus writes per second, all waiters together (reads/s and writes/s split it); \
+             higher is better",
+        ),
+        (
+            any(&[ReadMostly]),
+            "read p50",
+            "time a read waited for the lock (write p50: a write); the Lock makes reads wait \
+             like writes; lower is better",
+        ),
+        (
+            any(&[ReadMostly]),
+            "cmds/op",
+            "commands the clients sent per read or write (not those inside scripts); lower is better",
+        ),
+        (
+            any(&[ReadMostly]),
+            "rw / lock",
+            "the RwLock's figure over the Lock's in the same run: above 1× for ops/s, below 1× \
+             for latencies is the RwLock ahead",
+        ),
+        (
+            any(&[Uncontended, Contended, Handoff, ReadMostly]),
             "PING p50",
             "the round-trip floor during that run; a high one means a loaded machine",
         ),
@@ -739,6 +873,16 @@ fn fmt_lat(us: f64, x_ping: Option<f64>) -> String {
     }
 }
 
+/// A share as a percentage: `10%`, `12.5%`.
+fn fmt_percent(share: f64) -> String {
+    let pct = share * 100.0;
+    if (pct - pct.round()).abs() < 1e-9 {
+        format!("{pct:.0}%")
+    } else {
+        format!("{pct:.1}%")
+    }
+}
+
 /// A rate with thousands separators: `21 345`.
 pub(crate) fn fmt_rate(rate: f64) -> String {
     if rate < 100.0 {
@@ -770,6 +914,9 @@ mod tests {
         assert_eq!(fmt_rate(12.34), "12.3");
         assert_eq!(fmt_lat(100.0, Some(2.13)), "100 µs 2.1×");
         assert_eq!(fmt_lat(56_000.0, Some(832.4)), "56.0 ms 832×");
+        assert_eq!(fmt_percent(0.1), "10%");
+        assert_eq!(fmt_percent(0.125), "12.5%");
+        assert_eq!(fmt_percent(1.0), "100%");
     }
 
     #[test]
@@ -783,6 +930,10 @@ mod tests {
             "cmds/acq",
             "cmds/waiter/s",
             "hand-off",
+            "ops/s",
+            "read p50",
+            "cmds/op",
+            "rw / lock",
         ] {
             assert!(all.contains(&format!("\n  {term} ")), "{term}:\n{all}");
         }
@@ -791,6 +942,11 @@ mod tests {
         assert!(
             idle.contains("cmds/waiter/s") && !idle.contains("Jain"),
             "{idle}"
+        );
+        let mixed = legend(&[ScenarioKind::ReadMostly]);
+        assert!(
+            mixed.contains("\n  ops/s ") && !mixed.contains("\n  acq/s "),
+            "{mixed}"
         );
         assert_eq!(legend(&[]), "");
     }

@@ -1,4 +1,4 @@
-//! The four scenarios, each run for one contender at a time.
+//! The five scenarios, each run for one contender at a time.
 //!
 //! Every run opens its own clients, takes an `INFO commandstats` snapshot
 //! before and after its window, and (except idle) times PING on a side
@@ -12,16 +12,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
+use futures::future::BoxFuture;
 use hdrhistogram::Histogram;
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng as _};
 use redis::aio::MultiplexedConnection;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::{timeout, timeout_at, Instant};
 
 use super::args::{BenchArgs, ScenarioKind};
-use super::contender::{Contender, ContenderClient};
+use super::contender::{Contender, ContenderClient, Held};
 use super::progress::Progress;
-use super::report::{fmt_rate, fmt_us, Commands, Fairness, Latency, RunResult};
+use super::report::{fmt_rate, fmt_us, Commands, Fairness, Latency, ReadWrite, RunResult};
 use super::stats::{self, float, histogram, record, summarize, Pinger};
 
 /// Bound on any wait beyond the planned time: catches hangs, never speed.
@@ -36,6 +39,9 @@ const IDLE_SETTLE: Duration = Duration::from_millis(250);
 const HANDOFF_HOLD: Duration = Duration::from_millis(3);
 /// Hand-off: random extra hold for contenders that do not poll.
 const EVENT_JITTER: Duration = Duration::from_millis(2);
+/// Read-mostly: waiter `i` draws reads and writes from a generator seeded
+/// with this plus `i`, so every contender gets the same sequences.
+const READ_MOSTLY_SEED: u64 = 0x6465_6164_626f_6c74;
 
 /// How long a run of `scenario` is planned to take (for progress and its
 /// ETA); the hand-off scenario may end sooner, after `--rounds`.
@@ -144,6 +150,7 @@ pub(crate) async fn run(
         }
         ScenarioKind::Handoff => handoff(env, c).await,
         ScenarioKind::Idle => idle(env, c).await,
+        ScenarioKind::ReadMostly => read_mostly(env, c).await,
     }
 }
 
@@ -184,9 +191,20 @@ impl Tally {
     }
 }
 
-/// Watches one lock name for two holders at once.
+/// Watches one lock name for two holders at once, or (shared holders, the
+/// read side of a read-write lock) for a shared holder beside an exclusive
+/// one.
+///
+/// The first counter holds the exclusive holders in its low 32 bits and the
+/// shared ones above, so one atomic step both counts a holder in and sees
+/// who was there.
 #[derive(Debug, Clone, Default)]
 struct Exclusion(Arc<(AtomicU64, AtomicU64)>);
+
+/// One shared holder in [`Exclusion`]'s counter.
+const SHARED: u64 = 1 << 32;
+/// The exclusive holders in [`Exclusion`]'s counter.
+const EXCLUSIVE_MASK: u64 = SHARED - 1;
 
 impl Exclusion {
     /// A holder got the lock.
@@ -201,20 +219,41 @@ impl Exclusion {
         self.0 .0.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// A holder got the lock, shared with other shared holders when
+    /// `shared`, else as [`Exclusion::enter`].
+    fn enter_as(&self, shared: bool) {
+        if !shared {
+            return self.enter();
+        }
+        if self.0 .0.fetch_add(SHARED, Ordering::SeqCst) & EXCLUSIVE_MASK > 0 {
+            self.0 .1.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The holder of [`Exclusion::enter_as`] is about to release it.
+    fn leave_as(&self, shared: bool) {
+        if shared {
+            self.0 .0.fetch_sub(SHARED, Ordering::SeqCst);
+        } else {
+            self.leave();
+        }
+    }
+
     fn violations(&self) -> u64 {
         self.0 .1.load(Ordering::SeqCst)
     }
 }
 
-/// One acquire of a worker, bounded by the run's end plus [`HANG`]: `None`
-/// when it failed (counted in `tally`), an error when it hung or failed too
-/// often in a row.
+/// One acquire of a worker (`acquire`: a handle's `acquire()` or
+/// `acquire_read()`), bounded by the run's end plus [`HANG`]: `None` when it
+/// failed (counted in `tally`), an error when it hung or failed too often in
+/// a row.
 async fn acquire_bounded(
-    h: &dyn super::contender::LockHandle,
+    acquire: BoxFuture<'_, anyhow::Result<Box<dyn Held>>>,
     deadline: Instant,
     tally: &mut Tally,
-) -> anyhow::Result<Option<Box<dyn super::contender::Held>>> {
-    match timeout_at(deadline + HANG, h.acquire()).await {
+) -> anyhow::Result<Option<Box<dyn Held>>> {
+    match timeout_at(deadline + HANG, acquire).await {
         Err(_) => bail!("an acquire did not return within {HANG:?} after the run"),
         Ok(Err(e)) => {
             tally.error(e)?;
@@ -290,7 +329,7 @@ async fn uncontended(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
             let mut total = histogram();
             while Instant::now() < deadline {
                 let t0 = Instant::now();
-                let Some(held) = acquire_bounded(&*h, deadline, &mut tally).await? else {
+                let Some(held) = acquire_bounded(h.acquire(), deadline, &mut tally).await? else {
                     continue;
                 };
                 let t1 = Instant::now();
@@ -339,6 +378,7 @@ async fn uncontended(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
         acquire_release: summarize(&total, ping_p50),
         handoff: None,
         fairness: None,
+        read_write: None,
         commands: cmds,
     };
     bar.finish(format!(
@@ -381,7 +421,7 @@ pub(crate) async fn contended(
             let mut waits = histogram();
             while Instant::now() < deadline {
                 let t0 = Instant::now();
-                let Some(held) = acquire_bounded(&*h, deadline, &mut tally).await? else {
+                let Some(held) = acquire_bounded(h.acquire(), deadline, &mut tally).await? else {
                     continue;
                 };
                 record(&mut waits, t0.elapsed());
@@ -442,6 +482,160 @@ pub(crate) async fn contended(
         acquire_release: None,
         handoff: None,
         fairness: Some(fairness),
+        read_write: None,
+        commands: cmds,
+    })
+}
+
+/// One read-mostly worker's results.
+#[derive(Debug)]
+struct MixWorker {
+    index: usize,
+    tally: Tally,
+    reads: u64,
+    writes: u64,
+    read_waits: Histogram<u64>,
+    write_waits: Histogram<u64>,
+}
+
+/// W waiters over C clients on one name, each operation a write with
+/// probability `--write-ratio` and else a read, holding it `--hold`. The
+/// read-write lock reads on its read side; every other contender takes its
+/// one lock for both. Waiter `i` draws from a generator seeded with
+/// [`READ_MOSTLY_SEED`] + `i`.
+async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult> {
+    let args = env.args;
+    let (hold, write_ratio) = (args.hold, args.write_ratio);
+    let waiters = args.waiters;
+    let clients_n = args.clients.min(waiters);
+    let clients = env.connect(c, clients_n).await?;
+    let name = env.name(ScenarioKind::ReadMostly, c, waiters);
+    let handles: Vec<_> = (0..waiters)
+        .zip(clients.iter().cycle())
+        .map(|(_, client)| client.handle(&name))
+        .collect();
+    let shared_reads = c.shared_reads();
+    let exclusion = Exclusion::default();
+    let pinger = Pinger::start(&env.url).await?;
+    let before = env.snapshot().await?;
+    let bar = env.progress.start(
+        &format!("read-mostly · {}", c.kind().name()),
+        planned(args, ScenarioKind::ReadMostly),
+    );
+    let start = Instant::now();
+    let deadline = start + args.duration;
+    let mut set = JoinSet::new();
+    for (index, h) in handles.into_iter().enumerate() {
+        let exclusion = exclusion.clone();
+        let seed = READ_MOSTLY_SEED.wrapping_add(u64::try_from(index).unwrap_or(u64::MAX));
+        set.spawn(async move {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut w = MixWorker {
+                index,
+                tally: Tally::default(),
+                reads: 0,
+                writes: 0,
+                read_waits: histogram(),
+                write_waits: histogram(),
+            };
+            while Instant::now() < deadline {
+                let write = rng.random_bool(write_ratio);
+                let shared = shared_reads && !write;
+                let t0 = Instant::now();
+                let acquire = if write { h.acquire() } else { h.acquire_read() };
+                let Some(held) = acquire_bounded(acquire, deadline, &mut w.tally).await? else {
+                    continue;
+                };
+                let waits = if write {
+                    &mut w.write_waits
+                } else {
+                    &mut w.read_waits
+                };
+                record(waits, t0.elapsed());
+                exclusion.enter_as(shared);
+                if !hold.is_zero() {
+                    tokio::time::sleep(hold).await;
+                }
+                exclusion.leave_as(shared);
+                match held.release().await {
+                    Ok(()) => {
+                        w.tally.ok();
+                        if write {
+                            w.writes += 1;
+                        } else {
+                            w.reads += 1;
+                        }
+                    }
+                    Err(e) => w.tally.error(e)?,
+                }
+            }
+            Ok(w)
+        });
+    }
+    let (mut workers, elapsed, after, (ping_p50, sent)) =
+        env.finish_run(set, start, pinger, &clients).await?;
+    workers.sort_by_key(|w| w.index);
+
+    let mut tally = Tally::default();
+    let (mut reads, mut writes) = (0u64, 0u64);
+    let (mut read_waits, mut write_waits, mut waits) = (histogram(), histogram(), histogram());
+    let mut per_worker = Vec::new();
+    for w in &workers {
+        tally.merge(&w.tally);
+        reads += w.reads;
+        writes += w.writes;
+        per_worker.push(w.tally.acquisitions);
+        for (into, from) in [
+            (&mut read_waits, &w.read_waits),
+            (&mut write_waits, &w.write_waits),
+        ] {
+            into.add(from).map_err(|e| anyhow!("{e}"))?;
+        }
+    }
+    waits.add(&read_waits).map_err(|e| anyhow!("{e}"))?;
+    waits.add(&write_waits).map_err(|e| anyhow!("{e}"))?;
+    let mut cmds = commands(c, &before, &after, sent);
+    cmds.per_acquisition = per(cmds.counted, tally.acquisitions);
+    let secs = elapsed.as_secs_f64();
+    let rate = float(tally.acquisitions) / secs;
+    let read_write = ReadWrite {
+        reads,
+        writes,
+        reads_per_s: float(reads) / secs,
+        writes_per_s: float(writes) / secs,
+        read_acquire: summarize(&read_waits, ping_p50),
+        write_acquire: summarize(&write_waits, ping_p50),
+    };
+    let fairness = Fairness {
+        jain_index: stats::jain(&per_worker),
+        min_max_ratio: stats::min_max_ratio(&per_worker),
+        longest_wait_us: float(waits.max()) / 1e3,
+        per_worker,
+    };
+    bar.finish(format!(
+        "{} ops/s ({} reads/s, {} writes/s)",
+        fmt_rate(rate),
+        fmt_rate(read_write.reads_per_s),
+        fmt_rate(read_write.writes_per_s)
+    ));
+    Ok(RunResult {
+        scenario: ScenarioKind::ReadMostly,
+        contender: c.kind(),
+        workers: waiters,
+        clients: clients_n,
+        elapsed_s: secs,
+        acquisitions: tally.acquisitions,
+        acquisitions_per_s: Some(rate),
+        rounds: None,
+        errors: tally.errors,
+        first_error: tally.first_error,
+        exclusion_violations: exclusion.violations(),
+        ping_p50_us: ping_p50,
+        acquire: summarize(&waits, ping_p50),
+        acquire_release: None,
+        handoff: None,
+        fairness: Some(fairness),
+        read_write: Some(read_write),
         commands: cmds,
     })
 }
@@ -553,6 +747,7 @@ async fn handoff(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResu
         acquire_release: None,
         handoff: summarize(&handoffs, ping_p50),
         fairness: None,
+        read_write: None,
         commands: cmds,
     };
     bar.finish(format!(
@@ -658,6 +853,45 @@ async fn idle(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult>
         acquire_release: None,
         handoff: None,
         fairness: None,
+        read_write: None,
         commands: cmds,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exclusion_lets_shared_holders_overlap_and_nothing_else() {
+        let e = Exclusion::default();
+        e.enter_as(true);
+        e.enter_as(true);
+        assert_eq!(e.violations(), 0, "two readers");
+        e.enter_as(false);
+        assert_eq!(e.violations(), 1, "a writer beside readers");
+        e.leave_as(false);
+        e.leave_as(true);
+        e.leave_as(true);
+        e.enter();
+        e.enter_as(true);
+        assert_eq!(e.violations(), 2, "a reader beside a writer");
+        e.leave_as(true);
+        e.enter();
+        assert_eq!(e.violations(), 3, "two writers");
+        e.leave();
+        e.leave();
+        e.enter_as(false);
+        assert_eq!(e.violations(), 3, "alone again");
+    }
+
+    #[test]
+    fn every_contender_gets_the_same_draws() {
+        let draws = |i: u64| {
+            let mut rng = StdRng::seed_from_u64(READ_MOSTLY_SEED.wrapping_add(i));
+            (0..64).map(|_| rng.random_bool(0.1)).collect::<Vec<_>>()
+        };
+        assert_eq!(draws(3), draws(3));
+        assert_ne!(draws(0), draws(1), "each waiter its own sequence");
+    }
 }
