@@ -15,9 +15,12 @@ local bad = rw_check_types(K)
 if bad then
   return bad
 end
+local now_ms = hold_now()
 local writer = redis.call('EXISTS', K.w)
-local readers = redis.call('ZCARD', K.r)
+-- Only live read holds count: ended leases held nothing any more.
+local readers = redis.call('ZCOUNT', K.r, '(' .. now_ms, '+inf')
 if writer + readers == 0 then
+  redis.call('DEL', K.r, K.ro)
   return {0, 0}
 end
 redis.call('PUBLISH', ARGV[1], 'w')

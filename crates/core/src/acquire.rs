@@ -487,11 +487,13 @@ impl Client {
                 // from the instant the request that created the entry was
                 // sent (the grant came later). Anything else (a late grant
                 // for a lost entry, a forgery) is left to the next try.
+                // A claim whose validity (counted from t0) is mostly gone is
+                // not worth a guard that turns `Lost` at once: the pick-up
+                // call below extends it to the real lease instead.
                 if let (Some(g), Some((current, t0))) = (sub.take_grant(), queue.entry) {
                     let (token, ttl) = (g.token, g.ttl_ms);
-                    if g.secret == current
-                        && valid_until(t0, ttl) > Instant::now() + Duration::from_millis(1)
-                    {
+                    let useful = Duration::from_millis(ttl / 3).max(Duration::from_millis(1));
+                    if g.secret == current && valid_until(t0, ttl) > Instant::now() + useful {
                         attempt.disarm();
                         sub.mark_acquired();
                         return Ok(Some(Granted {

@@ -299,7 +299,15 @@ impl Hold {
     /// watchdog, for watchdog leases, retries).
     pub(crate) fn extend_in_background(&self, lease_ms: u64, claim_ms: u64) {
         let inner = self.inner.clone();
-        let at = crate::config::after(Duration::from_millis(claim_ms / 3));
+        // A third into the claim, or halfway through what is left of the
+        // local validity if that comes first (it counts from an earlier
+        // instant than the claim: the enqueueing request).
+        let left = self
+            .inner
+            .valid_until
+            .lock()
+            .saturating_duration_since(Instant::now());
+        let at = crate::config::after(Duration::from_millis(claim_ms / 3).min(left / 2));
         tokio::spawn(async move {
             // A timer for the renewal, as the watchdog's; not a wait loop.
             tokio::time::sleep_until(at).await;

@@ -311,3 +311,33 @@ async fn unusable_fencing_counter_is_refused() {
     assert_eq!(g.fencing_token(), 9007199254740001);
     g.unlock().await.unwrap();
 }
+
+/// Found by the torture test: a waiter queued for almost its
+/// waiter_timeout got a hand-off whose local validity (counted from when it
+/// queued) was nearly gone, and a guard that turned `Lost` at once while the
+/// server still gave it the lock. It must get a guard worth having.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_hand_off_still_gives_a_useful_guard() {
+    let srv = server();
+    let wt = Duration::from_secs(1);
+    let h = client(&srv.url(), wt).await;
+    let w = client(&srv.url(), wt).await;
+    let hl = FairLock::new(&h, "late-claim");
+    let g = hl.lock().await.unwrap();
+    let wl = FairLock::new(&w, "late-claim");
+    let queued = Instant::now();
+    let t = tokio::spawn(async move { wl.lock().await });
+    until_queued(&srv, &hl, 1).await;
+    // Hold for 90 % of the waiter's claim lease (its waiter_timeout).
+    tokio::time::sleep_until((queued + wt * 9 / 10).into()).await;
+    g.unlock().await.unwrap();
+    let wg = within("waiter", t).await.unwrap().unwrap();
+    assert!(
+        wg.valid_for() > Duration::from_millis(250),
+        "a guard with {:?} left",
+        wg.valid_for()
+    );
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(wg.state(), LeaseState::Active);
+    wg.unlock().await.unwrap();
+}

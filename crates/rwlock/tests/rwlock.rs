@@ -427,3 +427,27 @@ async fn wrong_type_keys_and_bad_names() {
     let err = RwLock::new(&c, "").read().await.unwrap_err();
     assert_eq!(err.to_string(), "invalid argument: name is empty");
 }
+
+/// Found while benchmarking: force_unlock counted read holds whose lease had
+/// already ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_counts_only_live_readers() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let rw = RwLock::new(&c, "ended");
+    let _short = RwLock::new(&c, "ended")
+        .read_with_lease(Duration::from_millis(100))
+        .await
+        .unwrap();
+    let _long = RwLock::new(&c, "ended")
+        .read_with_lease(Duration::from_secs(30))
+        .await
+        .unwrap();
+    until("the short lease ends", || async {
+        rw.reader_count().await.unwrap() == 1
+    })
+    .await;
+    let freed = rw.force_unlock().await.unwrap();
+    assert_eq!(freed.readers, 1);
+    assert!(keys(&srv).await.iter().all(|k| k.ends_with(":fence")));
+}
