@@ -50,7 +50,7 @@ end
 if avail - reserve >= n then
   redis.call('ZADD', K.h, now_ms + lease, attempt)
   redis.call('HSET', K.hn, attempt, owner .. ' ' .. ARGV[6])
-  redis.call('HINCRBY', K.s, 't', ARGV[6])
+  redis.call('HINCRBY', K.hn, '#t', ARGV[6])
   hold_touch_leases(K.h, K.hn)
   if redis.call('ZREM', K.q, attempt) == 1 then
     redis.call('HDEL', K.qo, attempt)

@@ -5,12 +5,16 @@
 --
 -- Keys of one semaphore (all under the hash tag {name}), as a table K:
 --   K.s      <ns>:{name}:sem         hash: p = permits set (absent: never
---                                    set), t = permits taken by live holds,
---                                    seq = enqueue counter. No TTL: the
---                                    configuration outlives its holders.
+--                                    set), seq = enqueue counter. No TTL:
+--                                    the configuration outlives its holders.
 --   K.h      <ns>:{name}:sem:h       ZSET hold attempt -> lease deadline
 --                                    (server ms): every hold its own lease
---   K.hn     <ns>:{name}:sem:hn      hash hold attempt -> '<owner id> <n>'
+--   K.hn     <ns>:{name}:sem:hn      hash hold attempt -> '<owner id> <n>',
+--                                    and '#t' -> permits taken by the holds
+--                                    in K.h. Kept beside the holds, not in
+--                                    K.s: when the last lease ends, Redis
+--                                    expires K.h and K.hn together, and the
+--                                    count goes with the holds it counted.
 --   K.q      <ns>:{name}:sem:q       ZSET waiting attempt -> enqueue seq
 --   K.qo     <ns>:{name}:sem:qo      hash waiting attempt -> '<owner id> <n>'
 --                                    and ' w' once it was woken
@@ -61,7 +65,7 @@ local function sem_drop_hold(K, a)
   redis.call('ZREM', K.h, a)
   redis.call('HDEL', K.hn, a)
   if n > 0 then
-    redis.call('HINCRBY', K.s, 't', string.format('%.0f', -n))
+    redis.call('HINCRBY', K.hn, '#t', string.format('%.0f', -n))
   end
 end
 
@@ -76,8 +80,9 @@ end
 -- Permits free now (may be negative after reduce_permits while holders
 -- still hold more than the new total), and whether the semaphore was set.
 local function sem_available(K)
-  local v = redis.call('HMGET', K.s, 'p', 't')
-  return (tonumber(v[1]) or 0) - (tonumber(v[2]) or 0), v[1] ~= false
+  local p = redis.call('HGET', K.s, 'p')
+  local t = redis.call('HGET', K.hn, '#t')
+  return (tonumber(p) or 0) - (tonumber(t) or 0), p ~= false
 end
 
 -- Until the earliest lease ends (a waiter's sleep bound: its permits come

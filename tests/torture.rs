@@ -179,6 +179,121 @@ impl Held for ExclusiveGuard {
     }
 }
 
+/// A read hold of an [`RwLock`](deadbolt::RwLock) (shares the lock) or a
+/// write hold (takes all of it: weight = the kind's capacity).
+const RW_CAPACITY: u32 = 64;
+
+/// Reads, and every fourth acquisition a write.
+struct RwContender {
+    lock: deadbolt::RwLock,
+    n: AtomicU64,
+}
+
+impl Contender for RwContender {
+    fn acquire(&self, wait: Duration) -> BoxFuture<'_, deadbolt::Result<Option<Box<dyn Held>>>> {
+        Box::pin(async move {
+            if self.n.fetch_add(1, Ordering::Relaxed) % 4 == 3 {
+                Ok(self
+                    .lock
+                    .try_write_for(wait)
+                    .await?
+                    .map(|g| Box::new(Writer(g)) as Box<dyn Held>))
+            } else {
+                Ok(self
+                    .lock
+                    .try_read_for(wait)
+                    .await?
+                    .map(|g| Box::new(g) as Box<dyn Held>))
+            }
+        })
+    }
+
+    fn main_key(&self) -> String {
+        self.lock.key().expect("a valid lock name").to_string()
+    }
+}
+
+/// A write hold of an RwLock: exclusive against readers too.
+struct Writer(ExclusiveGuard);
+
+impl Held for Writer {
+    fn token(&self) -> Option<u64> {
+        Some(self.0.fencing_token())
+    }
+
+    fn state(&self) -> LeaseState {
+        self.0.state()
+    }
+
+    fn valid_for(&self) -> Duration {
+        self.0.valid_for()
+    }
+
+    fn weight(&self) -> u32 {
+        RW_CAPACITY
+    }
+
+    fn unlock(self: Box<Self>) -> BoxFuture<'static, deadbolt::Result<()>> {
+        Box::pin(self.0.unlock())
+    }
+}
+
+impl Held for deadbolt::ReadGuard {
+    fn token(&self) -> Option<u64> {
+        None
+    }
+
+    fn state(&self) -> LeaseState {
+        deadbolt::ReadGuard::state(self)
+    }
+
+    fn valid_for(&self) -> Duration {
+        deadbolt::ReadGuard::valid_for(self)
+    }
+
+    fn unlock(self: Box<Self>) -> BoxFuture<'static, deadbolt::Result<()>> {
+        Box::pin(deadbolt::ReadGuard::unlock(*self))
+    }
+}
+
+/// Permits of a semaphore of [`SEM_PERMITS`], one at a time.
+const SEM_PERMITS: u64 = 3;
+
+impl Contender for deadbolt::Semaphore {
+    fn acquire(&self, wait: Duration) -> BoxFuture<'_, deadbolt::Result<Option<Box<dyn Held>>>> {
+        Box::pin(async move {
+            // Set once per server incarnation (a restart loses the setting).
+            self.try_set_permits(SEM_PERMITS).await?;
+            Ok(self
+                .try_acquire_for(1, wait)
+                .await?
+                .map(|p| Box::new(p) as Box<dyn Held>))
+        })
+    }
+
+    fn main_key(&self) -> String {
+        format!("deadbolt:{{{}}}:sem", self.name())
+    }
+}
+
+impl Held for deadbolt::Permits {
+    fn token(&self) -> Option<u64> {
+        None
+    }
+
+    fn state(&self) -> LeaseState {
+        deadbolt::Permits::state(self)
+    }
+
+    fn valid_for(&self) -> Duration {
+        deadbolt::Permits::valid_for(self)
+    }
+
+    fn unlock(self: Box<Self>) -> BoxFuture<'static, deadbolt::Result<()>> {
+        Box::pin(deadbolt::Permits::release(*self))
+    }
+}
+
 /// One kind of primitive in the run.
 struct Kind {
     name: &'static str,
@@ -188,6 +303,20 @@ struct Kind {
     capacity: u32,
     /// Key suffixes (`<main>:<suffix>`) that may outlive the run, each with a TTL.
     leftovers: &'static [&'static str],
+    /// The main key is configuration that stays (a semaphore's permits):
+    /// no permit may be left taken after the run.
+    main_stays: bool,
+}
+
+fn make_rw_lock(client: &deadbolt::Client, name: &str) -> Arc<dyn Contender> {
+    Arc::new(RwContender {
+        lock: client.rw_lock(name),
+        n: AtomicU64::new(0),
+    })
+}
+
+fn make_semaphore(client: &deadbolt::Client, name: &str) -> Arc<dyn Contender> {
+    Arc::new(client.semaphore(name))
 }
 
 fn make_lock(client: &deadbolt::Client, name: &str) -> Arc<dyn Contender> {
@@ -205,12 +334,28 @@ const KINDS: &[Kind] = &[
         make: make_lock,
         capacity: 1,
         leftovers: &["fence"],
+        main_stays: false,
     },
     Kind {
         name: "FairLock",
         make: make_fair_lock,
         capacity: 1,
         leftovers: &["fence", "alive", "seq"],
+        main_stays: false,
+    },
+    Kind {
+        name: "RwLock",
+        make: make_rw_lock,
+        capacity: RW_CAPACITY,
+        leftovers: &["fence", "alive", "ww"],
+        main_stays: false,
+    },
+    Kind {
+        name: "Semaphore",
+        make: make_semaphore,
+        capacity: SEM_PERMITS as u32,
+        leftovers: &["alive", "q", "qo"],
+        main_stays: true,
     },
 ];
 
@@ -1032,6 +1177,27 @@ async fn check_leftovers(run: &Run, url: &str, mains: &[(usize, String)]) {
         });
         match owner {
             None => run.fail(format!("cleanup: unknown key left in Redis: {}", dump())),
+            Some((k, None)) if KINDS[k].main_stays => {
+                // Configuration stays; every permit must be back.
+                let taken = match admin(url).await {
+                    Ok(mut c2) => {
+                        redis::cmd("HGET")
+                            .arg(format!("{key}:hn"))
+                            .arg("#t")
+                            .query_async::<Option<i64>>(&mut c2)
+                            .await
+                    }
+                    Err(e) => Err(e),
+                };
+                match taken {
+                    Ok(None | Some(0)) => {}
+                    other => run.fail(format!(
+                        "cleanup: {} permits still taken after shutdown: {other:?} in {}",
+                        KINDS[k].name,
+                        dump()
+                    )),
+                }
+            }
             Some((k, None)) => run.fail(format!(
                 "cleanup: {} hold left in Redis after shutdown: {}",
                 KINDS[k].name,
