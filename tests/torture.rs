@@ -256,14 +256,14 @@ impl Held for deadbolt::ReadGuard {
     }
 }
 
-/// Permits of a semaphore of [`SEM_PERMITS`], one at a time.
-const SEM_PERMITS: u64 = 3;
+/// Permits of the semaphore under torture, taken one at a time.
+const SEM_PERMITS: u32 = 3;
 
 impl Contender for deadbolt::Semaphore {
     fn acquire(&self, wait: Duration) -> BoxFuture<'_, deadbolt::Result<Option<Box<dyn Held>>>> {
         Box::pin(async move {
             // Set once per server incarnation (a restart loses the setting).
-            self.try_set_permits(SEM_PERMITS).await?;
+            self.try_set_permits(u64::from(SEM_PERMITS)).await?;
             Ok(self
                 .try_acquire_for(1, wait)
                 .await?
@@ -353,7 +353,7 @@ const KINDS: &[Kind] = &[
     Kind {
         name: "Semaphore",
         make: make_semaphore,
-        capacity: SEM_PERMITS as u32,
+        capacity: SEM_PERMITS,
         leftovers: &["alive", "q", "qo"],
         main_stays: true,
     },
