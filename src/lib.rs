@@ -2,8 +2,8 @@
 //!
 //! Redisson-style distributed synchronisation primitives kept in Redis, for
 //! async Rust: a reentrant [`Lock`], a strict-FIFO [`FairLock`], a read-write
-//! [`RwLock`], a leased [`Semaphore`] and a [`CountDownLatch`] (and, as they
-//! land, a multi-lock and Redlock).
+//! [`RwLock`], a leased [`Semaphore`] and a [`CountDownLatch`], a
+//! [`MultiLock`] over many locks and [`Redlock`] over independent servers.
 //!
 //! Every wait really waits on a Pub/Sub channel (no polling), every hold has a
 //! lease renewed by a watchdog or fixed, every exclusive hold carries a
@@ -40,6 +40,7 @@ pub use deadbolt_core::{Config, Error, LeaseMode, LeaseState, LockInfo, Result, 
 pub use deadbolt_core::{Exclusive, ExclusiveGuard};
 pub use deadbolt_fair::{FairLock, FairLockGuard};
 pub use deadbolt_lock::{Lock, LockGuard};
+pub use deadbolt_multilock::{MultiGuard, MultiLock, Redlock, RedlockGuard};
 pub use deadbolt_rwlock::{ReadGuard, RwLock, WriteGuard};
 pub use deadbolt_semaphore::{CountDownLatch, Permits, Semaphore};
 
@@ -141,6 +142,12 @@ impl Client {
     /// A new handle on the semaphore `name` (leased permits).
     pub fn semaphore(&self, name: &str) -> Semaphore {
         Semaphore::new(&self.core, name)
+    }
+
+    /// A multi-lock over the plain `Lock`s `names` (all of them or none);
+    /// [`MultiLock::new`] mixes kinds and clients.
+    pub fn multi_lock(&self, names: &[&str]) -> MultiLock {
+        MultiLock::of_locks(&self.core, names)
     }
 
     /// A new handle on the count-down latch `name`.

@@ -124,7 +124,19 @@ impl<K: ExclusiveKind> Exclusive<K> {
             .map_err(|e| Error::InvalidArgument(e.clone()))
     }
 
-    async fn acquire(&self, lease: LeaseMode, wait: WaitMode) -> Result<Option<LockGuard>> {
+    /// Acquire with an explicit lease and wait mode (what the five acquire
+    /// methods call).
+    ///
+    /// # Errors
+    /// As [`Self::try_lock_for`].
+    ///
+    /// # Cancel safety
+    /// As [`Self::lock`].
+    pub async fn acquire_with(
+        &self,
+        lease: LeaseMode,
+        wait: WaitMode,
+    ) -> Result<Option<LockGuard>> {
         let spec = self.spec()?;
         let hold = self
             .inner
@@ -147,7 +159,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// is released once by the client's background releaser; nothing stays
     /// held and the hold count is never raised twice.
     pub async fn lock(&self) -> Result<LockGuard> {
-        self.acquire(LeaseMode::Watchdog, WaitMode::Forever)
+        self.acquire_with(LeaseMode::Watchdog, WaitMode::Forever)
             .await
             .map(|g| g.expect("an unbounded wait only ends with the lock"))
     }
@@ -162,7 +174,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// # Cancel safety
     /// As [`Self::lock`].
     pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.acquire(LeaseMode::Watchdog, WaitMode::Try).await
+        self.acquire_with(LeaseMode::Watchdog, WaitMode::Try).await
     }
 
     /// Wait up to `wait` for the lock; watchdog lease. `Ok(None)` when the
@@ -175,7 +187,8 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// # Cancel safety
     /// As [`Self::lock`].
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
-        self.acquire(LeaseMode::Watchdog, wait_mode(wait)).await
+        self.acquire_with(LeaseMode::Watchdog, wait_mode(wait))
+            .await
     }
 
     /// Wait until acquired, with a fixed `lease` that is not renewed.
@@ -187,7 +200,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// # Cancel safety
     /// As [`Self::lock`]; an unreleased grant also ends with its lease.
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        self.acquire(LeaseMode::Fixed(lease), WaitMode::Forever)
+        self.acquire_with(LeaseMode::Fixed(lease), WaitMode::Forever)
             .await
             .map(|g| g.expect("an unbounded wait only ends with the lock"))
     }
@@ -204,7 +217,8 @@ impl<K: ExclusiveKind> Exclusive<K> {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<LockGuard>> {
-        self.acquire(LeaseMode::Fixed(lease), wait_mode(wait)).await
+        self.acquire_with(LeaseMode::Fixed(lease), wait_mode(wait))
+            .await
     }
 
     /// Holder, hold count, token, remaining TTL, fencing counter and queue

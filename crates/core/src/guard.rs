@@ -20,6 +20,11 @@ impl ExclusiveGuard {
         ExclusiveGuard { hold }
     }
 
+    /// The hold inside (for composites that hold several locks).
+    pub fn into_hold(self) -> Hold {
+        self.hold
+    }
+
     /// The fencing token of this hold: larger than every token handed out
     /// for this name before it. Pass it to the resource you protect.
     pub fn fencing_token(&self) -> u64 {

@@ -26,6 +26,7 @@ mod guard;
 mod heartbeat;
 mod keys;
 mod lease;
+mod lockable;
 mod releaser;
 pub mod scripts;
 mod tls;
@@ -42,6 +43,7 @@ pub use guard::ExclusiveGuard;
 pub use heartbeat::HeartbeatSpec;
 pub use keys::{encode_tag, hash_slot, Keys};
 pub use lease::{drift, valid_until, Hold, HoldSpec, LeaseMode, LeaseState};
+pub use lockable::Lockable;
 #[cfg(feature = "tls")]
 pub use tls::ensure_crypto_provider;
 pub use wake::{Grant, OnePerClient, Signal, Wake, WakePolicy};

@@ -37,8 +37,9 @@ use std::time::Duration;
 use deadbolt_core::scripts::{ScriptCall, HOLD_RENEW};
 use deadbolt_core::{
     AcquireSpec, Client, Error, ExclusiveGuard, HeartbeatSpec, Hold, Keys, LeaseMode, LeaseState,
-    Result, WaitMode, Wake, WakePolicy,
+    Lockable, Result, WaitMode, Wake, WakePolicy,
 };
+use futures::future::BoxFuture;
 
 /// The read-write lock's Lua scripts (files in the workspace's `lua/`; the
 /// key layout and shared rules are in `rw_lib.lua`, prepended to each).
@@ -597,6 +598,32 @@ fn parts(client: &Client, k: &Keys) -> Parts {
         channel,
         read,
         write,
+    }
+}
+
+/// The write side of an [`RwLock`] as a [`Lockable`], so a `MultiLock` can
+/// hold it beside other locks ([`RwLock::write_side`]).
+#[derive(Debug, Clone)]
+pub struct WriteSide(RwLock);
+
+impl RwLock {
+    /// The write side of this handle (the same owner), as a [`Lockable`].
+    pub fn write_side(&self) -> WriteSide {
+        WriteSide(self.clone())
+    }
+}
+
+impl Lockable for WriteSide {
+    fn lock_key(&self) -> Result<String> {
+        self.0.key().map(str::to_string)
+    }
+
+    fn acquire_hold(
+        &self,
+        lease: LeaseMode,
+        wait: WaitMode,
+    ) -> BoxFuture<'_, Result<Option<Hold>>> {
+        Box::pin(self.0.take(true, lease, wait))
     }
 }
 

@@ -1,0 +1,644 @@
+//! deadbolt-multilock: hold many locks at once, or one lock on a majority
+//! of independent Redis servers.
+//!
+//! **[`MultiLock`]** holds every one of its locks or none. The locks may be of
+//! any kind ([`Lockable`]: `Lock`, `FairLock`, an `RwLock`'s write side), from
+//! one client or several. They are taken in one global order (their keys),
+//! one attempt each; when one is busy, whatever was taken is released before
+//! the wait, and the wait is on the busy lock's own channel (Pub/Sub, bounded
+//! by its holder's lease) — so two multi-locks over overlapping sets, taken in
+//! any order, never deadlock: nobody waits while holding.
+//!
+//! **[`Redlock`]** takes one `Lock` name on N independent servers (N odd,
+//! ≥ 3), each through its own [`Client`], concurrently, and holds it when a
+//! majority granted it within its validity: `TTL − elapsed − drift`, drift =
+//! `TTL·1% + 2 ms`. Otherwise it releases on every server, those that seemed
+//! to fail included. See docs/safety.md for what Redlock does not protect
+//! against; fencing tokens are the tool for correctness.
+//!
+//! ```no_run
+//! # async fn f(client: deadbolt_core::Client) -> deadbolt_core::Result<()> {
+//! let both = deadbolt_multilock::MultiLock::of_locks(&client, &["acct:1", "acct:2"]);
+//! let guard = both.lock().await?; // both or neither
+//! guard.unlock().await?;
+//! # Ok(()) }
+//! ```
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadbolt_core::{
+    drift, lease_ms, Client, Error, Hold, LeaseMode, LeaseState, Lockable, Result, WaitMode,
+};
+use deadbolt_lock::Lock;
+use futures::future::join_all;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+fn deadline_of(wait: WaitMode) -> Option<Instant> {
+    match wait {
+        WaitMode::Try => Some(Instant::now()),
+        WaitMode::For(d) => Instant::now().checked_add(d),
+        _ => None,
+    }
+}
+
+fn left(deadline: Option<Instant>) -> WaitMode {
+    match deadline {
+        None => WaitMode::Forever,
+        Some(d) => {
+            let left = d.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                WaitMode::Try
+            } else {
+                WaitMode::For(left)
+            }
+        }
+    }
+}
+
+/// Release `holds` (awaited; a failed release is finished by the background
+/// releaser when the hold drops).
+async fn release_all(holds: Vec<Hold>) -> Result<()> {
+    let results = join_all(holds.into_iter().map(Hold::unlock)).await;
+    results.into_iter().find(|r| r.is_err()).unwrap_or(Ok(()))
+}
+
+/// A lock over many locks: all of them or none.
+///
+/// Reentrant per handle: a clone is the same owner of every part. Each part
+/// is renewed by its own client's watchdog.
+#[derive(Debug, Clone)]
+pub struct MultiLock {
+    parts: Arc<Vec<Arc<dyn Lockable>>>,
+    /// An invalid part's error, reported by every call.
+    invalid: Option<String>,
+}
+
+impl MultiLock {
+    /// A multi-lock over `locks` (any kinds, any clients). Duplicate keys are
+    /// held once.
+    pub fn new(locks: Vec<Arc<dyn Lockable>>) -> MultiLock {
+        let mut keyed = Vec::new();
+        let mut invalid = None;
+        for l in locks {
+            match l.lock_key() {
+                Ok(k) => keyed.push((k, l)),
+                Err(e) => invalid = Some(e.to_string()),
+            }
+        }
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        keyed.dedup_by(|a, b| a.0 == b.0);
+        if keyed.is_empty() && invalid.is_none() {
+            invalid = Some("a multi-lock needs at least one lock".into());
+        }
+        MultiLock {
+            parts: Arc::new(keyed.into_iter().map(|(_, l)| l).collect()),
+            invalid,
+        }
+    }
+
+    /// A multi-lock over plain `Lock`s of `names` on one client (each a new
+    /// handle of this multi-lock).
+    pub fn of_locks(client: &Client, names: &[&str]) -> MultiLock {
+        MultiLock::new(
+            names
+                .iter()
+                .map(|n| Arc::new(Lock::new(client, n)) as Arc<dyn Lockable>)
+                .collect(),
+        )
+    }
+
+    /// How many distinct locks it holds together.
+    pub fn len(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// Whether it holds no lock at all (never: `new` refuses an empty set).
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    async fn acquire(&self, lease: LeaseMode, wait: WaitMode) -> Result<Option<MultiGuard>> {
+        if let Some(e) = &self.invalid {
+            return Err(Error::InvalidArgument(e.clone()));
+        }
+        let deadline = deadline_of(wait);
+        // A part taken while waiting for it: kept into the next round.
+        let mut carried: Option<(usize, Hold)> = None;
+        loop {
+            let mut held: Vec<(usize, Hold)> = carried.take().into_iter().collect();
+            let mut blocked = None;
+            for (i, p) in self.parts.iter().enumerate() {
+                if held.iter().any(|(j, _)| *j == i) {
+                    continue;
+                }
+                match p.acquire_hold(lease, WaitMode::Try).await {
+                    Ok(Some(h)) => held.push((i, h)),
+                    Ok(None) => {
+                        blocked = Some(i);
+                        break;
+                    }
+                    Err(e) => {
+                        let _ = release_all(held.into_iter().map(|(_, h)| h).collect()).await;
+                        return Err(e);
+                    }
+                }
+            }
+            let Some(i) = blocked else {
+                held.sort_by_key(|(i, _)| *i);
+                return Ok(Some(MultiGuard::new(
+                    held.into_iter().map(|(_, h)| h).collect(),
+                )));
+            };
+            // Nobody waits while holding: give back what was taken, then
+            // wait on the busy part's channel (bounded by its holder's
+            // lease) and take it; the next round tries the others.
+            let _ = release_all(held.into_iter().map(|(_, h)| h).collect()).await;
+            if wait == WaitMode::Try {
+                return Ok(None);
+            }
+            match self.parts[i].acquire_hold(lease, left(deadline)).await? {
+                Some(h) => carried = Some((i, h)),
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// Wait until every lock is held; watchdog leases.
+    ///
+    /// # Errors
+    /// A part's error ([`Error::WrongType`], [`Error::Shutdown`], ...):
+    /// whatever was taken is released first.
+    ///
+    /// # Cancel safety
+    /// If dropped, every part taken or possibly taken is released by its
+    /// client's background releaser: no part stays held.
+    pub async fn lock(&self) -> Result<MultiGuard> {
+        self.acquire(LeaseMode::Watchdog, WaitMode::Forever)
+            .await
+            .map(|g| g.expect("an unbounded wait only ends with the locks"))
+    }
+
+    /// One attempt at every lock, no waiting.
+    ///
+    /// # Errors
+    /// As [`Self::lock`], plus `Unavailable` / `Indeterminate`.
+    ///
+    /// # Cancel safety
+    /// As [`Self::lock`].
+    pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
+        self.acquire(LeaseMode::Watchdog, WaitMode::Try).await
+    }
+
+    /// Wait up to `wait` for every lock; `Ok(None)` when the wait ends
+    /// without them (nothing held).
+    ///
+    /// # Errors
+    /// As [`Self::try_lock`].
+    ///
+    /// # Cancel safety
+    /// As [`Self::lock`].
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiGuard>> {
+        self.acquire(LeaseMode::Watchdog, WaitMode::up_to(wait))
+            .await
+    }
+
+    /// Wait until every lock is held, each with a fixed `lease`.
+    ///
+    /// # Errors
+    /// As [`Self::lock`], and `InvalidArgument` for a bad lease.
+    ///
+    /// # Cancel safety
+    /// As [`Self::lock`].
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<MultiGuard> {
+        self.acquire(LeaseMode::Fixed(lease), WaitMode::Forever)
+            .await
+            .map(|g| g.expect("an unbounded wait only ends with the locks"))
+    }
+
+    /// Wait up to `wait` for every lock, each with a fixed `lease`.
+    ///
+    /// # Errors
+    /// As [`Self::lock_with_lease`] and [`Self::try_lock_for`].
+    ///
+    /// # Cancel safety
+    /// As [`Self::lock`].
+    pub async fn try_lock_with(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<MultiGuard>> {
+        self.acquire(LeaseMode::Fixed(lease), WaitMode::up_to(wait))
+            .await
+    }
+}
+
+/// Every lock of a [`MultiLock`], held together.
+#[must_use = "if unused the locks are released at once"]
+#[derive(Debug)]
+pub struct MultiGuard {
+    parts: Vec<Hold>,
+}
+
+impl MultiGuard {
+    fn new(parts: Vec<Hold>) -> MultiGuard {
+        MultiGuard { parts }
+    }
+
+    /// The largest of the parts' fencing tokens. A resource guarded by one
+    /// of the locks should check that lock's own token
+    /// ([`fencing_tokens`](Self::fencing_tokens)).
+    pub fn fencing_token(&self) -> u64 {
+        self.parts
+            .iter()
+            .map(Hold::fencing_token)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Each part's fencing token, in the multi-lock's order (by key).
+    pub fn fencing_tokens(&self) -> Vec<u64> {
+        self.parts.iter().map(Hold::fencing_token).collect()
+    }
+
+    /// `Active` while every part is; otherwise the first part's state that
+    /// is not.
+    pub fn state(&self) -> LeaseState {
+        self.parts
+            .iter()
+            .map(Hold::state)
+            .find(|s| *s != LeaseState::Active)
+            .unwrap_or(LeaseState::Active)
+    }
+
+    /// How much longer every part is known valid (the shortest).
+    pub fn valid_for(&self) -> Duration {
+        self.parts
+            .iter()
+            .map(Hold::valid_for)
+            .min()
+            .unwrap_or_default()
+    }
+
+    /// Resolves when any part can no longer be counted on.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
+    pub fn lost(&self) -> impl Future<Output = LeaseState> + Send + 'static {
+        let parts: Vec<_> = self.parts.iter().map(|h| Box::pin(h.lost())).collect();
+        async move { futures::future::select_all(parts).await.0 }
+    }
+
+    /// Release every part; returns the first error, after trying them all.
+    ///
+    /// # Errors
+    /// As a lock's unlock: `NotHeld`, `Unavailable`, `Indeterminate` (the
+    /// background releaser finishes what was unconfirmed).
+    ///
+    /// # Cancel safety
+    /// If dropped, parts not yet released are released by the background
+    /// releaser.
+    pub async fn unlock(self) -> Result<()> {
+        release_all(self.parts).await
+    }
+}
+
+/// A lock held on a majority of N independent Redis servers.
+#[derive(Debug, Clone)]
+pub struct Redlock {
+    servers: Arc<Vec<Lock>>,
+    ttl: Duration,
+}
+
+impl Redlock {
+    /// The lock `name` on every server of `clients` (N odd, ≥ 3; each client
+    /// on its own server). The lease is the first client's watchdog timeout.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an even number or fewer than 3 clients.
+    pub fn new(clients: &[Client], name: &str) -> Result<Redlock> {
+        if clients.len() < 3 || clients.len().is_multiple_of(2) {
+            return Err(Error::InvalidArgument(format!(
+                "Redlock needs an odd number of servers, at least 3 (got {})",
+                clients.len()
+            )));
+        }
+        Ok(Redlock {
+            servers: Arc::new(clients.iter().map(|c| Lock::new(c, name)).collect()),
+            ttl: clients[0].config().watchdog_timeout,
+        })
+    }
+
+    fn majority(&self) -> usize {
+        self.servers.len() / 2 + 1
+    }
+
+    /// One round: try every server at once, each bounded by a timeout much
+    /// shorter than the lease. A majority within validity is a grant;
+    /// anything less is released everywhere (a timed-out try's future is
+    /// dropped, and core releases a possible grant by its attempt id).
+    async fn round(&self, ttl: Duration) -> Result<Option<(Vec<Hold>, Instant)>> {
+        lease_ms(ttl)?;
+        let per_server = (ttl / 10).clamp(Duration::from_millis(5), Duration::from_secs(1));
+        let start = Instant::now();
+        let tries = self.servers.iter().map(|l| async move {
+            tokio::time::timeout(
+                per_server,
+                l.acquire_hold(LeaseMode::Fixed(ttl), WaitMode::Try),
+            )
+            .await
+        });
+        let mut holds = Vec::new();
+        let mut err = None;
+        for r in join_all(tries).await {
+            match r {
+                Ok(Ok(Some(h))) => holds.push(h),
+                Ok(Err(e)) if !e.is_retryable() => err = Some(e),
+                _ => {}
+            }
+        }
+        let valid_until = start + ttl.saturating_sub(drift(ttl));
+        if holds.len() >= self.majority() && Instant::now() < valid_until {
+            return Ok(Some((holds, valid_until)));
+        }
+        let _ = release_all(holds).await;
+        match err {
+            Some(e) => Err(e),
+            None => Ok(None),
+        }
+    }
+
+    async fn acquire(&self, lease: LeaseMode, wait: WaitMode) -> Result<Option<RedlockGuard>> {
+        let ttl = match lease {
+            LeaseMode::Fixed(d) => d,
+            _ => self.ttl,
+        };
+        let deadline = deadline_of(wait);
+        loop {
+            if let Some((holds, valid_until)) = self.round(ttl).await? {
+                return Ok(Some(RedlockGuard::new(
+                    holds,
+                    valid_until,
+                    ttl,
+                    self.majority(),
+                    lease != LeaseMode::Fixed(ttl),
+                )));
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(None);
+            }
+            // Wait for a release on one server that answered "busy" (its
+            // channel, bounded by the lease and the time left), then retry
+            // after a random delay so that contenders do not collide again.
+            let bound = match left(deadline) {
+                WaitMode::For(d) => d.min(ttl),
+                _ => ttl,
+            };
+            let i = rand::random_range(0..self.servers.len());
+            if let Ok(Ok(Some(h))) = tokio::time::timeout(
+                bound,
+                self.servers[i].acquire_hold(LeaseMode::Fixed(ttl), WaitMode::For(bound)),
+            )
+            .await
+            {
+                let _ = h.unlock().await;
+            }
+            let jitter = Duration::from_millis(rand::random_range(0..=20));
+            tokio::time::sleep(jitter).await;
+        }
+    }
+
+    /// Wait until a majority holds the lock; renewed while held (a renewal
+    /// counts only when a majority accepts it within the remaining validity;
+    /// otherwise the guard is `Lost`).
+    ///
+    /// # Errors
+    /// A server's error that retrying cannot mend (`WrongType`, `Shutdown`);
+    /// unreachable servers only count as refusals.
+    ///
+    /// # Cancel safety
+    /// If dropped, every possible grant on every server is released by its
+    /// client's background releaser.
+    pub async fn lock(&self) -> Result<RedlockGuard> {
+        self.acquire(LeaseMode::Watchdog, WaitMode::Forever)
+            .await
+            .map(|g| g.expect("an unbounded wait only ends with the lock"))
+    }
+
+    /// One round, no waiting.
+    ///
+    /// # Errors
+    /// As [`Self::lock`].
+    ///
+    /// # Cancel safety
+    /// As [`Self::lock`].
+    pub async fn try_lock(&self) -> Result<Option<RedlockGuard>> {
+        self.acquire(LeaseMode::Watchdog, WaitMode::Try).await
+    }
+
+    /// Rounds until a majority holds, for up to `wait`.
+    ///
+    /// # Errors
+    /// As [`Self::lock`].
+    ///
+    /// # Cancel safety
+    /// As [`Self::lock`].
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<RedlockGuard>> {
+        self.acquire(LeaseMode::Watchdog, WaitMode::up_to(wait))
+            .await
+    }
+
+    /// Wait until a majority holds the lock with a fixed `lease` (not renewed).
+    ///
+    /// # Errors
+    /// As [`Self::lock`], and `InvalidArgument` for a bad lease.
+    ///
+    /// # Cancel safety
+    /// As [`Self::lock`].
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<RedlockGuard> {
+        self.acquire(LeaseMode::Fixed(lease), WaitMode::Forever)
+            .await
+            .map(|g| g.expect("an unbounded wait only ends with the lock"))
+    }
+
+    /// Up to `wait` for a majority, with a fixed `lease`.
+    ///
+    /// # Errors
+    /// As [`Self::lock_with_lease`].
+    ///
+    /// # Cancel safety
+    /// As [`Self::lock`].
+    pub async fn try_lock_with(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<RedlockGuard>> {
+        self.acquire(LeaseMode::Fixed(lease), WaitMode::up_to(wait))
+            .await
+    }
+}
+
+/// A [`Redlock`] held on a majority of its servers.
+#[must_use = "if unused the lock is released at once"]
+#[derive(Debug)]
+pub struct RedlockGuard {
+    shared: Arc<RedShared>,
+    renewal: Option<tokio::task::JoinHandle<()>>,
+}
+
+#[derive(Debug)]
+struct RedShared {
+    holds: Mutex<Vec<Hold>>,
+    valid_until: Mutex<Instant>,
+    state: watch::Sender<LeaseState>,
+    token: u64,
+}
+
+impl RedlockGuard {
+    fn new(
+        holds: Vec<Hold>,
+        valid_until: Instant,
+        ttl: Duration,
+        majority: usize,
+        renew: bool,
+    ) -> RedlockGuard {
+        let token = holds.iter().map(Hold::fencing_token).max().unwrap_or(0);
+        let shared = Arc::new(RedShared {
+            holds: Mutex::new(holds),
+            valid_until: Mutex::new(valid_until),
+            state: watch::channel(LeaseState::Active).0,
+            token,
+        });
+        let renewal =
+            renew.then(|| tokio::spawn(renew_loop(Arc::downgrade(&shared), ttl, majority)));
+        RedlockGuard { shared, renewal }
+    }
+
+    /// The largest of the majority's fencing tokens. Each server's tokens
+    /// rise on that server (counter and server clock); the largest of a
+    /// majority rises across holds as long as the servers' clocks are within
+    /// the lease of each other — it is a strong hint, not the guarantee a
+    /// single server's counter gives (docs/safety.md).
+    pub fn fencing_token(&self) -> u64 {
+        self.shared.token
+    }
+
+    /// `Active` until the validity runs out or a renewal fails to reach a
+    /// majority in time (`Lost`).
+    pub fn state(&self) -> LeaseState {
+        let s = *self.shared.state.borrow();
+        if s == LeaseState::Active && Instant::now() >= *self.shared.valid_until.lock() {
+            self.shared.state.send_replace(LeaseState::Lost);
+            return LeaseState::Lost;
+        }
+        s
+    }
+
+    /// The validity computed at acquire (or at the last renewal that reached
+    /// a majority): `TTL − elapsed − drift`, never more.
+    pub fn valid_for(&self) -> Duration {
+        if self.state() != LeaseState::Active {
+            return Duration::ZERO;
+        }
+        self.shared
+            .valid_until
+            .lock()
+            .saturating_duration_since(Instant::now())
+    }
+
+    /// Resolves when the lock can no longer be counted on.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
+    pub fn lost(&self) -> impl Future<Output = LeaseState> + Send + 'static {
+        let shared = self.shared.clone();
+        let mut rx = shared.state.subscribe();
+        async move {
+            loop {
+                let s = *rx.borrow_and_update();
+                if s.is_terminal() {
+                    return s;
+                }
+                let until = *shared.valid_until.lock();
+                tokio::select! {
+                    r = rx.changed() => if r.is_err() { return LeaseState::Lost },
+                    () = tokio::time::sleep_until(until) => {
+                        if Instant::now() >= *shared.valid_until.lock() {
+                            shared.state.send_replace(LeaseState::Lost);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Release on every server that holds it.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when no server held it any more; otherwise the
+    /// first error other than `NotHeld` (a server whose key was lost
+    /// behind the holder's back is not an error while others held it),
+    /// after trying them all; unconfirmed releases are finished by the
+    /// background releasers.
+    ///
+    /// # Cancel safety
+    /// If dropped, the remaining releases go to the background releasers.
+    pub async fn unlock(mut self) -> Result<()> {
+        if let Some(t) = self.renewal.take() {
+            t.abort();
+        }
+        self.shared.state.send_replace(LeaseState::Released);
+        let holds = std::mem::take(&mut *self.shared.holds.lock());
+        let results = join_all(holds.into_iter().map(Hold::unlock)).await;
+        if results.iter().all(|r| matches!(r, Err(Error::NotHeld))) {
+            return Err(Error::NotHeld);
+        }
+        results
+            .into_iter()
+            .find(|r| matches!(r, Err(e) if !matches!(e, Error::NotHeld)))
+            .unwrap_or(Ok(()))
+    }
+}
+
+impl Drop for RedlockGuard {
+    fn drop(&mut self) {
+        if let Some(t) = self.renewal.take() {
+            t.abort();
+        }
+        // Dropping the holds hands their releases to the releasers.
+        self.shared.holds.lock().clear();
+    }
+}
+
+/// Extend every part a third into the lease; the extension counts only when
+/// a majority accepts it within the validity left, else the guard is `Lost`.
+async fn renew_loop(weak: std::sync::Weak<RedShared>, ttl: Duration, majority: usize) {
+    loop {
+        tokio::time::sleep(ttl / 3).await;
+        let Some(shared) = weak.upgrade() else { return };
+        if *shared.state.borrow() != LeaseState::Active {
+            return;
+        }
+        let start = Instant::now();
+        let valid_until = *shared.valid_until.lock();
+        let holds: Vec<Hold> = std::mem::take(&mut *shared.holds.lock());
+        let per_server = (ttl / 10).clamp(Duration::from_millis(5), Duration::from_secs(1));
+        let results = join_all(
+            holds
+                .iter()
+                .map(|h| tokio::time::timeout(per_server, h.extend(ttl))),
+        )
+        .await;
+        let ok = results.iter().filter(|r| matches!(r, Ok(Ok(())))).count();
+        *shared.holds.lock() = holds;
+        if ok >= majority && Instant::now() < valid_until {
+            *shared.valid_until.lock() = start + ttl.saturating_sub(drift(ttl));
+        } else {
+            shared.state.send_replace(LeaseState::Lost);
+            return;
+        }
+    }
+}

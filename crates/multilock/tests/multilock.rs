@@ -1,0 +1,232 @@
+//! MultiLock and Redlock against real redis-server processes.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use deadbolt_core::{Client, LeaseState, Lockable};
+use deadbolt_fair::FairLock;
+use deadbolt_lock::Lock;
+use deadbolt_multilock::{MultiLock, Redlock};
+use deadbolt_rwlock::RwLock;
+use deadbolt_testkit::support::{cmd, server, until, within, HANG};
+use deadbolt_testkit::RedisServer;
+
+async fn client(url: &str) -> Client {
+    Client::builder(url).build().await.expect("connect")
+}
+
+async fn client_with(url: &str, wd: Duration, command: Duration) -> Client {
+    Client::builder(url)
+        .watchdog_timeout(wd)
+        .command_timeout(command)
+        .build()
+        .await
+        .expect("connect")
+}
+
+fn mixed(c: &Client) -> MultiLock {
+    MultiLock::new(vec![
+        Arc::new(Lock::new(c, "a")) as Arc<dyn Lockable>,
+        Arc::new(FairLock::new(c, "b")),
+        Arc::new(RwLock::new(c, "c").write_side()),
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_kinds_exclude_each_part() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let other = client(&srv.url()).await;
+    let m = mixed(&c);
+    let g = m.lock().await.unwrap();
+    assert_eq!(g.fencing_tokens().len(), 3);
+    assert!(Lock::new(&other, "a").try_lock().await.unwrap().is_none());
+    assert!(FairLock::new(&other, "b")
+        .try_lock()
+        .await
+        .unwrap()
+        .is_none());
+    assert!(RwLock::new(&other, "c").try_read().await.unwrap().is_none());
+    // Reentrant per handle (a clone is the same owner of every part).
+    let again = m.clone().try_lock().await.unwrap().unwrap();
+    again.unlock().await.unwrap();
+    // Another multi-lock cannot get in, and leaves nothing of its own held.
+    let m2 = mixed(&other);
+    assert!(m2.try_lock().await.unwrap().is_none());
+    // One part held elsewhere: the whole set waits for it.
+    g.unlock().await.unwrap();
+    let b = FairLock::new(&other, "b").lock().await.unwrap();
+    let t = tokio::spawn(async move { m.lock().await });
+    until("the multi-lock waits", || async { c.waiters() == 1 }).await;
+    assert!(
+        Lock::new(&other, "a")
+            .try_lock()
+            .await
+            .unwrap()
+            .is_some_and(|g| {
+                drop(g);
+                true
+            }),
+        "the waiting multi-lock holds no part while it waits"
+    );
+    b.unlock().await.unwrap();
+    let g = within("multi-lock", t).await.unwrap().unwrap();
+    assert_eq!(g.state(), LeaseState::Active);
+    g.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_sets_in_either_order_never_deadlock() {
+    let srv = server();
+    let cs = [client(&srv.url()).await, client(&srv.url()).await];
+    let inside = Arc::new(AtomicI64::new(0));
+    let mut tasks = Vec::new();
+    for (i, names) in [["x", "y"], ["y", "x"]].iter().enumerate() {
+        let m = MultiLock::of_locks(&cs[i], names);
+        let inside = inside.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..200 {
+                let g = m.lock().await.unwrap();
+                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "both inside");
+                inside.fetch_sub(1, Ordering::SeqCst);
+                g.unlock().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        within("200 rounds each", t).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_acquires_leave_no_part_held() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let other = client(&srv.url()).await;
+    for round in 0..40u64 {
+        let blocker = if round % 2 == 0 {
+            Some(
+                Lock::new(&other, ["p", "q", "r"][(round % 3) as usize])
+                    .lock()
+                    .await
+                    .unwrap(),
+            )
+        } else {
+            None
+        };
+        let m = MultiLock::of_locks(&c, &["p", "q", "r"]);
+        let cut = Duration::from_micros(200 * (round % 13));
+        let _ = tokio::time::timeout(cut, m.lock()).await;
+        drop(blocker);
+    }
+    assert!(c.releases_settled(HANG).await);
+    assert!(other.releases_settled(HANG).await);
+    let keys: Vec<String> = cmd(&srv, &["KEYS", "*"]).await;
+    assert!(keys.iter().all(|k| k.ends_with(":fence")), "left: {keys:?}");
+}
+
+async fn servers(n: usize) -> (Vec<RedisServer>, Vec<Client>) {
+    let mut srvs = Vec::new();
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        let s = server();
+        clients
+            .push(client_with(&s.url(), Duration::from_secs(3), Duration::from_millis(300)).await);
+        srvs.push(s);
+    }
+    (srvs, clients)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_works_with_a_minority_down_and_fails_cleanly_without_a_majority() {
+    let (mut srvs, clients) = servers(5).await;
+    assert!(Redlock::new(&clients[..2], "r").is_err());
+    let r = Redlock::new(&clients, "r").unwrap();
+    srvs[0].stop();
+    srvs[1].stop();
+    let g = within("3 of 5", r.lock()).await.unwrap();
+    assert!(g.valid_for() > Duration::ZERO);
+    assert!(g.valid_for() <= Duration::from_secs(3));
+    let r2 = Redlock::new(&clients, "r").unwrap();
+    assert!(r2.try_lock().await.unwrap().is_none());
+    g.unlock().await.unwrap();
+    srvs[2].stop();
+    assert!(r
+        .try_lock_for(Duration::from_millis(300))
+        .await
+        .unwrap()
+        .is_none());
+    for c in &clients[3..] {
+        assert!(c.releases_settled(HANG).await);
+    }
+    for s in &srvs[3..] {
+        let n: i64 = cmd(s, &["EXISTS", "deadbolt:{r}:lock"]).await;
+        assert_eq!(n, 0, "a minority grant was left behind");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_rides_out_one_paused_server_and_a_deleted_key() {
+    let (srvs, clients) = servers(5).await;
+    let r = Redlock::new(&clients, "p").unwrap();
+    srvs[4].pause();
+    let started = Instant::now();
+    let g = within("majority with one server paused", r.lock())
+        .await
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(g.valid_for() > Duration::from_secs(1));
+    srvs[4].resume();
+    // One server's key deleted behind the holder's back: a majority still
+    // holds, through the next renewals.
+    let _: i64 = cmd(&srvs[0], &["DEL", "deadbolt:{p}:lock"]).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(g.state(), LeaseState::Active);
+    let r2 = Redlock::new(&clients, "p").unwrap();
+    assert!(r2.try_lock().await.unwrap().is_none());
+    g.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_counts_exactly_across_four_sets_of_clients() {
+    let mut srvs = Vec::new();
+    for _ in 0..3 {
+        srvs.push(server());
+    }
+    let counter = server();
+    let _: () = cmd(&counter, &["SET", "n", "0"]).await;
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let mut clients = Vec::new();
+        for s in &srvs {
+            clients.push(client(&s.url()).await);
+        }
+        let r = Redlock::new(&clients, "count").unwrap();
+        let url = counter.url();
+        tasks.push(tokio::spawn(async move {
+            let raw = redis::Client::open(url).unwrap();
+            let mut c = raw.get_multiplexed_async_connection().await.unwrap();
+            for _ in 0..25 {
+                let g = r.lock().await.unwrap();
+                let v: i64 = redis::cmd("GET")
+                    .arg("n")
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                let _: () = redis::cmd("SET")
+                    .arg("n")
+                    .arg(v + 1)
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                g.unlock().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        within("redlock counting", t).await.unwrap();
+    }
+    let n: i64 = cmd(&counter, &["GET", "n"]).await;
+    assert_eq!(n, 100);
+}
