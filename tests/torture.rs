@@ -308,6 +308,59 @@ struct Kind {
     main_stays: bool,
 }
 
+/// A multi-lock over a `Lock` and a `FairLock` of one name `<name>-multi`:
+/// its keys are `deadbolt:{<name>-multi}:lock…` and `…:fair…`.
+struct MultiContender {
+    multi: deadbolt::MultiLock,
+    main: String,
+}
+
+impl Contender for MultiContender {
+    fn acquire(&self, wait: Duration) -> BoxFuture<'_, deadbolt::Result<Option<Box<dyn Held>>>> {
+        Box::pin(async move {
+            Ok(self
+                .multi
+                .try_lock_for(wait)
+                .await?
+                .map(|g| Box::new(g) as Box<dyn Held>))
+        })
+    }
+
+    fn main_key(&self) -> String {
+        self.main.clone()
+    }
+}
+
+impl Held for deadbolt::MultiGuard {
+    fn token(&self) -> Option<u64> {
+        // The largest part's token: each part's rises, so the largest does.
+        Some(self.fencing_token())
+    }
+
+    fn state(&self) -> LeaseState {
+        deadbolt::MultiGuard::state(self)
+    }
+
+    fn valid_for(&self) -> Duration {
+        deadbolt::MultiGuard::valid_for(self)
+    }
+
+    fn unlock(self: Box<Self>) -> BoxFuture<'static, deadbolt::Result<()>> {
+        Box::pin(deadbolt::MultiGuard::unlock(*self))
+    }
+}
+
+fn make_multi_lock(client: &deadbolt::Client, name: &str) -> Arc<dyn Contender> {
+    let name = format!("{name}-multi");
+    Arc::new(MultiContender {
+        multi: deadbolt::MultiLock::new(vec![
+            Arc::new(client.lock(&name)) as Arc<dyn deadbolt::core::Lockable>,
+            Arc::new(client.fair_lock(&name)),
+        ]),
+        main: format!("deadbolt:{{{name}}}"),
+    })
+}
+
 fn make_rw_lock(client: &deadbolt::Client, name: &str) -> Arc<dyn Contender> {
     Arc::new(RwContender {
         lock: client.rw_lock(name),
@@ -348,6 +401,13 @@ const KINDS: &[Kind] = &[
         make: make_rw_lock,
         capacity: RW_CAPACITY,
         leftovers: &["fence", "alive", "ww"],
+        main_stays: false,
+    },
+    Kind {
+        name: "MultiLock",
+        make: make_multi_lock,
+        capacity: 1,
+        leftovers: &["lock:fence", "fair:fence", "fair:alive", "fair:seq"],
         main_stays: false,
     },
     Kind {
