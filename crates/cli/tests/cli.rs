@@ -606,10 +606,12 @@ async fn inspect_and_force_unlock() {
     fair_guard.unlock().await.unwrap();
     t1.await.unwrap();
     t2.await.unwrap();
+    // A semaphore of the same name is a different thing, with its own keys.
     let mut other = inspect_args.clone();
     other.kind = deadbolt_cli::PrimitiveKind::Semaphore;
-    let err = deadbolt_cli::inspect(&other).await.unwrap_err();
-    assert!(err.to_string().contains("not yet supported"), "{err:#}");
+    let sem = deadbolt_cli::inspect(&other).await.unwrap();
+    assert_eq!(sem.key, "it:{orders:42}:sem");
+    assert_eq!(sem.semaphore.unwrap().permits, None);
 
     let mut force = ForceUnlockArgs {
         target: inspect_args.clone(),
@@ -847,6 +849,176 @@ async fn inspect_and_force_unlock_a_read_write_lock() {
     client.shutdown().await;
 }
 
+/// `--kind semaphore`: never set; then 3 permits with a holder of 2 (fixed
+/// 40 s lease) and one of 1 (the watchdog's 30 s), listed longest lease
+/// first, and a waiter for 2 behind them, asleep while 1 is free and served
+/// once 2 are; force-unlock is refused. Through the library and the binary.
+#[tokio::test]
+async fn inspect_a_semaphore() {
+    use deadbolt_cli::PrimitiveKind;
+    use deadbolt_semaphore::Semaphore;
+
+    let server = RedisServer::start().expect("redis-server (apt-get install -y redis-server)");
+    let client = deadbolt_core::Client::builder(&server.url())
+        .namespace("it")
+        .build()
+        .await
+        .unwrap();
+    let target = InspectArgs {
+        name: "pool".into(),
+        kind: PrimitiveKind::Semaphore,
+        redis: server.url(),
+        namespace: "it".into(),
+    };
+    let cli_args = |cmd: &str, extra: &[&str]| -> Vec<String> {
+        [
+            cmd,
+            "pool",
+            "--kind",
+            "semaphore",
+            "--namespace",
+            "it",
+            "--redis",
+        ]
+        .iter()
+        .map(|s| (*s).to_string())
+        .chain([server.url()])
+        .chain(extra.iter().map(|s| (*s).to_string()))
+        .collect()
+    };
+
+    // Never set.
+    let never = deadbolt_cli::inspect(&target).await.unwrap();
+    assert_eq!(never.key, "it:{pool}:sem");
+    assert_eq!((never.owner.as_deref(), never.rw.as_ref()), (None, None));
+    let sem = never.semaphore.as_ref().expect("semaphore details");
+    assert_eq!(sem.permits, None);
+    assert_eq!((sem.available, sem.holds, sem.waiting), (0, 0, 0));
+    assert!(sem.holders.is_empty() && sem.waiters.is_empty());
+    assert_eq!(
+        never.to_string(),
+        "semaphore pool  (key it:{pool}:sem)\n  permits     never set (acquires wait until \
+         they are set)\n  available   0\n  holders     0\n  waiting     0\n"
+    );
+    let printed = deadbolt_stdout(cli_args("inspect", &[])).await;
+    assert_eq!(printed, never.to_string());
+
+    // Two holders and a waiter.
+    let pool = Semaphore::new(&client, "pool");
+    assert!(pool.try_set_permits(3).await.unwrap());
+    let long = pool
+        .acquire_with_lease(2, Duration::from_secs(40))
+        .await
+        .unwrap();
+    let short = pool.acquire(1).await.unwrap();
+    let other = Semaphore::new(&client, "pool");
+    let waiting = tokio::spawn(async move { other.acquire(2).await.unwrap() });
+    // Its entry is written by its first try: poll the state (no sleeping).
+    let deadline = Instant::now() + HANG;
+    while pool.inspect().await.unwrap().waiting < 1 {
+        assert!(Instant::now() < deadline, "the waiter never queued");
+    }
+    let busy = deadbolt_cli::inspect(&target).await.unwrap();
+    let sem = busy.semaphore.as_ref().unwrap();
+    assert_eq!(sem.permits, Some(3));
+    assert_eq!((sem.available, sem.holds, sem.waiting), (0, 2, 1));
+    let held: Vec<u64> = sem.holders.iter().map(|h| h.permits).collect();
+    assert_eq!(held, [2, 1], "longest lease first");
+    let leases: Vec<Duration> = sem.holders.iter().map(|h| h.lease_left).collect();
+    assert!(
+        leases[0] > Duration::from_secs(30) && leases[0] <= Duration::from_secs(40),
+        "{leases:?}"
+    );
+    assert!(
+        leases[1] > Duration::ZERO && leases[1] <= Duration::from_secs(30),
+        "{leases:?}"
+    );
+    let holder_owner = &sem.holders[0].owner;
+    assert!(holder_owner.starts_with(client.id()), "{holder_owner}");
+    assert_eq!(&sem.holders[1].owner, holder_owner, "one handle took both");
+    assert_eq!(sem.waiters.len(), 1);
+    let w = &sem.waiters[0];
+    assert_eq!((w.permits, w.woken), (2, false));
+    assert!(w.owner.starts_with(client.id()) && &w.owner != holder_owner);
+    let shown = busy.to_string();
+    for line in [
+        "  permits     3\n".to_string(),
+        "  available   0\n".to_string(),
+        "  holders     2\n".to_string(),
+        format!(
+            "      1. {holder_owner}  2 permits  lease left {:.1} s  attempt {}\n",
+            leases[0].as_secs_f64(),
+            sem.holders[0].attempt
+        ),
+        format!("      2. {holder_owner}  1 permit  lease left "),
+        "  waiting     1\n".to_string(),
+        format!(
+            "      1. {}  wants 2 permits  asleep  attempt {}\n",
+            w.owner, w.attempt
+        ),
+    ] {
+        assert!(shown.contains(&line), "{line:?} in\n{shown}");
+    }
+    assert!(!shown.contains("fence"), "{shown}");
+    let printed = deadbolt_stdout(cli_args("inspect", &[])).await;
+    for line in [
+        "  holders     2\n",
+        "  1 permit  ",
+        "wants 2 permits  asleep",
+    ] {
+        assert!(printed.contains(line), "{line:?} in\n{printed}");
+    }
+
+    // One permit back: not enough for the waiter, which stays asleep.
+    short.release().await.unwrap();
+    let one_free = deadbolt_cli::inspect(&target).await.unwrap();
+    let sem = one_free.semaphore.as_ref().unwrap();
+    assert_eq!((sem.available, sem.holds, sem.waiting), (1, 1, 1));
+    assert!(!sem.waiters[0].woken);
+
+    // Two more: the waiter takes its two.
+    long.release().await.unwrap();
+    let got = tokio::time::timeout(HANG, waiting).await.unwrap().unwrap();
+    assert_eq!(got.count(), 2);
+    let served = deadbolt_cli::inspect(&target).await.unwrap();
+    let sem = served.semaphore.as_ref().unwrap();
+    assert_eq!((sem.available, sem.holds, sem.waiting), (1, 1, 0));
+    assert_eq!(sem.holders[0].permits, 2);
+    assert_ne!(&sem.holders[0].owner, holder_owner);
+
+    // force-unlock does not take permits away: refused, nothing changed.
+    let force = ForceUnlockArgs {
+        target: target.clone(),
+        yes: true,
+    };
+    let err = deadbolt_cli::force_unlock(&force).await.unwrap_err();
+    assert!(
+        format!("{err:#}").starts_with("force-unlock --kind semaphore is not supported: "),
+        "{err:#}"
+    );
+    let out = tokio::task::spawn_blocking({
+        let args = cli_args("force-unlock", &["--yes"]);
+        move || {
+            Command::new(env!("CARGO_BIN_EXE_deadbolt"))
+                .args(&args)
+                .stdin(Stdio::null())
+                .output()
+                .expect("run deadbolt")
+        }
+    })
+    .await
+    .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not supported"),
+        "{out:?}"
+    );
+    assert_eq!(pool.available_permits().await.unwrap(), 1);
+    got.release().await.unwrap();
+    assert_eq!(pool.available_permits().await.unwrap(), 3);
+    client.shutdown().await;
+}
+
 /// A key of another type where the lock's hold should be: inspect and
 /// force-unlock refuse it, name the type they found, and delete nothing; the
 /// binary exits non-zero.
@@ -915,6 +1087,20 @@ async fn a_key_of_another_type_is_refused() {
         );
     }
 
+    let _: () = redis::cmd("SET")
+        .arg("it:{x}:sem")
+        .arg("user data")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut sem = target.clone();
+    sem.kind = deadbolt_cli::PrimitiveKind::Semaphore;
+    let err = deadbolt_cli::inspect(&sem).await.unwrap_err();
+    assert_eq!(
+        format!("{err:#}"),
+        "refused: it:{x}:sem holds a string, not a semaphore"
+    );
+
     // The binary: a message on stderr, a non-zero exit, nothing deleted.
     let out = Command::new(env!("CARGO_BIN_EXE_deadbolt"))
         .args([
@@ -955,6 +1141,12 @@ async fn a_key_of_another_type_is_refused() {
         .await
         .unwrap();
     assert_eq!(members, 1, "the refused read-write key was changed");
+    let value: String = redis::cmd("GET")
+        .arg("it:{x}:sem")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(value, "user data", "the refused semaphore key was changed");
 }
 
 /// The binary, stopped by Ctrl-C mid-run: it stops its redis-server, prints
