@@ -4,8 +4,9 @@
 //!   kinds compare with each other and with the polling locks people use
 //!   (a textbook `SET NX PX` spin-poller and the rslock crate): latency as a
 //!   ratio to a PING timed in the same run, throughput under contention,
-//!   fairness, hand-off latency, the Redis commands an idle waiter costs, and
-//!   a read-mostly mix on the read-write lock beside the `Lock`.
+//!   fairness, hand-off latency, the Redis commands an idle waiter costs, a
+//!   read-mostly mix on the read-write lock beside the `Lock`, and
+//!   deadbolt's `Semaphore` beside a polling ZSET semaphore.
 //!   See [`BenchArgs`] for the flags and [`Report`] for the JSON it writes.
 //! * `deadbolt inspect NAME` shows who holds a lock, how often, for how long,
 //!   and its fencing counter (and, for `--kind fair`, its queue; for

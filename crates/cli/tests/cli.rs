@@ -81,6 +81,12 @@ async fn argument_errors() {
     assert!(parse(&["bench", "--write-ratio", "-0.1"]).is_err());
     assert!(parse(&["bench", "--write-ratio", "NaN"]).is_err());
     assert!(parse(&["bench", "--write-ratio", "10%"]).is_err());
+    assert!(parse(&["bench", "--permits", "-1"]).is_err());
+    assert_eq!(bench_args(&[]).permits, 4);
+    assert_eq!(
+        bench_args(&["--scenario", "semaphore"]).scenarios,
+        [deadbolt_cli::ScenarioKind::Semaphore]
+    );
     assert_eq!(bench_args(&["--write-ratio", "1"]).write_ratio, 1.0);
     assert_eq!(bench_args(&[]).write_ratio, 0.1);
     assert!(parse(&["inspect", "x", "--kind", "queue"]).is_err());
@@ -106,7 +112,7 @@ async fn argument_errors() {
 
     // A scenario asked for that none of the contenders asked for takes part
     // in: refused before the server starts.
-    let cases: [(&[&str], &str); 2] = [
+    let cases: [(&[&str], &str); 5] = [
         (
             &["--scenario", "read-mostly", "--contender", "fair"],
             "--scenario read-mostly measures only lock, rw (not fair)",
@@ -115,6 +121,15 @@ async fn argument_errors() {
             &["--scenario", "contended", "--contender", "rw"],
             "--scenario contended measures only lock, fair, raw-poll, rslock (not rw)",
         ),
+        (
+            &["--scenario", "semaphore", "--contender", "lock,raw-poll"],
+            "--scenario semaphore measures only sem, sem-poll (not lock, raw-poll)",
+        ),
+        (
+            &["--scenario", "idle", "--contender", "sem"],
+            "--scenario idle measures only lock, fair, raw-poll, rslock (not sem)",
+        ),
+        (&["--permits", "0"], "--permits must be at least 1"),
     ];
     for (flags, expected) in cases {
         let err = deadbolt_cli::bench_with(&bench_args(flags), |url| {
@@ -267,6 +282,9 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
                 // Many reads and many writes even in a 150 ms read-mostly run.
                 "--write-ratio",
                 "0.5",
+                // Fewer permits than the 3 waiters: they contend.
+                "--permits",
+                "2",
             ],
         ]
         .concat(),
@@ -288,12 +306,15 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         &["lock", "fair", "raw-poll"]
     };
     let scenarios = ["uncontended", "contended", "handoff", "idle"];
-    // The read-mostly scenario measures the read-write lock beside the Lock.
+    // The read-mostly scenario measures the read-write lock beside the Lock,
+    // the semaphore scenario the two semaphores.
     let read_mostly = ["lock", "rw"];
+    let semaphores = ["sem", "sem-poll"];
     let runs = scenarios
         .iter()
         .flat_map(|s| contenders.iter().map(move |c| (*s, *c)))
-        .chain(read_mostly.iter().map(|c| ("read-mostly", *c)));
+        .chain(read_mostly.iter().map(|c| ("read-mostly", *c)))
+        .chain(semaphores.iter().map(|c| ("semaphore", *c)));
 
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -328,6 +349,7 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         "clients",
         "hold_ms",
         "write_ratio",
+        "permits",
         "rounds",
         "idle_waiters",
         "idle_s",
@@ -341,26 +363,29 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
     }
     assert!(v["skipped"].is_array());
     assert_eq!(v["settings"]["write_ratio"], 0.5);
+    assert_eq!(v["settings"]["permits"], 2);
     let listed: Vec<&str> = v["settings"]["contenders"]
         .as_array()
         .unwrap()
         .iter()
         .map(|c| c.as_str().unwrap())
         .collect();
-    assert_eq!(listed, [contenders, &["rw"]].concat());
+    assert_eq!(listed, [contenders, &["rw"], &semaphores].concat());
+    let ran: Vec<&str> = v["settings"]["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
     assert_eq!(
-        v["settings"]["scenarios"]
-            .as_array()
-            .unwrap()
-            .last()
-            .unwrap(),
-        "read-mostly"
+        ran,
+        [&scenarios[..], &["read-mostly", "semaphore"]].concat()
     );
 
     let results = v["results"].as_array().unwrap();
     assert_eq!(
         results.len(),
-        scenarios.len() * contenders.len() + read_mostly.len()
+        scenarios.len() * contenders.len() + read_mostly.len() + semaphores.len()
     );
     for (s, c) in runs {
         let r = results
@@ -434,6 +459,46 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
                     assert_eq!(per, 2.0, "{what}");
                 } else {
                     assert!((2.0..2.5).contains(&per), "{what}");
+                }
+            }
+            "semaphore" => {
+                assert_eq!(
+                    (r["workers"].as_u64(), r["clients"].as_u64()),
+                    (Some(3), Some(2))
+                );
+                assert!(r["acquisitions"].as_u64().unwrap() > 0, "{what}");
+                assert!(r["acquisitions_per_s"].as_f64().unwrap() > 0.0, "{what}");
+                latency(&r["acquire"]);
+                assert_eq!(r["acquire"]["samples"], r["acquisitions"], "{what}");
+                assert!(
+                    r["read_write"].is_null() && r["handoff"].is_null(),
+                    "{what}"
+                );
+                let f = &r["fairness"];
+                let per_worker: Vec<u64> = f["per_worker"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| n.as_u64().unwrap())
+                    .collect();
+                assert_eq!(per_worker.len(), 3, "{what}");
+                assert_eq!(
+                    per_worker.iter().sum::<u64>(),
+                    r["acquisitions"].as_u64().unwrap(),
+                    "{what}"
+                );
+                let jain = f["jain_index"].as_f64().unwrap();
+                assert!((1.0 / 3.0 - 1e-9..=1.0 + 1e-9).contains(&jain), "{what}");
+                assert!(f["longest_wait_us"].as_f64().unwrap() > 0.0, "{what}");
+                // An acquire and a release at least, and no SCRIPT LOAD: both
+                // load their scripts at connect.
+                let per = r["commands"]["per_acquisition"].as_f64().unwrap();
+                assert!(per >= 2.0, "{what}");
+                let by_command = &r["commands"]["by_command"];
+                assert!(by_command.get("script|load").is_none(), "{what}");
+                if c == "sem-poll" {
+                    // One ZREM per release, none inside the script.
+                    assert_eq!(by_command["zrem"], r["acquisitions"], "{what}");
                 }
             }
             "contended" => {
@@ -512,7 +577,7 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
     );
 
     let table = report.table();
-    for s in scenarios.iter().chain(&["read-mostly"]) {
+    for s in scenarios.iter().chain(&["read-mostly", "semaphore"]) {
         assert!(
             table.contains(&format!("\n{s}:")),
             "table lacks {s}:\n{table}"
@@ -523,6 +588,11 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         "{table}"
     );
     assert!(table.contains("\nrw / lock: "), "{table}");
+    assert!(
+        table.contains("semaphore: 2 permits, 3 waiters over 2 clients taking one each, hold 0 ms"),
+        "{table}"
+    );
+    assert!(table.contains("\nsem / sem-poll: "), "{table}");
     assert!(table.contains("PING p50"), "{table}");
     assert!(table.contains("How to read it:"), "{table}");
     for term in ["Jain", "least/most", "cmds/acq", "N.N×"] {
