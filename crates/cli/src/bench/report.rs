@@ -476,9 +476,10 @@ impl Report {
                 ),
                 ScenarioKind::Semaphore => (
                     format!(
-                        "semaphore: {} permits, {} waiters over {} clients taking one each, \
+                        "semaphore: {} permit{}, {} waiters over {} clients taking one each, \
                          hold {} ms, {:.1} s each",
                         s.permits,
+                        if s.permits == 1 { "" } else { "s" },
                         s.waiters,
                         s.clients.min(s.waiters),
                         s.hold_ms,
