@@ -1,5 +1,5 @@
-//! `deadbolt inspect` and `deadbolt force-unlock`: lock, fair lock and
-//! read-write lock.
+//! `deadbolt inspect` and `deadbolt force-unlock`: lock, fair lock,
+//! read-write lock, and (inspect only) semaphore.
 
 use std::fmt;
 use std::time::Duration;
@@ -10,6 +10,7 @@ use deadbolt_core::scripts::ScriptCall;
 use deadbolt_core::Client;
 use deadbolt_fair::scripts::FAIR_QUEUE;
 use deadbolt_rwlock::RwLock;
+use deadbolt_semaphore::{Semaphore, SEMAPHORE_KIND};
 
 /// The Redis used when `--redis` is not given.
 const DEFAULT_REDIS: &str = "redis://127.0.0.1:6379/";
@@ -26,7 +27,8 @@ pub enum PrimitiveKind {
     Fair,
     /// The read-write `RwLock`.
     Rw,
-    /// The leased semaphore (not yet supported by these commands).
+    /// The leased semaphore (`inspect` only: `force-unlock` does not take
+    /// a semaphore's permits away).
     Semaphore,
 }
 
@@ -40,6 +42,15 @@ impl PrimitiveKind {
         }
     }
 
+    /// The kind segment of its keys, `<ns>:{<name>}:<segment>` (the
+    /// semaphore's is `sem`, not its `--kind` name).
+    fn key_kind(self) -> &'static str {
+        match self {
+            PrimitiveKind::Semaphore => SEMAPHORE_KIND,
+            other => other.name(),
+        }
+    }
+
     /// What a person calls it: "lock", "fair lock".
     fn title(self) -> &'static str {
         match self {
@@ -50,14 +61,14 @@ impl PrimitiveKind {
         }
     }
 
-    fn require_supported(self, what: &str) -> anyhow::Result<()> {
-        if !matches!(
-            self,
-            PrimitiveKind::Lock | PrimitiveKind::Fair | PrimitiveKind::Rw
-        ) {
+    /// Refuse `force-unlock` of a kind it cannot undo.
+    fn require_force_unlock(self) -> anyhow::Result<()> {
+        if self == PrimitiveKind::Semaphore {
             bail!(
-                "{what} --kind {} is not yet supported (only --kind lock, fair or rw)",
-                self.name()
+                "force-unlock --kind semaphore is not supported: a semaphore's permits are \
+                 leased to each holder and come back when it releases them or its lease ends \
+                 (see them with `deadbolt inspect --kind semaphore`); only --kind lock, fair \
+                 or rw can be force-unlocked"
             );
         }
         Ok(())
@@ -67,7 +78,8 @@ impl PrimitiveKind {
 /// Arguments of `deadbolt inspect`; also the target of `deadbolt force-unlock`.
 #[derive(Debug, Clone, Args)]
 pub struct InspectArgs {
-    /// The lock's name (as passed to `client.lock(name)`).
+    /// The lock's name (as passed to `client.lock(name)`, or to
+    /// `Semaphore::new(&client, name)`).
     pub name: String,
     /// Kind of primitive.
     #[arg(long, value_enum, default_value = "lock")]
@@ -96,7 +108,9 @@ pub struct ForceUnlockArgs {
 ///
 /// For a read-write lock (`--kind rw`) the hold fields (`owner`,
 /// `hold_count`, `token`, `ttl`) describe the writer, and [`LockState::rw`]
-/// the readers and waiting writers.
+/// the readers and waiting writers. For a semaphore (`--kind semaphore`)
+/// [`LockState::semaphore`] holds everything; the hold fields stay empty
+/// (no owner, counts 0: permits carry no fencing token).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockState {
@@ -128,6 +142,59 @@ pub struct LockState {
     /// Readers and waiting writers of a read-write lock; `None` for the
     /// other kinds.
     pub rw: Option<RwState>,
+    /// Permits, holders and waiters of a semaphore; `None` for the other
+    /// kinds.
+    pub semaphore: Option<SemaphoreState>,
+}
+
+/// A semaphore as `deadbolt inspect --kind semaphore` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SemaphoreState {
+    /// The permits set; `None` when never set (every acquire waits until
+    /// they are).
+    pub permits: Option<u64>,
+    /// Permits free now (negative after the total was reduced below what
+    /// live holds take, until they give permits back). Ended leases were
+    /// given back first.
+    pub available: i64,
+    /// Live holds.
+    pub holds: u64,
+    /// Queued waiters.
+    pub waiting: u64,
+    /// Holders, longest lease first (at most 100: the library lists no more).
+    pub holders: Vec<PermitHolder>,
+    /// Waiters in queue order (at most 100).
+    pub waiters: Vec<PermitWaiter>,
+}
+
+/// One hold of a semaphore's permits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PermitHolder {
+    /// The hold's attempt id.
+    pub attempt: String,
+    /// Owner id `<client uuid>:<handle id>` of the holder.
+    pub owner: String,
+    /// Permits it holds.
+    pub permits: u64,
+    /// How long its lease still runs.
+    pub lease_left: Duration,
+}
+
+/// One waiter in a semaphore's queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PermitWaiter {
+    /// The waiting attempt id.
+    pub attempt: String,
+    /// Owner id `<client uuid>:<handle id>` of the waiter.
+    pub owner: String,
+    /// Permits it waits for (all at once).
+    pub permits: u64,
+    /// Whether it was told its permits are free (it is on its way to take
+    /// them).
+    pub woken: bool,
 }
 
 /// The read side of a read-write lock, as `deadbolt inspect --kind rw`
@@ -218,6 +285,72 @@ fn writers(n: u64) -> String {
     format!("{n} writer{}", if n == 1 { "" } else { "s" })
 }
 
+/// "1 permit", "2 permits".
+fn permits(n: u64) -> String {
+    format!("{n} permit{}", if n == 1 { "" } else { "s" })
+}
+
+/// "… and 3 more" when `total` exceeds what was listed.
+fn fmt_more(f: &mut fmt::Formatter<'_>, total: u64, listed: usize) -> fmt::Result {
+    let listed = u64::try_from(listed).unwrap_or(u64::MAX);
+    if total > listed {
+        writeln!(f, "         … and {} more", total - listed)?;
+    }
+    Ok(())
+}
+
+impl SemaphoreState {
+    /// The permits, the holders longest lease first, the waiters in order.
+    fn fmt_lines(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.permits {
+            Some(n) => writeln!(f, "  permits     {n}")?,
+            None => writeln!(
+                f,
+                "  permits     never set (acquires wait until they are set)"
+            )?,
+        }
+        if self.available < 0 {
+            writeln!(
+                f,
+                "  available   {}  (the total was reduced below what holders hold)",
+                self.available
+            )?;
+        } else {
+            writeln!(f, "  available   {}", self.available)?;
+        }
+        writeln!(f, "  holders     {}", self.holds)?;
+        for (i, h) in self.holders.iter().enumerate() {
+            writeln!(
+                f,
+                "    {:>3}. {}  {}  lease left {:.1} s  attempt {}",
+                i + 1,
+                h.owner,
+                permits(h.permits),
+                h.lease_left.as_secs_f64(),
+                h.attempt
+            )?;
+        }
+        fmt_more(f, self.holds, self.holders.len())?;
+        writeln!(f, "  waiting     {}", self.waiting)?;
+        for (i, w) in self.waiters.iter().enumerate() {
+            writeln!(
+                f,
+                "    {:>3}. {}  wants {}  {}  attempt {}",
+                i + 1,
+                w.owner,
+                permits(w.permits),
+                if w.woken {
+                    "woken (on its way)"
+                } else {
+                    "asleep"
+                },
+                w.attempt
+            )?;
+        }
+        fmt_more(f, self.waiting, self.waiters.len())
+    }
+}
+
 impl LockState {
     /// The hold lines: hold count, TTL, token.
     fn fmt_hold(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -265,10 +398,7 @@ impl LockState {
                 r.lease_left.as_secs_f64()
             )?;
         }
-        let listed = u64::try_from(rw.reader_list.len()).unwrap_or(u64::MAX);
-        if rw.readers > listed {
-            writeln!(f, "         … and {} more", rw.readers - listed)?;
-        }
+        fmt_more(f, rw.readers, rw.reader_list.len())?;
         writeln!(f, "  waiting     {}", writers(rw.waiting_writers))
     }
 }
@@ -276,6 +406,10 @@ impl LockState {
 impl fmt::Display for LockState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{} {}  (key {})", self.kind.title(), self.name, self.key)?;
+        // A semaphore has no single holder and no fencing counter.
+        if let Some(sem) = &self.semaphore {
+            return sem.fmt_lines(f);
+        }
         match (&self.rw, &self.owner) {
             (Some(rw), _) => self.fmt_rw(rw, f)?,
             (None, None) => writeln!(f, "  state       free")?,
@@ -305,18 +439,15 @@ impl fmt::Display for LockState {
                 q.liveness()
             )?;
         }
-        let listed = u64::try_from(self.queue.len()).unwrap_or(u64::MAX);
-        if self.queued > listed {
-            writeln!(f, "         … and {} more", self.queued - listed)?;
-        }
-        Ok(())
+        fmt_more(f, self.queued, self.queue.len())
     }
 }
 
 /// How long the CLI's own `TYPE` check may take to connect and to answer.
 const TYPE_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Refuse a lock whose hold key is of another type than a hold (a hash).
+/// Refuse a lock whose hold key is of another type than a hold (a hash;
+/// a semaphore's `<ns>:{<name>}:sem` is a hash too).
 ///
 /// Asks Redis for the `TYPE` of `key` on a connection of its own: `none`
 /// (free) and `hash` (a hold) pass; anything else is refused with the type
@@ -350,23 +481,23 @@ async fn connect(url: &str, namespace: &str) -> anyhow::Result<Client> {
         .with_context(|| format!("connecting to {}", crate::bench::redact(url)))
 }
 
-/// Read the state of a lock, fair lock or read-write lock.
+/// Read the state of a lock, fair lock, read-write lock or semaphore.
 ///
 /// # Errors
-/// A kind not supported yet (`semaphore`), an unreachable Redis, a key of
-/// another type at the lock's key ("refused: KEY holds a string, not a
-/// lock").
+/// An unreachable Redis, a key of another type at the lock's key
+/// ("refused: KEY holds a string, not a lock").
 ///
 /// # Cancel safety
-/// Cancel safe: it only reads.
+/// Cancel safe: it only reads (a semaphore's inspect gives back ended
+/// leases first, which is due anyway).
 pub async fn inspect(args: &InspectArgs) -> anyhow::Result<LockState> {
-    args.kind.require_supported("inspect")?;
     let client = connect(&args.redis, &args.namespace).await?;
     let result = async {
-        let key = client.keys(args.kind.name(), &args.name)?;
+        let key = client.keys(args.kind.key_kind(), &args.name)?;
         check_key_type(&args.redis, key.main(), args.kind).await?;
         match args.kind {
             PrimitiveKind::Rw => read_rw(&client, &args.name).await,
+            PrimitiveKind::Semaphore => read_semaphore(&client, &args.name).await,
             kind => read_lock(&client, kind, &args.name).await,
         }
     }
@@ -376,7 +507,7 @@ pub async fn inspect(args: &InspectArgs) -> anyhow::Result<LockState> {
 }
 
 async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::Result<LockState> {
-    let keys = client.keys(kind.name(), name)?;
+    let keys = client.keys(kind.key_kind(), name)?;
     let info = match kind {
         PrimitiveKind::Fair => deadbolt_fair::FairLock::new(client, name).inspect().await,
         _ => deadbolt_lock::Lock::new(client, name).inspect().await,
@@ -413,6 +544,7 @@ async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::
         queued: info.queued,
         queue,
         rw: None,
+        semaphore: None,
     })
 }
 
@@ -448,6 +580,55 @@ async fn read_rw(client: &Client, name: &str) -> anyhow::Result<LockState> {
                 })
                 .collect(),
             waiting_writers: info.waiting_writers,
+        }),
+        semaphore: None,
+    })
+}
+
+/// A semaphore: everything in `semaphore`.
+async fn read_semaphore(client: &Client, name: &str) -> anyhow::Result<LockState> {
+    let keys = client.keys(SEMAPHORE_KIND, name)?;
+    let info = Semaphore::new(client, name)
+        .inspect()
+        .await
+        .with_context(|| format!("reading {}", keys.main()))?;
+    Ok(LockState {
+        name: name.to_string(),
+        kind: PrimitiveKind::Semaphore,
+        key: keys.main().to_string(),
+        owner: None,
+        hold_count: 0,
+        token: 0,
+        ttl: None,
+        fence: 0,
+        queued: 0,
+        queue: Vec::new(),
+        rw: None,
+        semaphore: Some(SemaphoreState {
+            permits: info.permits,
+            available: info.available,
+            holds: info.holds,
+            waiting: info.waiting,
+            holders: info
+                .holders
+                .into_iter()
+                .map(|h| PermitHolder {
+                    attempt: h.attempt,
+                    owner: h.owner,
+                    permits: h.permits,
+                    lease_left: h.ttl,
+                })
+                .collect(),
+            waiters: info
+                .waiters
+                .into_iter()
+                .map(|w| PermitWaiter {
+                    attempt: w.attempt,
+                    owner: w.owner,
+                    permits: w.permits,
+                    woken: w.woken,
+                })
+                .collect(),
         }),
     })
 }
@@ -502,8 +683,8 @@ impl fmt::Display for Unlocked {
 /// was deleted.
 ///
 /// # Errors
-/// Without `yes` (nothing is sent), a kind not supported yet (`semaphore`),
-/// an unreachable Redis, a key of another type at the lock's key: that is
+/// Without `yes` (nothing is sent), `--kind semaphore` (not supported:
+/// nothing is sent), an unreachable Redis, a key of another type at the lock's key: that is
 /// refused with the type found ("refused: KEY holds a string, not a lock")
 /// and nothing is deleted.
 ///
@@ -519,10 +700,10 @@ pub async fn force_unlock(force: &ForceUnlockArgs) -> anyhow::Result<Unlocked> {
             args.name
         );
     }
-    args.kind.require_supported("force-unlock")?;
+    args.kind.require_force_unlock()?;
     let client = connect(&args.redis, &args.namespace).await?;
     let result = async {
-        let key = client.keys(args.kind.name(), &args.name)?;
+        let key = client.keys(args.kind.key_kind(), &args.name)?;
         check_key_type(&args.redis, key.main(), args.kind).await?;
         let (hold, read_holds) = match args.kind {
             PrimitiveKind::Fair => deadbolt_fair::FairLock::new(&client, &args.name)
@@ -533,6 +714,7 @@ pub async fn force_unlock(force: &ForceUnlockArgs) -> anyhow::Result<Unlocked> {
                 .force_unlock()
                 .await
                 .map(|removed| (removed.writer, removed.readers)),
+            // Semaphore: refused above.
             _ => deadbolt_lock::Lock::new(&client, &args.name)
                 .force_unlock()
                 .await
@@ -585,6 +767,7 @@ mod tests {
             queued: u64::try_from(queue.len()).unwrap(),
             queue,
             rw: None,
+            semaphore: None,
         };
         let lock = state(PrimitiveKind::Lock, Vec::new()).to_string();
         assert!(lock.starts_with("lock x  (key ns:{x}:k)\n"), "{lock}");
@@ -628,7 +811,99 @@ mod tests {
                     .collect(),
                 waiting_writers: 1,
             }),
+            semaphore: None,
         }
+    }
+
+    fn sem_state(sem: SemaphoreState) -> String {
+        LockState {
+            name: "pool".into(),
+            kind: PrimitiveKind::Semaphore,
+            key: "ns:{pool}:sem".into(),
+            owner: None,
+            hold_count: 0,
+            token: 0,
+            ttl: None,
+            fence: 0,
+            queued: 0,
+            queue: Vec::new(),
+            rw: None,
+            semaphore: Some(sem),
+        }
+        .to_string()
+    }
+
+    #[test]
+    fn a_semaphore_shows_its_permits_holders_and_waiters() {
+        let never = sem_state(SemaphoreState {
+            permits: None,
+            available: 0,
+            holds: 0,
+            waiting: 0,
+            holders: Vec::new(),
+            waiters: Vec::new(),
+        });
+        assert_eq!(
+            never,
+            "semaphore pool  (key ns:{pool}:sem)\n  permits     never set (acquires wait until \
+             they are set)\n  available   0\n  holders     0\n  waiting     0\n"
+        );
+        let holder = |owner: &str, n, ms| PermitHolder {
+            attempt: format!("h{n}"),
+            owner: owner.into(),
+            permits: n,
+            lease_left: Duration::from_millis(ms),
+        };
+        let waiter = |owner: &str, n, woken| PermitWaiter {
+            attempt: format!("w{n}"),
+            owner: owner.into(),
+            permits: n,
+            woken,
+        };
+        let busy = sem_state(SemaphoreState {
+            permits: Some(4),
+            available: 1,
+            holds: 3,
+            waiting: 2,
+            holders: vec![holder("c:1", 2, 39_000), holder("c:2", 1, 12_500)],
+            waiters: vec![waiter("c:3", 2, true), waiter("c:4", 1, false)],
+        });
+        assert_eq!(
+            busy,
+            "semaphore pool  (key ns:{pool}:sem)\n  permits     4\n  available   1\n  \
+             holders     3\n      1. c:1  2 permits  lease left 39.0 s  attempt h2\n      \
+             2. c:2  1 permit  lease left 12.5 s  attempt h1\n         … and 1 more\n  \
+             waiting     2\n      1. c:3  wants 2 permits  woken (on its way)  attempt w2\n      \
+             2. c:4  wants 1 permit  asleep  attempt w1\n"
+        );
+        assert!(!busy.contains("fence"), "{busy}");
+        let reduced = sem_state(SemaphoreState {
+            permits: Some(1),
+            available: -2,
+            holds: 1,
+            waiting: 0,
+            holders: vec![holder("c:1", 3, 1_000)],
+            waiters: Vec::new(),
+        });
+        assert!(
+            reduced.contains("  available   -2  (the total was reduced below what holders hold)\n"),
+            "{reduced}"
+        );
+    }
+
+    #[test]
+    fn a_semaphore_cannot_be_force_unlocked_and_has_its_own_keys() {
+        let err = PrimitiveKind::Semaphore
+            .require_force_unlock()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("force-unlock --kind semaphore is not supported: "),
+            "{err}"
+        );
+        assert!(PrimitiveKind::Rw.require_force_unlock().is_ok());
+        assert_eq!(PrimitiveKind::Semaphore.key_kind(), "sem");
+        assert_eq!(PrimitiveKind::Fair.key_kind(), "fair");
     }
 
     #[test]

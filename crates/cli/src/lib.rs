@@ -4,16 +4,20 @@
 //!   kinds compare with each other and with the polling locks people use
 //!   (a textbook `SET NX PX` spin-poller and the rslock crate): latency as a
 //!   ratio to a PING timed in the same run, throughput under contention,
-//!   fairness, hand-off latency, the Redis commands an idle waiter costs, and
-//!   a read-mostly mix on the read-write lock beside the `Lock`.
+//!   fairness, hand-off latency, the Redis commands an idle waiter costs, a
+//!   read-mostly mix on the read-write lock beside the `Lock`, and
+//!   deadbolt's `Semaphore` beside a polling ZSET semaphore.
 //!   See [`BenchArgs`] for the flags and [`Report`] for the JSON it writes.
 //! * `deadbolt inspect NAME` shows who holds a lock, how often, for how long,
 //!   and its fencing counter (and, for `--kind fair`, its queue; for
 //!   `--kind rw`, the writer, the readers with their leases and the waiting
-//!   writers).
+//!   writers; for `--kind semaphore`, the permits set and available, the
+//!   holders with their permits and leases, and the waiters with their
+//!   demands).
 //! * `deadbolt force-unlock NAME --yes` deletes a lock whoever holds it
-//!   (for `--kind rw`, the writer and every read hold). Both refuse a key of
-//!   another type at the lock's key, naming the type found.
+//!   (for `--kind rw`, the writer and every read hold; a semaphore is
+//!   refused). Both refuse a key of another type at the lock's key, naming
+//!   the type found.
 //!
 //! The logic lives here so that tests drive it in-process: parse a [`Cli`]
 //! (or build the argument structs) and call [`run`], [`bench()`],
@@ -34,8 +38,8 @@ pub use bench::{
     SweepPoint, REPORT_SCHEMA,
 };
 pub use inspect::{
-    force_unlock, inspect, ForceUnlockArgs, InspectArgs, LockState, PrimitiveKind, QueueEntry,
-    ReaderEntry, RwState, Unlocked, QUEUE_LISTED,
+    force_unlock, inspect, ForceUnlockArgs, InspectArgs, LockState, PermitHolder, PermitWaiter,
+    PrimitiveKind, QueueEntry, ReaderEntry, RwState, SemaphoreState, Unlocked, QUEUE_LISTED,
 };
 
 /// Exit code after an interrupted bench (128 + SIGINT, as shells report it).
@@ -69,7 +73,8 @@ pub enum Command {
     /// Compare deadbolt's locks with polling locks, side by side on one Redis.
     Bench(BenchArgs),
     /// Show the state of a lock: holder, hold count, TTL, fencing counter
-    /// (and a fair lock's queue, a read-write lock's readers).
+    /// (and a fair lock's queue, a read-write lock's readers; a semaphore's
+    /// permits, holders and waiters).
     Inspect(InspectArgs),
     /// Delete a lock whoever holds it (its holders lose it); needs --yes.
     ForceUnlock(ForceUnlockArgs),

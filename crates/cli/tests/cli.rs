@@ -81,6 +81,12 @@ async fn argument_errors() {
     assert!(parse(&["bench", "--write-ratio", "-0.1"]).is_err());
     assert!(parse(&["bench", "--write-ratio", "NaN"]).is_err());
     assert!(parse(&["bench", "--write-ratio", "10%"]).is_err());
+    assert!(parse(&["bench", "--permits", "-1"]).is_err());
+    assert_eq!(bench_args(&[]).permits, 4);
+    assert_eq!(
+        bench_args(&["--scenario", "semaphore"]).scenarios,
+        [deadbolt_cli::ScenarioKind::Semaphore]
+    );
     assert_eq!(bench_args(&["--write-ratio", "1"]).write_ratio, 1.0);
     assert_eq!(bench_args(&[]).write_ratio, 0.1);
     assert!(parse(&["inspect", "x", "--kind", "queue"]).is_err());
@@ -106,7 +112,7 @@ async fn argument_errors() {
 
     // A scenario asked for that none of the contenders asked for takes part
     // in: refused before the server starts.
-    let cases: [(&[&str], &str); 2] = [
+    let cases: [(&[&str], &str); 5] = [
         (
             &["--scenario", "read-mostly", "--contender", "fair"],
             "--scenario read-mostly measures only lock, rw (not fair)",
@@ -115,6 +121,15 @@ async fn argument_errors() {
             &["--scenario", "contended", "--contender", "rw"],
             "--scenario contended measures only lock, fair, raw-poll, rslock (not rw)",
         ),
+        (
+            &["--scenario", "semaphore", "--contender", "lock,raw-poll"],
+            "--scenario semaphore measures only sem, sem-poll (not lock, raw-poll)",
+        ),
+        (
+            &["--scenario", "idle", "--contender", "sem"],
+            "--scenario idle measures only lock, fair, raw-poll, rslock (not sem)",
+        ),
+        (&["--permits", "0"], "--permits must be at least 1"),
     ];
     for (flags, expected) in cases {
         let err = deadbolt_cli::bench_with(&bench_args(flags), |url| {
@@ -267,6 +282,9 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
                 // Many reads and many writes even in a 150 ms read-mostly run.
                 "--write-ratio",
                 "0.5",
+                // Fewer permits than the 3 waiters: they contend.
+                "--permits",
+                "2",
             ],
         ]
         .concat(),
@@ -288,12 +306,15 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         &["lock", "fair", "raw-poll"]
     };
     let scenarios = ["uncontended", "contended", "handoff", "idle"];
-    // The read-mostly scenario measures the read-write lock beside the Lock.
+    // The read-mostly scenario measures the read-write lock beside the Lock,
+    // the semaphore scenario the two semaphores.
     let read_mostly = ["lock", "rw"];
+    let semaphores = ["sem", "sem-poll"];
     let runs = scenarios
         .iter()
         .flat_map(|s| contenders.iter().map(move |c| (*s, *c)))
-        .chain(read_mostly.iter().map(|c| ("read-mostly", *c)));
+        .chain(read_mostly.iter().map(|c| ("read-mostly", *c)))
+        .chain(semaphores.iter().map(|c| ("semaphore", *c)));
 
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -328,6 +349,7 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         "clients",
         "hold_ms",
         "write_ratio",
+        "permits",
         "rounds",
         "idle_waiters",
         "idle_s",
@@ -341,26 +363,29 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
     }
     assert!(v["skipped"].is_array());
     assert_eq!(v["settings"]["write_ratio"], 0.5);
+    assert_eq!(v["settings"]["permits"], 2);
     let listed: Vec<&str> = v["settings"]["contenders"]
         .as_array()
         .unwrap()
         .iter()
         .map(|c| c.as_str().unwrap())
         .collect();
-    assert_eq!(listed, [contenders, &["rw"]].concat());
+    assert_eq!(listed, [contenders, &["rw"], &semaphores].concat());
+    let ran: Vec<&str> = v["settings"]["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
     assert_eq!(
-        v["settings"]["scenarios"]
-            .as_array()
-            .unwrap()
-            .last()
-            .unwrap(),
-        "read-mostly"
+        ran,
+        [&scenarios[..], &["read-mostly", "semaphore"]].concat()
     );
 
     let results = v["results"].as_array().unwrap();
     assert_eq!(
         results.len(),
-        scenarios.len() * contenders.len() + read_mostly.len()
+        scenarios.len() * contenders.len() + read_mostly.len() + semaphores.len()
     );
     for (s, c) in runs {
         let r = results
@@ -434,6 +459,46 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
                     assert_eq!(per, 2.0, "{what}");
                 } else {
                     assert!((2.0..2.5).contains(&per), "{what}");
+                }
+            }
+            "semaphore" => {
+                assert_eq!(
+                    (r["workers"].as_u64(), r["clients"].as_u64()),
+                    (Some(3), Some(2))
+                );
+                assert!(r["acquisitions"].as_u64().unwrap() > 0, "{what}");
+                assert!(r["acquisitions_per_s"].as_f64().unwrap() > 0.0, "{what}");
+                latency(&r["acquire"]);
+                assert_eq!(r["acquire"]["samples"], r["acquisitions"], "{what}");
+                assert!(
+                    r["read_write"].is_null() && r["handoff"].is_null(),
+                    "{what}"
+                );
+                let f = &r["fairness"];
+                let per_worker: Vec<u64> = f["per_worker"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| n.as_u64().unwrap())
+                    .collect();
+                assert_eq!(per_worker.len(), 3, "{what}");
+                assert_eq!(
+                    per_worker.iter().sum::<u64>(),
+                    r["acquisitions"].as_u64().unwrap(),
+                    "{what}"
+                );
+                let jain = f["jain_index"].as_f64().unwrap();
+                assert!((1.0 / 3.0 - 1e-9..=1.0 + 1e-9).contains(&jain), "{what}");
+                assert!(f["longest_wait_us"].as_f64().unwrap() > 0.0, "{what}");
+                // An acquire and a release at least, and no SCRIPT LOAD: both
+                // load their scripts at connect.
+                let per = r["commands"]["per_acquisition"].as_f64().unwrap();
+                assert!(per >= 2.0, "{what}");
+                let by_command = &r["commands"]["by_command"];
+                assert!(by_command.get("script|load").is_none(), "{what}");
+                if c == "sem-poll" {
+                    // One ZREM per release, none inside the script.
+                    assert_eq!(by_command["zrem"], r["acquisitions"], "{what}");
                 }
             }
             "contended" => {
@@ -512,7 +577,7 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
     );
 
     let table = report.table();
-    for s in scenarios.iter().chain(&["read-mostly"]) {
+    for s in scenarios.iter().chain(&["read-mostly", "semaphore"]) {
         assert!(
             table.contains(&format!("\n{s}:")),
             "table lacks {s}:\n{table}"
@@ -523,6 +588,11 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         "{table}"
     );
     assert!(table.contains("\nrw / lock: "), "{table}");
+    assert!(
+        table.contains("semaphore: 2 permits, 3 waiters over 2 clients taking one each, hold 0 ms"),
+        "{table}"
+    );
+    assert!(table.contains("\nsem / sem-poll: "), "{table}");
     assert!(table.contains("PING p50"), "{table}");
     assert!(table.contains("How to read it:"), "{table}");
     for term in ["Jain", "least/most", "cmds/acq", "N.N×"] {
@@ -606,10 +676,12 @@ async fn inspect_and_force_unlock() {
     fair_guard.unlock().await.unwrap();
     t1.await.unwrap();
     t2.await.unwrap();
+    // A semaphore of the same name is a different thing, with its own keys.
     let mut other = inspect_args.clone();
     other.kind = deadbolt_cli::PrimitiveKind::Semaphore;
-    let err = deadbolt_cli::inspect(&other).await.unwrap_err();
-    assert!(err.to_string().contains("not yet supported"), "{err:#}");
+    let sem = deadbolt_cli::inspect(&other).await.unwrap();
+    assert_eq!(sem.key, "it:{orders:42}:sem");
+    assert_eq!(sem.semaphore.unwrap().permits, None);
 
     let mut force = ForceUnlockArgs {
         target: inspect_args.clone(),
@@ -847,6 +919,176 @@ async fn inspect_and_force_unlock_a_read_write_lock() {
     client.shutdown().await;
 }
 
+/// `--kind semaphore`: never set; then 3 permits with a holder of 2 (fixed
+/// 40 s lease) and one of 1 (the watchdog's 30 s), listed longest lease
+/// first, and a waiter for 2 behind them, asleep while 1 is free and served
+/// once 2 are; force-unlock is refused. Through the library and the binary.
+#[tokio::test]
+async fn inspect_a_semaphore() {
+    use deadbolt_cli::PrimitiveKind;
+    use deadbolt_semaphore::Semaphore;
+
+    let server = RedisServer::start().expect("redis-server (apt-get install -y redis-server)");
+    let client = deadbolt_core::Client::builder(&server.url())
+        .namespace("it")
+        .build()
+        .await
+        .unwrap();
+    let target = InspectArgs {
+        name: "pool".into(),
+        kind: PrimitiveKind::Semaphore,
+        redis: server.url(),
+        namespace: "it".into(),
+    };
+    let cli_args = |cmd: &str, extra: &[&str]| -> Vec<String> {
+        [
+            cmd,
+            "pool",
+            "--kind",
+            "semaphore",
+            "--namespace",
+            "it",
+            "--redis",
+        ]
+        .iter()
+        .map(|s| (*s).to_string())
+        .chain([server.url()])
+        .chain(extra.iter().map(|s| (*s).to_string()))
+        .collect()
+    };
+
+    // Never set.
+    let never = deadbolt_cli::inspect(&target).await.unwrap();
+    assert_eq!(never.key, "it:{pool}:sem");
+    assert_eq!((never.owner.as_deref(), never.rw.as_ref()), (None, None));
+    let sem = never.semaphore.as_ref().expect("semaphore details");
+    assert_eq!(sem.permits, None);
+    assert_eq!((sem.available, sem.holds, sem.waiting), (0, 0, 0));
+    assert!(sem.holders.is_empty() && sem.waiters.is_empty());
+    assert_eq!(
+        never.to_string(),
+        "semaphore pool  (key it:{pool}:sem)\n  permits     never set (acquires wait until \
+         they are set)\n  available   0\n  holders     0\n  waiting     0\n"
+    );
+    let printed = deadbolt_stdout(cli_args("inspect", &[])).await;
+    assert_eq!(printed, never.to_string());
+
+    // Two holders and a waiter.
+    let pool = Semaphore::new(&client, "pool");
+    assert!(pool.try_set_permits(3).await.unwrap());
+    let long = pool
+        .acquire_with_lease(2, Duration::from_secs(40))
+        .await
+        .unwrap();
+    let short = pool.acquire(1).await.unwrap();
+    let other = Semaphore::new(&client, "pool");
+    let waiting = tokio::spawn(async move { other.acquire(2).await.unwrap() });
+    // Its entry is written by its first try: poll the state (no sleeping).
+    let deadline = Instant::now() + HANG;
+    while pool.inspect().await.unwrap().waiting < 1 {
+        assert!(Instant::now() < deadline, "the waiter never queued");
+    }
+    let busy = deadbolt_cli::inspect(&target).await.unwrap();
+    let sem = busy.semaphore.as_ref().unwrap();
+    assert_eq!(sem.permits, Some(3));
+    assert_eq!((sem.available, sem.holds, sem.waiting), (0, 2, 1));
+    let held: Vec<u64> = sem.holders.iter().map(|h| h.permits).collect();
+    assert_eq!(held, [2, 1], "longest lease first");
+    let leases: Vec<Duration> = sem.holders.iter().map(|h| h.lease_left).collect();
+    assert!(
+        leases[0] > Duration::from_secs(30) && leases[0] <= Duration::from_secs(40),
+        "{leases:?}"
+    );
+    assert!(
+        leases[1] > Duration::ZERO && leases[1] <= Duration::from_secs(30),
+        "{leases:?}"
+    );
+    let holder_owner = &sem.holders[0].owner;
+    assert!(holder_owner.starts_with(client.id()), "{holder_owner}");
+    assert_eq!(&sem.holders[1].owner, holder_owner, "one handle took both");
+    assert_eq!(sem.waiters.len(), 1);
+    let w = &sem.waiters[0];
+    assert_eq!((w.permits, w.woken), (2, false));
+    assert!(w.owner.starts_with(client.id()) && &w.owner != holder_owner);
+    let shown = busy.to_string();
+    for line in [
+        "  permits     3\n".to_string(),
+        "  available   0\n".to_string(),
+        "  holders     2\n".to_string(),
+        format!(
+            "      1. {holder_owner}  2 permits  lease left {:.1} s  attempt {}\n",
+            leases[0].as_secs_f64(),
+            sem.holders[0].attempt
+        ),
+        format!("      2. {holder_owner}  1 permit  lease left "),
+        "  waiting     1\n".to_string(),
+        format!(
+            "      1. {}  wants 2 permits  asleep  attempt {}\n",
+            w.owner, w.attempt
+        ),
+    ] {
+        assert!(shown.contains(&line), "{line:?} in\n{shown}");
+    }
+    assert!(!shown.contains("fence"), "{shown}");
+    let printed = deadbolt_stdout(cli_args("inspect", &[])).await;
+    for line in [
+        "  holders     2\n",
+        "  1 permit  ",
+        "wants 2 permits  asleep",
+    ] {
+        assert!(printed.contains(line), "{line:?} in\n{printed}");
+    }
+
+    // One permit back: not enough for the waiter, which stays asleep.
+    short.release().await.unwrap();
+    let one_free = deadbolt_cli::inspect(&target).await.unwrap();
+    let sem = one_free.semaphore.as_ref().unwrap();
+    assert_eq!((sem.available, sem.holds, sem.waiting), (1, 1, 1));
+    assert!(!sem.waiters[0].woken);
+
+    // Two more: the waiter takes its two.
+    long.release().await.unwrap();
+    let got = tokio::time::timeout(HANG, waiting).await.unwrap().unwrap();
+    assert_eq!(got.count(), 2);
+    let served = deadbolt_cli::inspect(&target).await.unwrap();
+    let sem = served.semaphore.as_ref().unwrap();
+    assert_eq!((sem.available, sem.holds, sem.waiting), (1, 1, 0));
+    assert_eq!(sem.holders[0].permits, 2);
+    assert_ne!(&sem.holders[0].owner, holder_owner);
+
+    // force-unlock does not take permits away: refused, nothing changed.
+    let force = ForceUnlockArgs {
+        target: target.clone(),
+        yes: true,
+    };
+    let err = deadbolt_cli::force_unlock(&force).await.unwrap_err();
+    assert!(
+        format!("{err:#}").starts_with("force-unlock --kind semaphore is not supported: "),
+        "{err:#}"
+    );
+    let out = tokio::task::spawn_blocking({
+        let args = cli_args("force-unlock", &["--yes"]);
+        move || {
+            Command::new(env!("CARGO_BIN_EXE_deadbolt"))
+                .args(&args)
+                .stdin(Stdio::null())
+                .output()
+                .expect("run deadbolt")
+        }
+    })
+    .await
+    .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not supported"),
+        "{out:?}"
+    );
+    assert_eq!(pool.available_permits().await.unwrap(), 1);
+    got.release().await.unwrap();
+    assert_eq!(pool.available_permits().await.unwrap(), 3);
+    client.shutdown().await;
+}
+
 /// A key of another type where the lock's hold should be: inspect and
 /// force-unlock refuse it, name the type they found, and delete nothing; the
 /// binary exits non-zero.
@@ -915,6 +1157,20 @@ async fn a_key_of_another_type_is_refused() {
         );
     }
 
+    let _: () = redis::cmd("SET")
+        .arg("it:{x}:sem")
+        .arg("user data")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut sem = target.clone();
+    sem.kind = deadbolt_cli::PrimitiveKind::Semaphore;
+    let err = deadbolt_cli::inspect(&sem).await.unwrap_err();
+    assert_eq!(
+        format!("{err:#}"),
+        "refused: it:{x}:sem holds a string, not a semaphore"
+    );
+
     // The binary: a message on stderr, a non-zero exit, nothing deleted.
     let out = Command::new(env!("CARGO_BIN_EXE_deadbolt"))
         .args([
@@ -955,6 +1211,12 @@ async fn a_key_of_another_type_is_refused() {
         .await
         .unwrap();
     assert_eq!(members, 1, "the refused read-write key was changed");
+    let value: String = redis::cmd("GET")
+        .arg("it:{x}:sem")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(value, "user data", "the refused semaphore key was changed");
 }
 
 /// The binary, stopped by Ctrl-C mid-run: it stops its redis-server, prints

@@ -34,16 +34,23 @@ pub enum ScenarioKind {
     /// `Lock` doing the same work exclusively. Operations/s, reads/s and
     /// writes/s, acquire latency of reads and of writes.
     ReadMostly,
+    /// A semaphore of `--permits` permits, `--waiters` waiters over
+    /// `--clients` clients, each taking one permit, holding it `--hold` and
+    /// giving it back, for `--duration`: deadbolt's `Semaphore` beside a
+    /// polling ZSET semaphore. Acquisitions/s, acquire latency, fairness;
+    /// more than `--permits` holders at once counts as a violation.
+    Semaphore,
 }
 
 impl ScenarioKind {
     /// Every scenario, in the order they run.
-    pub const ALL: [ScenarioKind; 5] = [
+    pub const ALL: [ScenarioKind; 6] = [
         ScenarioKind::Uncontended,
         ScenarioKind::Contended,
         ScenarioKind::Handoff,
         ScenarioKind::Idle,
         ScenarioKind::ReadMostly,
+        ScenarioKind::Semaphore,
     ];
 
     /// The name used on the command line and in the JSON report.
@@ -54,12 +61,14 @@ impl ScenarioKind {
             ScenarioKind::Handoff => "handoff",
             ScenarioKind::Idle => "idle",
             ScenarioKind::ReadMostly => "read-mostly",
+            ScenarioKind::Semaphore => "semaphore",
         }
     }
 
     /// Whether this scenario measures `contender`: the read-mostly scenario
-    /// compares the read-write lock with the `Lock` only, and the read-write
-    /// lock takes part in no other scenario.
+    /// compares the read-write lock with the `Lock` only, the semaphore
+    /// scenario the two semaphores only, and the read-write lock and the
+    /// semaphores take part in no other scenario.
     ///
     /// # Examples
     /// ```
@@ -68,13 +77,16 @@ impl ScenarioKind {
     /// assert!(ScenarioKind::ReadMostly.measures(ContenderKind::Lock));
     /// assert!(!ScenarioKind::ReadMostly.measures(ContenderKind::Fair));
     /// assert!(!ScenarioKind::Contended.measures(ContenderKind::Rw));
+    /// assert!(ScenarioKind::Semaphore.measures(ContenderKind::SemPoll));
+    /// assert!(!ScenarioKind::Semaphore.measures(ContenderKind::Lock));
+    /// assert!(!ScenarioKind::Idle.measures(ContenderKind::Sem));
     /// ```
     pub fn measures(self, contender: ContenderKind) -> bool {
+        use ContenderKind::{Lock, Rw, Sem, SemPoll};
         match self {
-            ScenarioKind::ReadMostly => {
-                matches!(contender, ContenderKind::Lock | ContenderKind::Rw)
-            }
-            _ => contender != ContenderKind::Rw,
+            ScenarioKind::ReadMostly => matches!(contender, Lock | Rw),
+            ScenarioKind::Semaphore => matches!(contender, Sem | SemPoll),
+            _ => !matches!(contender, Rw | Sem | SemPoll),
         }
     }
 
@@ -110,16 +122,26 @@ pub enum ContenderKind {
     /// deadbolt's read-write `RwLock` (read-mostly scenario only): reads
     /// take its read side, writes its write side.
     Rw,
+    /// deadbolt's `Semaphore` (semaphore scenario only): leased permits,
+    /// Pub/Sub wake-ups for exactly the waiters that fit.
+    Sem,
+    /// The textbook polling semaphore (semaphore scenario only): a ZSET of
+    /// holders scored by the server time they took a permit; one Lua script
+    /// drops those older than `--lease` and adds the caller if fewer than
+    /// `--permits` remain, tried every `--poll-interval`; released by ZREM.
+    SemPoll,
 }
 
 impl ContenderKind {
     /// Every contender, in the order they run.
-    pub const ALL: [ContenderKind; 5] = [
+    pub const ALL: [ContenderKind; 7] = [
         ContenderKind::Lock,
         ContenderKind::Fair,
         ContenderKind::RawPoll,
         ContenderKind::Rslock,
         ContenderKind::Rw,
+        ContenderKind::Sem,
+        ContenderKind::SemPoll,
     ];
 
     /// The name used on the command line and in the JSON report.
@@ -130,6 +152,8 @@ impl ContenderKind {
             ContenderKind::RawPoll => "raw-poll",
             ContenderKind::Rslock => "rslock",
             ContenderKind::Rw => "rw",
+            ContenderKind::Sem => "sem",
+            ContenderKind::SemPoll => "sem-poll",
         }
     }
 }
@@ -230,8 +254,8 @@ pub struct BenchArgs {
     )]
     pub contenders: Vec<ContenderKind>,
 
-    /// How long each contender runs the uncontended, contended and
-    /// read-mostly scenarios, and the time bound of its hand-off rounds.
+    /// How long each contender runs the uncontended, contended, read-mostly
+    /// and semaphore scenarios, and the time bound of its hand-off rounds.
     #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
     pub duration: Duration,
 
@@ -239,16 +263,18 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 4, value_name = "T")]
     pub tasks: u32,
 
-    /// Contended and read-mostly: number of waiters on the one name.
+    /// Contended, read-mostly and semaphore: number of waiters on the one
+    /// name.
     #[arg(long, default_value_t = 8, value_name = "W")]
     pub waiters: u32,
 
-    /// Contended, read-mostly and idle: number of separate clients
-    /// (connections) the waiters are spread over.
+    /// Contended, read-mostly, semaphore and idle: number of separate
+    /// clients (connections) the waiters are spread over.
     #[arg(long, default_value_t = 4, value_name = "C")]
     pub clients: u32,
 
-    /// Contended and read-mostly: how long each acquisition holds the lock.
+    /// Contended, read-mostly and semaphore: how long each acquisition holds
+    /// the lock (the permit).
     #[arg(long, default_value = "0ms", value_parser = parse_duration, value_name = "DURATION")]
     pub hold: Duration,
 
@@ -257,6 +283,10 @@ pub struct BenchArgs {
     /// same for every contender.
     #[arg(long, default_value = "0.1", value_parser = parse_ratio, value_name = "RATIO")]
     pub write_ratio: f64,
+
+    /// Semaphore: permits of the semaphore (each waiter takes one at a time).
+    #[arg(long, default_value_t = 4, value_name = "P")]
+    pub permits: u32,
 
     /// Hand-off: number of rounds (bounded by --duration too).
     #[arg(long, default_value_t = 200, value_name = "N")]
@@ -270,12 +300,12 @@ pub struct BenchArgs {
     #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
     pub idle_time: Duration,
 
-    /// raw-poll: sleep between two tries.
+    /// raw-poll and sem-poll: sleep between two tries.
     #[arg(long, default_value = "100ms", value_parser = parse_duration, value_name = "DURATION")]
     pub poll_interval: Duration,
 
-    /// Lease of every hold: rslock's and raw-poll's TTL, deadbolt's watchdog
-    /// timeout.
+    /// Lease of every hold: rslock's and raw-poll's TTL, sem-poll's holder
+    /// age limit, deadbolt's watchdog timeout.
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
     pub lease: Duration,
 
@@ -414,6 +444,7 @@ impl BenchArgs {
             ("--tasks", self.tasks),
             ("--waiters", self.waiters),
             ("--clients", self.clients),
+            ("--permits", self.permits),
             ("--rounds", self.rounds),
             ("--idle-waiters", self.idle_waiters),
         ];

@@ -8,6 +8,11 @@
 //! its one exclusive lock. Futures are boxed so the scenarios can run any
 //! contender through `dyn`.
 //!
+//! The semaphores fit the same mould: a handle's `acquire` takes one permit
+//! and `release` gives it back. A client's `prepare` sets deadbolt's
+//! semaphore's permits before a run (the polling one is told its capacity
+//! with every try).
+//!
 //! deadbolt's `Lock` and `FairLock` are both `deadbolt_core::Exclusive<K>`;
 //! one generic implementation serves every exclusive kind. The `RwLock`
 //! serves `acquire` with its write side.
@@ -31,8 +36,10 @@ pub(crate) struct ContenderOptions {
     pub(crate) namespace: String,
     /// Lease of every hold (TTL, or deadbolt's watchdog timeout).
     pub(crate) lease: Duration,
-    /// raw-poll's sleep between tries.
+    /// raw-poll's and sem-poll's sleep between tries.
     pub(crate) poll_interval: Duration,
+    /// The semaphores' permits.
+    pub(crate) permits: u32,
 }
 
 /// One lock implementation under test.
@@ -70,13 +77,20 @@ pub(crate) trait ContenderClient: Send + Sync {
     /// A new owner of the lock `name`.
     fn handle(&self, name: &str) -> Arc<dyn LockHandle>;
 
+    /// Make `name` ready for its first acquire, before a run: deadbolt's
+    /// semaphore sets its permits. Nothing for the others.
+    fn prepare<'a>(&'a self, _name: &'a str) -> BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
     /// Close the client's connections and background tasks.
     fn shutdown(&self) -> BoxFuture<'_, ()>;
 }
 
 /// One owner of one lock name.
 pub(crate) trait LockHandle: Send + Sync {
-    /// Wait until this handle holds the lock (a read-write lock: for writing).
+    /// Wait until this handle holds the lock (a read-write lock: for
+    /// writing; a semaphore: one permit).
     fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>>;
 
     /// Wait until this handle holds the lock for reading; an exclusive lock
@@ -107,6 +121,15 @@ pub(crate) fn make(
         ContenderKind::Rw => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
             Arc::new(deadbolt_rwlock::RwLock::new(c, n))
         }))),
+        ContenderKind::Sem => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
+            Arc::new(deadbolt_semaphore::Semaphore::new(c, n))
+        }))),
+        ContenderKind::SemPoll => Ok(Box::new(SemPoll {
+            namespace: opts.namespace.clone(),
+            lease_ms: lease_millis(opts.lease),
+            interval: opts.poll_interval,
+            permits: opts.permits,
+        })),
         ContenderKind::RawPoll => Ok(Box::new(RawPoll {
             namespace: opts.namespace.clone(),
             lease_ms: lease_millis(opts.lease),
@@ -145,6 +168,8 @@ struct Deadbolt {
     namespace: String,
     lease: Duration,
     make: MakeHandle,
+    /// The permits a semaphore is set to before a run; `None` for the locks.
+    permits: Option<u64>,
 }
 
 impl Deadbolt {
@@ -154,6 +179,7 @@ impl Deadbolt {
             namespace: opts.namespace.clone(),
             lease: opts.lease,
             make,
+            permits: (kind == ContenderKind::Sem).then_some(u64::from(opts.permits)),
         }
     }
 }
@@ -186,6 +212,7 @@ impl Contender for Deadbolt {
                 .preload(deadbolt_lock::SCRIPTS)
                 .preload(deadbolt_fair::SCRIPTS)
                 .preload(deadbolt_rwlock::SCRIPTS)
+                .preload(deadbolt_semaphore::SCRIPTS)
                 .namespace(&self.namespace)
                 .watchdog_timeout(self.lease)
                 .build()
@@ -194,6 +221,7 @@ impl Contender for Deadbolt {
             Ok(Box::new(DeadboltClient {
                 client,
                 make: self.make,
+                permits: self.permits,
             }) as Box<dyn ContenderClient>)
         })
     }
@@ -202,11 +230,27 @@ impl Contender for Deadbolt {
 struct DeadboltClient {
     client: deadbolt_core::Client,
     make: MakeHandle,
+    permits: Option<u64>,
 }
 
 impl ContenderClient for DeadboltClient {
     fn handle(&self, name: &str) -> Arc<dyn LockHandle> {
         (self.make)(&self.client, name)
+    }
+
+    fn prepare<'a>(&'a self, name: &'a str) -> BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(async move {
+            let Some(permits) = self.permits else {
+                return Ok(());
+            };
+            let sem = deadbolt_semaphore::Semaphore::new(&self.client, name);
+            // Names are new for every run: permits set before would be a
+            // leftover with perhaps another count.
+            if !sem.try_set_permits(permits).await? {
+                bail!("the semaphore {name} had its permits set already");
+            }
+            Ok(())
+        })
     }
 
     fn shutdown(&self) -> BoxFuture<'_, ()> {
@@ -243,6 +287,19 @@ impl LockHandle for deadbolt_rwlock::RwLock {
 impl Held for deadbolt_rwlock::ReadGuard {
     fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
         Box::pin(async move { Ok((*self).unlock().await?) })
+    }
+}
+
+/// deadbolt's `Semaphore`: `acquire(1)` with a watchdog lease.
+impl LockHandle for deadbolt_semaphore::Semaphore {
+    fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
+        Box::pin(async move { Ok(Box::new(self.acquire(1).await?) as Box<dyn Held>) })
+    }
+}
+
+impl Held for deadbolt_semaphore::Permits {
+    fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
+        Box::pin(async move { Ok((*self).release().await?) })
     }
 }
 
@@ -375,6 +432,163 @@ impl Held for RawHeld {
                 .await?;
             if deleted != 1 {
                 bail!("raw-poll release: {} was no longer ours", self.key);
+            }
+            Ok(())
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// sem-poll: the textbook ZSET semaphore
+// ---------------------------------------------------------------------------
+
+/// Commands sem-poll sends itself: its acquire script and ZREM to release.
+/// ZREMRANGEBYSCORE, ZCARD and ZADD run inside the script and are left out.
+const SEM_POLL_COMMANDS: &[&str] = &["evalsha", "eval", "script|load", "zrem"];
+
+/// Take a permit if fewer than P holders are left once those older than the
+/// lease are dropped. Timestamps are the server's (TIME), never a client's.
+static SEM_POLL_ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"-- KEYS[1] holders: ZSET holder id -> server ms it took its permit
+-- ARGV[1] holder id, ARGV[2] permits P, ARGV[3] lease ms
+-- Reply: 1 taken, 0 busy (P holders younger than the lease)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[3]))
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('ZADD', KEYS[1], now, ARGV[1])
+  return 1
+end
+return 0",
+    )
+});
+
+struct SemPoll {
+    namespace: String,
+    lease_ms: u64,
+    interval: Duration,
+    permits: u32,
+}
+
+impl Contender for SemPoll {
+    fn kind(&self) -> ContenderKind {
+        ContenderKind::SemPoll
+    }
+
+    fn client_commands(&self) -> &'static [&'static str] {
+        SEM_POLL_COMMANDS
+    }
+
+    fn poll_period(&self) -> Option<Duration> {
+        Some(self.interval)
+    }
+
+    fn connect<'a>(
+        &'a self,
+        url: &'a str,
+    ) -> BoxFuture<'a, anyhow::Result<Box<dyn ContenderClient>>> {
+        Box::pin(async move {
+            let mut conn = redis::Client::open(url)?
+                .get_multiplexed_async_connection()
+                .await
+                .context("connecting a sem-poll client")?;
+            // Loaded at connect, as deadbolt's scripts are, so no SCRIPT LOAD
+            // shows in cmds/acq.
+            SEM_POLL_ACQUIRE
+                .load_async(&mut conn)
+                .await
+                .context("loading sem-poll's acquire script")?;
+            Ok(Box::new(SemPollClient {
+                conn,
+                namespace: self.namespace.clone(),
+                lease_ms: self.lease_ms,
+                interval: self.interval,
+                permits: self.permits,
+            }) as Box<dyn ContenderClient>)
+        })
+    }
+}
+
+struct SemPollClient {
+    conn: MultiplexedConnection,
+    namespace: String,
+    lease_ms: u64,
+    interval: Duration,
+    permits: u32,
+}
+
+impl ContenderClient for SemPollClient {
+    fn handle(&self, name: &str) -> Arc<dyn LockHandle> {
+        Arc::new(SemPollHandle {
+            conn: self.conn.clone(),
+            key: format!("{}:sem-poll:{name}", self.namespace),
+            lease_ms: self.lease_ms,
+            interval: self.interval,
+            permits: self.permits,
+        })
+    }
+
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+struct SemPollHandle {
+    conn: MultiplexedConnection,
+    key: String,
+    lease_ms: u64,
+    interval: Duration,
+    permits: u32,
+}
+
+impl LockHandle for SemPollHandle {
+    fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
+        Box::pin(async move {
+            let id = format!("{:032x}", rand::random::<u128>());
+            let mut conn = self.conn.clone();
+            loop {
+                let taken: i64 = SEM_POLL_ACQUIRE
+                    .key(&self.key)
+                    .arg(&id)
+                    .arg(self.permits)
+                    .arg(self.lease_ms)
+                    .invoke_async(&mut conn)
+                    .await?;
+                if taken == 1 {
+                    return Ok(Box::new(SemPollHeld {
+                        conn,
+                        key: self.key.clone(),
+                        id,
+                    }) as Box<dyn Held>);
+                }
+                tokio::time::sleep(self.interval).await;
+            }
+        })
+    }
+}
+
+struct SemPollHeld {
+    conn: MultiplexedConnection,
+    key: String,
+    id: String,
+}
+
+impl Held for SemPollHeld {
+    fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
+        Box::pin(async move {
+            let mut conn = self.conn;
+            let removed: i64 = redis::cmd("ZREM")
+                .arg(&self.key)
+                .arg(&self.id)
+                .query_async(&mut conn)
+                .await?;
+            if removed != 1 {
+                bail!(
+                    "sem-poll release: {} no longer listed {}",
+                    self.key,
+                    self.id
+                );
             }
             Ok(())
         })

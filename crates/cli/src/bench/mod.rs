@@ -1,5 +1,6 @@
 //! `deadbolt bench`: deadbolt's locks and the polling locks people use, side by
-//! side, measured in one run on one Redis.
+//! side, measured in one run on one Redis (and deadbolt's semaphore beside a
+//! polling one).
 //!
 //! The run: start a throwaway redis-server unless `--redis` is given (and stop
 //! it at the end, on error and on Ctrl-C), then for each selected scenario run
@@ -194,6 +195,7 @@ fn resolve_contenders(args: &BenchArgs) -> anyhow::Result<(Contenders, Vec<Skipp
         namespace: args.namespace.clone(),
         lease: args.lease,
         poll_interval: args.poll_interval,
+        permits: args.permits,
     };
     let mut run = Vec::new();
     let mut skipped = Vec::new();
@@ -320,6 +322,7 @@ fn settings(args: &BenchArgs, plan: &Plan) -> Settings {
         clients: args.clients,
         hold_ms: args.hold.as_secs_f64() * 1e3,
         write_ratio: args.write_ratio,
+        permits: args.permits,
         rounds: args.rounds,
         idle_waiters: args.idle_waiters,
         idle_s: args.idle_time.as_secs_f64(),

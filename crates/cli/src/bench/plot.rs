@@ -39,6 +39,8 @@ fn colour(kind: ContenderKind) -> RGBColor {
         ContenderKind::RawPoll => RGBColor(0xd6, 0x27, 0x28),
         ContenderKind::Rslock => RGBColor(0xff, 0x7f, 0x0e),
         ContenderKind::Rw => RGBColor(0x94, 0x67, 0xbd),
+        ContenderKind::Sem => RGBColor(0x8c, 0x56, 0x4b),
+        ContenderKind::SemPoll => RGBColor(0xe3, 0x77, 0xc2),
     }
 }
 

@@ -32,7 +32,8 @@ pub const REPORT_SCHEMA: u32 = 1;
 ///   "host": { "cpus": 2, "pinned": false },
 ///   "settings": { "scenarios": ["uncontended", ...], "contenders": ["lock", ...],
 ///                 "duration_s": 2.0, "tasks": 4, "waiters": 8, "clients": 4,
-///                 "hold_ms": 0.0, "write_ratio": 0.1, "rounds": 200, "idle_waiters": 4,
+///                 "hold_ms": 0.0, "write_ratio": 0.1, "permits": 4, "rounds": 200,
+///                 "idle_waiters": 4,
 ///                 "idle_s": 2.0, "poll_interval_ms": 100.0, "lease_ms": 30000.0,
 ///                 "plot_waiters": [] },
 ///   "ping": Latency | null,                  // every PING of the run together
@@ -42,22 +43,28 @@ pub const REPORT_SCHEMA: u32 = 1;
 /// }
 ///
 /// RunResult = {
-///   "scenario": "uncontended" | "contended" | "handoff" | "idle" | "read-mostly",
-///   "contender": "lock" | "fair" | "raw-poll" | "rslock" | "rw",   // rw: read-mostly only
+///   "scenario": "uncontended" | "contended" | "handoff" | "idle" | "read-mostly"
+///             | "semaphore",
+///   "contender": "lock" | "fair" | "raw-poll" | "rslock"
+///              | "rw"                        // read-mostly only
+///              | "sem" | "sem-poll",         // semaphore only
 ///   "workers": 4, "clients": 1,              // tasks/waiters, and clients they share
 ///   "elapsed_s": 2.0,                        // measured window
 ///   "acquisitions": 41000,                   // all acquisitions in the window
 ///                                            // (read-mostly: operations, reads and writes)
-///   "acquisitions_per_s": 20500.0 | null,    // uncontended, contended and read-mostly
+///   "acquisitions_per_s": 20500.0 | null,    // uncontended, contended, read-mostly,
+///                                            // semaphore
 ///   "rounds": 200 | null,                    // hand-off rounds (handoff only)
 ///   "errors": 0, "first_error": "..." | null,
-///   "exclusion_violations": 0,               // two holders seen at once (must be 0)
+///   "exclusion_violations": 0,               // two holders seen at once (semaphore:
+///                                            // more than --permits); must be 0
 ///   "ping_p50_us": 45.0 | null,              // this run's PING floor (null for idle)
-///   "acquire": Latency | null,               // time in acquire (uncontended, contended;
-///                                            // read-mostly: reads and writes together)
+///   "acquire": Latency | null,               // time in acquire (uncontended, contended,
+///                                            // semaphore; read-mostly: reads and writes
+///                                            // together)
 ///   "acquire_release": Latency | null,       // acquire + release (uncontended)
 ///   "handoff": Latency | null,               // release start → next holder (handoff)
-///   "fairness": Fairness | null,             // contended and read-mostly
+///   "fairness": Fairness | null,             // contended, read-mostly and semaphore
 ///   "read_write": ReadWrite | null,          // read-mostly only
 ///   "commands": {
 ///     "counted": 82000,                      // round trips the contender's clients sent
@@ -84,7 +91,8 @@ pub const REPORT_SCHEMA: u32 = 1;
 /// contenders run one after another. Redis also counts the commands a Lua
 /// script runs, so only the commands the contender's clients send themselves
 /// are `counted` (EVALSHA, SUBSCRIBE… for deadbolt; SET, EVALSHA for the
-/// `SET NX` locks); the bench's own PINGs and INFOs are taken out.
+/// `SET NX` locks; EVALSHA, ZREM for the polling semaphore); the bench's own
+/// PINGs and INFOs are taken out.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Report {
@@ -154,6 +162,8 @@ pub struct Settings {
     pub hold_ms: f64,
     /// `--write-ratio`: the share of read-mostly operations that write.
     pub write_ratio: f64,
+    /// `--permits`: the semaphore scenario's permits.
+    pub permits: u32,
     /// `--rounds`.
     pub rounds: u32,
     /// `--idle-waiters`.
@@ -185,8 +195,8 @@ pub struct RunResult {
     /// Acquisitions in the window (read-mostly: operations, reads and
     /// writes).
     pub acquisitions: u64,
-    /// Acquisitions per second (uncontended, contended and read-mostly; else
-    /// `null`).
+    /// Acquisitions per second (uncontended, contended, read-mostly and
+    /// semaphore; else `null`).
     pub acquisitions_per_s: Option<f64>,
     /// Hand-off rounds (handoff; else `null`).
     pub rounds: Option<u64>,
@@ -194,17 +204,19 @@ pub struct RunResult {
     pub errors: u64,
     /// The first error's message.
     pub first_error: Option<String>,
-    /// Times two holders were seen at once; anything but 0 is a bug.
+    /// Times two holders were seen at once (semaphore: more than
+    /// `--permits`); anything but 0 is a bug.
     pub exclusion_violations: u64,
     /// PING p50 timed during this run, µs (`null` for idle).
     pub ping_p50_us: Option<f64>,
-    /// Time spent in acquire (read-mostly: reads and writes together).
+    /// Time spent in acquire (uncontended, contended, semaphore; read-mostly:
+    /// reads and writes together).
     pub acquire: Option<Latency>,
     /// Time of acquire plus release (uncontended).
     pub acquire_release: Option<Latency>,
     /// From the start of the holder's release to the waiter holding the lock (handoff).
     pub handoff: Option<Latency>,
-    /// Fairness across waiters (contended and read-mostly).
+    /// Fairness across waiters (contended, read-mostly and semaphore).
     pub fairness: Option<Fairness>,
     /// Reads and writes apart (read-mostly).
     pub read_write: Option<ReadWrite>,
@@ -395,8 +407,13 @@ impl Report {
         let mut notes = Vec::new();
         for r in &self.results {
             if r.exclusion_violations > 0 {
+                let what = if r.scenario == ScenarioKind::Semaphore {
+                    format!("more than {} holders seen at once", self.settings.permits)
+                } else {
+                    "mutual exclusion violated".to_string()
+                };
                 notes.push(format!(
-                    "!! {} / {}: mutual exclusion violated {} times",
+                    "!! {} / {}: {what} {} times",
                     r.scenario.name(),
                     r.contender.name(),
                     r.exclusion_violations
@@ -455,18 +472,20 @@ impl Report {
                     "contended: {} waiters over {} clients on one name, hold {} ms, {:.1} s each",
                     s.waiters, s.clients.min(s.waiters), s.hold_ms, s.duration_s
                 ),
-                    &[
-                        "contender",
-                        "acq/s",
-                        "acquire p50",
-                        "p99",
-                        "longest wait",
-                        "Jain",
-                        "least/most",
-                        "cmds/acq",
-                        "PING p50",
-                        "errors",
-                    ],
+                    WAITERS_HEADER,
+                ),
+                ScenarioKind::Semaphore => (
+                    format!(
+                        "semaphore: {} permit{}, {} waiters over {} clients taking one each, \
+                         hold {} ms, {:.1} s each",
+                        s.permits,
+                        if s.permits == 1 { "" } else { "s" },
+                        s.waiters,
+                        s.clients.min(s.waiters),
+                        s.hold_ms,
+                        s.duration_s
+                    ),
+                    WAITERS_HEADER,
                 ),
                 ScenarioKind::Handoff => (
                     format!(
@@ -551,7 +570,7 @@ impl Report {
                     ping,
                     errors,
                 ],
-                ScenarioKind::Contended => {
+                ScenarioKind::Contended | ScenarioKind::Semaphore => {
                     let (jain, ratio, longest) = r.fairness.as_ref().map_or_else(
                         || ("-".into(), "-".into(), "-".into()),
                         |f| {
@@ -628,11 +647,14 @@ impl Report {
             table.row(row);
         }
         let mut out = format!("{title}\n{}", table.render());
-        if scenario == ScenarioKind::ReadMostly {
-            if let Some(line) = rw_over_lock(rows) {
-                out.push_str(&line);
-                out.push('\n');
-            }
+        let summary = match scenario {
+            ScenarioKind::ReadMostly => rw_over_lock(rows),
+            ScenarioKind::Semaphore => sem_over_poll(rows),
+            _ => None,
+        };
+        if let Some(line) = summary {
+            out.push_str(&line);
+            out.push('\n');
         }
         out
     }
@@ -675,16 +697,51 @@ impl Report {
     }
 }
 
+/// The columns of the scenarios where many waiters take one name (a lock,
+/// or a semaphore's permits).
+const WAITERS_HEADER: &[&str] = &[
+    "contender",
+    "acq/s",
+    "acquire p50",
+    "p99",
+    "longest wait",
+    "Jain",
+    "least/most",
+    "cmds/acq",
+    "PING p50",
+    "errors",
+];
+
+/// `a` over `b` as "2.41×", or "-" when either is missing or `b` is 0.
+fn times(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
+        _ => "-".to_string(),
+    }
+}
+
+/// The semaphore summary: deadbolt's `Semaphore` over the polling one, when
+/// both ran ("sem / sem-poll: 3.10× the acq/s; acquire p50 0.20×, p99
+/// 0.05×, cmds/acq 0.40×").
+fn sem_over_poll(rows: &[&RunResult]) -> Option<String> {
+    let find = |kind| rows.iter().find(|r| r.contender == kind);
+    let (sem, poll) = (find(ContenderKind::Sem)?, find(ContenderKind::SemPoll)?);
+    let lat = |r: &RunResult, pick: fn(&Latency) -> f64| r.acquire.as_ref().map(pick);
+    Some(format!(
+        "sem / sem-poll: {} the acq/s; acquire p50 {}, p99 {}, cmds/acq {}",
+        times(sem.acquisitions_per_s, poll.acquisitions_per_s),
+        times(lat(sem, |l| l.p50_us), lat(poll, |l| l.p50_us)),
+        times(lat(sem, |l| l.p99_us), lat(poll, |l| l.p99_us)),
+        times(sem.commands.per_acquisition, poll.commands.per_acquisition),
+    ))
+}
+
 /// The read-mostly summary: the `RwLock`'s figures over the `Lock`'s, when
 /// both ran ("rw / lock: 2.41× the ops/s; read p50 0.38×, write p50
 /// 1.20×").
 fn rw_over_lock(rows: &[&RunResult]) -> Option<String> {
     let find = |kind| rows.iter().find(|r| r.contender == kind);
     let (rw, lock) = (find(ContenderKind::Rw)?, find(ContenderKind::Lock)?);
-    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
-        _ => "-".to_string(),
-    };
     let p50 = |r: &RunResult, write: bool| {
         r.read_write.as_ref().and_then(|m| {
             if write {
@@ -697,44 +754,44 @@ fn rw_over_lock(rows: &[&RunResult]) -> Option<String> {
     };
     Some(format!(
         "rw / lock: {} the ops/s; read p50 {}, write p50 {}",
-        ratio(rw.acquisitions_per_s, lock.acquisitions_per_s),
-        ratio(p50(rw, false), p50(lock, false)),
-        ratio(p50(rw, true), p50(lock, true)),
+        times(rw.acquisitions_per_s, lock.acquisitions_per_s),
+        times(p50(rw, false), p50(lock, false)),
+        times(p50(rw, true), p50(lock, true)),
     ))
 }
 
 /// What the columns mean and which way is better, for the scenarios shown.
 fn legend(shown: &[ScenarioKind]) -> String {
-    use ScenarioKind::{Contended, Handoff, Idle, ReadMostly, Uncontended};
+    use ScenarioKind::{Contended, Handoff, Idle, ReadMostly, Semaphore, Uncontended};
     let any = |kinds: &[ScenarioKind]| kinds.iter().any(|k| shown.contains(k));
-    let entries: [(bool, &str, &str); 13] = [
+    let entries: [(bool, &str, &str); 14] = [
         (
-            any(&[Uncontended, Contended, Handoff, ReadMostly]),
+            any(&[Uncontended, Contended, Handoff, ReadMostly, Semaphore]),
             "N.N×",
             "latency over the PING p50 of the same run (1× = one round trip); lower is better",
         ),
         (
-            any(&[Uncontended, Contended]),
+            any(&[Uncontended, Contended, Semaphore]),
             "acq/s",
             "acquisitions per second, all workers together; higher is better (see least/most)",
         ),
         (
-            any(&[Contended]),
+            any(&[Contended, Semaphore]),
             "longest wait",
-            "the longest single wait for the lock; lower is better",
+            "the longest single wait for the lock (or a permit); lower is better",
         ),
         (
-            any(&[Contended]),
+            any(&[Contended, Semaphore]),
             "Jain",
             "Jain's index of acquisitions per waiter: 1 = equal, 1/n = one got all; higher is better",
         ),
         (
-            any(&[Contended]),
+            any(&[Contended, Semaphore]),
             "least/most",
             "least-served waiter's acquisitions over the most-served's: 0.00 = one starved; higher is better",
         ),
         (
-            any(&[Uncontended, Contended, Handoff]),
+            any(&[Uncontended, Contended, Handoff, Semaphore]),
             "cmds/acq",
             "commands the clients sent per acquisition (not those inside scripts); lower is better",
         ),
@@ -772,7 +829,13 @@ fn legend(shown: &[ScenarioKind]) -> String {
              for latencies is the RwLock ahead",
         ),
         (
-            any(&[Uncontended, Contended, Handoff, ReadMostly]),
+            any(&[Semaphore]),
+            "sem / sem-poll",
+            "deadbolt's Semaphore's figure over the polling one's in the same run: above 1× for \
+             acq/s, below 1× for latencies and cmds/acq is the Semaphore ahead",
+        ),
+        (
+            any(&[Uncontended, Contended, Handoff, ReadMostly, Semaphore]),
             "PING p50",
             "the round-trip floor during that run; a high one means a loaded machine",
         ),
@@ -934,6 +997,8 @@ mod tests {
             "read p50",
             "cmds/op",
             "rw / lock",
+            "sem / sem-poll",
+            "longest wait",
         ] {
             assert!(all.contains(&format!("\n  {term} ")), "{term}:\n{all}");
         }
@@ -947,6 +1012,13 @@ mod tests {
         assert!(
             mixed.contains("\n  ops/s ") && !mixed.contains("\n  acq/s "),
             "{mixed}"
+        );
+        let sem = legend(&[ScenarioKind::Semaphore]);
+        assert!(
+            sem.contains("\n  acq/s ")
+                && sem.contains("\n  sem / sem-poll ")
+                && !sem.contains("rw / lock"),
+            "{sem}"
         );
         assert_eq!(legend(&[]), "");
     }

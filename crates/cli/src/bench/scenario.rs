@@ -1,4 +1,4 @@
-//! The five scenarios, each run for one contender at a time.
+//! The six scenarios, each run for one contender at a time.
 //!
 //! Every run opens its own clients, takes an `INFO commandstats` snapshot
 //! before and after its window, and (except idle) times PING on a side
@@ -151,6 +151,19 @@ pub(crate) async fn run(
         ScenarioKind::Handoff => handoff(env, c).await,
         ScenarioKind::Idle => idle(env, c).await,
         ScenarioKind::ReadMostly => read_mostly(env, c).await,
+        ScenarioKind::Semaphore => {
+            let w = env.args.waiters;
+            let permits = env.args.permits;
+            many_waiters(
+                env,
+                c,
+                ScenarioKind::Semaphore,
+                w,
+                env.args.clients.min(w),
+                u64::from(permits),
+            )
+            .await
+        }
     }
 }
 
@@ -237,6 +250,34 @@ impl Exclusion {
         } else {
             self.leave();
         }
+    }
+
+    fn violations(&self) -> u64 {
+        self.0 .1.load(Ordering::SeqCst)
+    }
+}
+
+/// Watches one name for more holders at once than it allows (`limit`: 1
+/// for a lock, the permits for a semaphore).
+#[derive(Debug, Clone)]
+struct Capacity(Arc<(AtomicU64, AtomicU64)>, u64);
+
+impl Capacity {
+    fn new(limit: u64) -> Capacity {
+        Capacity(Arc::default(), limit)
+    }
+
+    /// A holder got in.
+    fn enter(&self) {
+        if self.0 .0.fetch_add(1, Ordering::SeqCst) >= self.1 {
+            self.0 .1.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A holder is about to give its place back (before the release is
+    /// sent).
+    fn leave(&self) {
+        self.0 .0.fetch_sub(1, Ordering::SeqCst);
     }
 
     fn violations(&self) -> u64 {
@@ -396,26 +437,48 @@ pub(crate) async fn contended(
     waiters: u32,
     clients_n: u32,
 ) -> anyhow::Result<RunResult> {
+    many_waiters(env, c, ScenarioKind::Contended, waiters, clients_n, 1).await
+}
+
+/// W waiters over C clients on one name, each taking it (a lock, or one
+/// permit of a semaphore: see [`ContenderClient::prepare`]), holding it
+/// `--hold` and giving it back, for `--duration`. More than `limit` holders
+/// at once counts as a violation.
+///
+/// [`ContenderClient::prepare`]: super::contender::ContenderClient::prepare
+async fn many_waiters(
+    env: &mut Env<'_>,
+    c: &dyn Contender,
+    scenario: ScenarioKind,
+    waiters: u32,
+    clients_n: u32,
+    limit: u64,
+) -> anyhow::Result<RunResult> {
     let args = env.args;
     let hold = args.hold;
     let clients = env.connect(c, clients_n).await?;
-    let name = env.name(ScenarioKind::Contended, c, waiters);
+    let name = env.name(scenario, c, waiters);
+    clients[0]
+        .prepare(&name)
+        .await
+        .with_context(|| format!("preparing {name}"))?;
     let handles: Vec<_> = (0..waiters)
         .zip(clients.iter().cycle())
         .map(|(_, client)| client.handle(&name))
         .collect();
-    let exclusion = Exclusion::default();
+    let capacity = Capacity::new(limit);
     let pinger = Pinger::start(&env.url).await?;
     let before = env.snapshot().await?;
-    let bar = env.progress.start(
-        &format!("contended×{waiters} · {}", c.kind().name()),
-        planned(args, ScenarioKind::Contended),
-    );
+    let label = match scenario {
+        ScenarioKind::Semaphore => format!("semaphore×{waiters}/{limit} · {}", c.kind().name()),
+        _ => format!("contended×{waiters} · {}", c.kind().name()),
+    };
+    let bar = env.progress.start(&label, planned(args, scenario));
     let start = Instant::now();
     let deadline = start + args.duration;
     let mut set = JoinSet::new();
     for (i, h) in handles.into_iter().enumerate() {
-        let exclusion = exclusion.clone();
+        let capacity = capacity.clone();
         set.spawn(async move {
             let mut tally = Tally::default();
             let mut waits = histogram();
@@ -425,11 +488,11 @@ pub(crate) async fn contended(
                     continue;
                 };
                 record(&mut waits, t0.elapsed());
-                exclusion.enter();
+                capacity.enter();
                 if !hold.is_zero() {
                     tokio::time::sleep(hold).await;
                 }
-                exclusion.leave();
+                capacity.leave();
                 match held.release().await {
                     Ok(()) => tally.ok(),
                     Err(e) => tally.error(e)?,
@@ -466,7 +529,7 @@ pub(crate) async fn contended(
         fairness.min_max_ratio
     ));
     Ok(RunResult {
-        scenario: ScenarioKind::Contended,
+        scenario,
         contender: c.kind(),
         workers: waiters,
         clients: clients_n,
@@ -476,7 +539,7 @@ pub(crate) async fn contended(
         rounds: None,
         errors: tally.errors,
         first_error: tally.first_error,
-        exclusion_violations: exclusion.violations(),
+        exclusion_violations: capacity.violations(),
         ping_p50_us: ping_p50,
         acquire: summarize(&waits, ping_p50),
         acquire_release: None,
@@ -883,6 +946,24 @@ mod tests {
         e.leave();
         e.enter_as(false);
         assert_eq!(e.violations(), 3, "alone again");
+    }
+
+    #[test]
+    fn capacity_counts_holders_beyond_the_limit() {
+        let c = Capacity::new(2);
+        c.enter();
+        c.enter();
+        assert_eq!(c.violations(), 0, "two of two");
+        c.enter();
+        assert_eq!(c.violations(), 1, "a third");
+        c.leave();
+        c.leave();
+        c.enter();
+        assert_eq!(c.violations(), 1, "two again");
+        let lock = Capacity::new(1);
+        lock.enter();
+        lock.enter();
+        assert_eq!(lock.violations(), 1, "two holders of a lock");
     }
 
     #[test]
