@@ -96,17 +96,26 @@ local function hold_touch(keys, ttl_ms)
 end
 
 -- Leased holds kept in a ZSET (member -> lease deadline, server ms) and a
--- companion hash: both live exactly as long as the longest lease, and go
--- when the ZSET is empty. O(log n).
-local function hold_touch_leases(zkey, hkey)
-  local top = redis.call('ZRANGE', zkey, -1, -1, 'WITHSCORES')
-  if top[2] == nil then
-    redis.call('DEL', zkey, hkey)
-    return
+-- companion hash. Both keys expire no earlier than the longest lease:
+-- a hold added or extended to `at` pushes their expiry out to `at` (GT: never
+-- shortened; a key without a TTL gets its first one plainly). Usually two
+-- commands.
+local function hold_lease_added(zkey, hkey, at)
+  local s = string.format('%.0f', at)
+  for _, k in ipairs({zkey, hkey}) do
+    if redis.call('PEXPIREAT', k, s, 'GT') == 0 and redis.call('PTTL', k) == -1 then
+      redis.call('PEXPIREAT', k, s)
+    end
   end
-  local at = string.format('%.0f', tonumber(top[2]))
-  redis.call('PEXPIREAT', zkey, at)
-  redis.call('PEXPIREAT', hkey, at)
+end
+
+-- After holds were removed: when none is left, both keys go at once.
+-- Otherwise their expiry stays (at most the removed holds' leases longer
+-- than needed), which saves finding the new longest lease on every release.
+local function hold_lease_removed(zkey, hkey)
+  if redis.call('ZCARD', zkey) == 0 then
+    redis.call('DEL', zkey, hkey)
+  end
 end
 
 -- Server time as milliseconds and microseconds.

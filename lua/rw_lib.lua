@@ -55,6 +55,9 @@ local function rw_purge_readers(K, now_ms)
   for _, a in ipairs(gone) do
     rw_drop_reader(K, a)
   end
+  if gone[1] then
+    hold_lease_removed(K.r, K.ro)
+  end
 end
 
 -- Live read holds, and the ms until the longest one ends (0 when none).
@@ -67,10 +70,7 @@ local function rw_readers(K, now_ms)
   return n, tonumber(top[2]) - now_ms
 end
 
--- The reader keys live exactly as long as the longest read lease: O(log n).
-local function rw_touch_readers(K)
-  hold_touch_leases(K.r, K.ro)
-end
+
 
 -- The first waiting writer whose client is alive, and how long its client's
 -- liveness lasts; drops waiting writers whose client went silent (up to 64).

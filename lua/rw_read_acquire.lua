@@ -50,5 +50,5 @@ end
 redis.call('ZADD', K.r, now_ms + lease, attempt)
 redis.call('HSET', K.ro, attempt, owner)
 redis.call('HINCRBY', K.ro, '#' .. owner, 1)
-rw_touch_readers(K)
+hold_lease_added(K.r, K.ro, now_ms + lease)
 return {1, 0, lease}

@@ -28,7 +28,7 @@ end
 if tonumber(dl) <= now_ms then
   -- Its lease ended: it held nothing any more (the purge would drop it).
   rw_drop_reader(K, ARGV[1])
-  rw_touch_readers(K)
+  hold_lease_removed(K.r, K.ro)
   return 0
 end
 local live = redis.call('ZCOUNT', K.r, '(' .. now_ms, '+inf')
@@ -36,7 +36,7 @@ if live == 1 then
   redis.call('PUBLISH', ARGV[2], 'r')
 end
 rw_drop_reader(K, ARGV[1])
-rw_touch_readers(K)
+hold_lease_removed(K.r, K.ro)
 if live == 1 then
   return 2
 end

@@ -26,13 +26,13 @@ for i = 1, #KEYS / 2 do
       out[i] = -1
     elseif tonumber(dl) <= now_ms then
       rw_drop_reader(K, attempt)
-      rw_touch_readers(K)
+      hold_lease_removed(K.r, K.ro)
       out[i] = -1
     else
       local want = now_ms + lease
       if tonumber(dl) < want then
         redis.call('ZADD', K.r, want, attempt)
-        rw_touch_readers(K)
+        hold_lease_added(K.r, K.ro, want)
         dl = want
       end
       out[i] = tonumber(dl) - now_ms

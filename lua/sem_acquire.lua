@@ -51,7 +51,7 @@ if avail - reserve >= n then
   redis.call('ZADD', K.h, now_ms + lease, attempt)
   redis.call('HSET', K.hn, attempt, owner .. ' ' .. ARGV[6])
   redis.call('HINCRBY', K.hn, '#t', ARGV[6])
-  hold_touch_leases(K.h, K.hn)
+  hold_lease_added(K.h, K.hn, now_ms + lease)
   if redis.call('ZREM', K.q, attempt) == 1 then
     redis.call('HDEL', K.qo, attempt)
     if head == attempt then

@@ -71,10 +71,13 @@ end
 
 -- Holds whose lease ended give their permits back (up to 64 per call).
 local function sem_purge(K, now_ms)
-  for _, a in ipairs(redis.call('ZRANGEBYSCORE', K.h, '-inf', now_ms, 'LIMIT', 0, 64)) do
+  local gone = redis.call('ZRANGEBYSCORE', K.h, '-inf', now_ms, 'LIMIT', 0, 64)
+  for _, a in ipairs(gone) do
     sem_drop_hold(K, a)
   end
-  hold_touch_leases(K.h, K.hn)
+  if gone[1] then
+    hold_lease_removed(K.h, K.hn)
+  end
 end
 
 -- Permits free now (may be negative after reduce_permits while holders

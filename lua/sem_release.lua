@@ -31,6 +31,7 @@ end
 local live = tonumber(dl) > now_ms
 sem_drop_hold(K, ARGV[1])
 sem_purge(K, now_ms)
+hold_lease_removed(K.h, K.hn)
 sem_wake(K, now_ms, sem_available(K))
 if live then
   return 2

@@ -26,13 +26,13 @@ for i = 1, #KEYS / 3 do
       out[i] = -1
     elseif tonumber(dl) <= now_ms then
       sem_drop_hold(K, attempt)
-      hold_touch_leases(K.h, K.hn)
+      hold_lease_removed(K.h, K.hn)
       out[i] = -1
     else
       local want = now_ms + lease
       if tonumber(dl) < want then
         redis.call('ZADD', K.h, want, attempt)
-        hold_touch_leases(K.h, K.hn)
+        hold_lease_added(K.h, K.hn, want)
         dl = want
       end
       out[i] = tonumber(dl) - now_ms
