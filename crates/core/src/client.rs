@@ -353,15 +353,20 @@ impl Client {
             .filter(|h| *h.state.borrow() == LeaseState::Active)
             .collect();
         let releases = holds.iter().map(|h| async move {
+            // The guard stops reading `Active` *before* the release is sent:
+            // once the server has it, the lock may pass to someone else at
+            // once, while the guard is still in its holder's hands (found by
+            // the torture test: a write under an `Active` guard after the
+            // hand-off).
+            h.finish(LeaseState::Released);
             let done = tokio::time::timeout(step, run_on::<i64>(&inner.conn, &h.spec.release))
                 .await
                 .ok()
                 .and_then(|r| r.ok());
-            h.finish(if done.is_some_and(|n| n > 0) {
-                LeaseState::Released
-            } else {
-                LeaseState::Lost
-            });
+            if !done.is_some_and(|n| n > 0) {
+                // Not confirmed: the hold ends with its lease.
+                h.state.send_replace(LeaseState::Lost);
+            }
         });
         futures::future::join_all(releases).await;
         inner

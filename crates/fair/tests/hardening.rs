@@ -341,3 +341,32 @@ async fn a_late_hand_off_still_gives_a_useful_guard() {
     assert_eq!(wg.state(), LeaseState::Active);
     wg.unlock().await.unwrap();
 }
+
+/// Found by the torture test: shutdown released a hold and only then marked
+/// its guard; in between, the next waiter already held the lock while the
+/// old guard still read `Active`. The guard must stop reading `Active`
+/// before the release is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_retires_guards_before_releasing() {
+    let srv = server();
+    let proxy = FaultProxy::start(srv.addr()).await.unwrap();
+    let a = client(&proxy.url(), Duration::from_secs(5)).await;
+    let b = client(&srv.url(), Duration::from_secs(5)).await;
+    let al = FairLock::new(&a, "retire");
+    let g = al.lock().await.unwrap();
+    let bl = FairLock::new(&b, "retire");
+    let bt = tokio::spawn(async move { bl.lock().await });
+    until_queued(&srv, &al, 1).await;
+    // A's replies come late: its release runs on the server at once, the
+    // hand-off reaches B, and A hears back only later.
+    proxy.set_reply_delay(Duration::from_millis(300));
+    let shut = tokio::spawn(async move { a.shutdown().await });
+    let bg = within("B acquires", bt).await.unwrap().unwrap();
+    assert_ne!(
+        g.state(),
+        LeaseState::Active,
+        "the old guard still reads Active while B holds the lock"
+    );
+    within("shutdown", shut).await.unwrap();
+    bg.unlock().await.unwrap();
+}
