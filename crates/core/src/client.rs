@@ -363,7 +363,7 @@ impl Client {
                 .await
                 .ok()
                 .and_then(|r| r.ok());
-            if !done.is_some_and(|n| n > 0) {
+            if done.is_none_or(|n| n <= 0) {
                 // Not confirmed: the hold ends with its lease.
                 h.state.send_replace(LeaseState::Lost);
             }
