@@ -87,6 +87,28 @@ async fn argument_errors() {
         bench_args(&["--scenario", "semaphore"]).scenarios,
         [deadbolt_cli::ScenarioKind::Semaphore]
     );
+    assert_eq!(
+        bench_args(&["--scenario", "multi"]).scenarios,
+        [deadbolt_cli::ScenarioKind::Multi]
+    );
+    assert_eq!(
+        bench_args(&["--contender", "multi,redlock,rslock-3"]).contenders,
+        [
+            deadbolt_cli::ContenderKind::Multi,
+            deadbolt_cli::ContenderKind::Redlock,
+            deadbolt_cli::ContenderKind::Rslock3
+        ]
+    );
+    assert!(parse(&["bench", "--contender", "rslock3"]).is_err());
+    let b = bench_args(&[
+        "--redis",
+        "redis://a:1/",
+        "--redlock-redis",
+        "redis://b:1/",
+        "--redlock-redis",
+        "redis://c:1/",
+    ]);
+    assert_eq!(b.redlock_redis, ["redis://b:1/", "redis://c:1/"]);
     assert_eq!(bench_args(&["--write-ratio", "1"]).write_ratio, 1.0);
     assert_eq!(bench_args(&[]).write_ratio, 0.1);
     assert!(parse(&["inspect", "x", "--kind", "queue"]).is_err());
@@ -112,7 +134,7 @@ async fn argument_errors() {
 
     // A scenario asked for that none of the contenders asked for takes part
     // in: refused before the server starts.
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 10] = [
         (
             &["--scenario", "read-mostly", "--contender", "fair"],
             "--scenario read-mostly measures only lock, rw (not fair)",
@@ -130,6 +152,40 @@ async fn argument_errors() {
             "--scenario idle measures only lock, fair, raw-poll, rslock (not sem)",
         ),
         (&["--permits", "0"], "--permits must be at least 1"),
+        (
+            &["--scenario", "multi", "--contender", "fair,sem"],
+            "--scenario multi measures only lock, multi, redlock, rslock-3 (not fair, sem)",
+        ),
+        (
+            &["--redlock-redis", "redis://127.0.0.1:1/"],
+            "--redlock-redis needs --redis (without --redis the bench starts all 3 servers \
+             itself)",
+        ),
+        (
+            &[
+                "--redis",
+                "redis://127.0.0.1:1/",
+                "--redlock-redis",
+                "redis://127.0.0.1:2/",
+            ],
+            "--redlock-redis: give 2 servers besides --redis, one per flag (got 1)",
+        ),
+        (
+            &[
+                "--redis",
+                "redis://127.0.0.1:1/",
+                "--redlock-redis",
+                "redis://127.0.0.1:2/",
+                "--redlock-redis",
+                "redis://127.0.0.1:1/",
+            ],
+            "--redis and --redlock-redis must name 3 different servers",
+        ),
+        (
+            &["--contender", "redlock", "--redis", "redis://127.0.0.1:1/"],
+            "contender redlock is not available: needs 3 servers: --redis was given without 2 \
+             --redlock-redis URLs (without --redis the bench starts all 3 itself)",
+        ),
     ];
     for (flags, expected) in cases {
         let err = deadbolt_cli::bench_with(&bench_args(flags), |url| {
@@ -310,11 +366,20 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
     // the semaphore scenario the two semaphores.
     let read_mostly = ["lock", "rw"];
     let semaphores = ["sem", "sem-poll"];
+    // The multi scenario: the Lock beside the MultiLock and the two Redlocks
+    // over 3 embedded servers.
+    let multi_only: &[&str] = if cfg!(feature = "peers") {
+        &["multi", "redlock", "rslock-3"]
+    } else {
+        &["multi", "redlock"]
+    };
+    let multi = [&["lock"], multi_only].concat();
     let runs = scenarios
         .iter()
         .flat_map(|s| contenders.iter().map(move |c| (*s, *c)))
         .chain(read_mostly.iter().map(|c| ("read-mostly", *c)))
-        .chain(semaphores.iter().map(|c| ("semaphore", *c)));
+        .chain(semaphores.iter().map(|c| ("semaphore", *c)))
+        .chain(multi.iter().map(|c| ("multi", *c)));
 
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -362,6 +427,25 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         assert!(v["settings"].get(key).is_some(), "settings lack {key}");
     }
     assert!(v["skipped"].is_array());
+    // The two more servers of the Redlock rows were started, and stopped
+    // with the first one.
+    let redlock_urls: Vec<&str> = v["redis"]["redlock_urls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u.as_str().unwrap())
+        .collect();
+    assert_eq!(redlock_urls.len(), 2, "{:#}", v["redis"]);
+    for url in redlock_urls
+        .iter()
+        .chain([&v["redis"]["url"].as_str().unwrap()])
+    {
+        let port = port_of(url);
+        assert!(
+            port_closed(port),
+            "redis-server still listens on {port} after the run"
+        );
+    }
     assert_eq!(v["settings"]["write_ratio"], 0.5);
     assert_eq!(v["settings"]["permits"], 2);
     let listed: Vec<&str> = v["settings"]["contenders"]
@@ -370,7 +454,10 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         .iter()
         .map(|c| c.as_str().unwrap())
         .collect();
-    assert_eq!(listed, [contenders, &["rw"], &semaphores].concat());
+    assert_eq!(
+        listed,
+        [contenders, &["rw"], &semaphores, multi_only].concat()
+    );
     let ran: Vec<&str> = v["settings"]["scenarios"]
         .as_array()
         .unwrap()
@@ -379,13 +466,13 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         .collect();
     assert_eq!(
         ran,
-        [&scenarios[..], &["read-mostly", "semaphore"]].concat()
+        [&scenarios[..], &["read-mostly", "semaphore", "multi"]].concat()
     );
 
     let results = v["results"].as_array().unwrap();
     assert_eq!(
         results.len(),
-        scenarios.len() * contenders.len() + read_mostly.len() + semaphores.len()
+        scenarios.len() * contenders.len() + read_mostly.len() + semaphores.len() + multi.len()
     );
     for (s, c) in runs {
         let r = results
@@ -501,6 +588,48 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
                     assert_eq!(by_command["zrem"], r["acquisitions"], "{what}");
                 }
             }
+            "multi" => {
+                assert_eq!(
+                    (r["workers"].as_u64(), r["clients"].as_u64()),
+                    (Some(2), Some(1)),
+                    "{what}"
+                );
+                let acquisitions = r["acquisitions"].as_u64().unwrap();
+                assert!(acquisitions > 0, "{what}");
+                assert!(r["acquisitions_per_s"].as_f64().unwrap() > 0.0, "{what}");
+                latency(&r["acquire"]);
+                latency(&r["acquire_release"]);
+                assert_eq!(r["acquire_release"]["samples"], acquisitions, "{what}");
+                // Each sample's acquire is part of its acquire+release.
+                for q in ["p50_us", "p99_us", "max_us"] {
+                    assert!(
+                        r["acquire"][q].as_f64().unwrap()
+                            <= r["acquire_release"][q].as_f64().unwrap(),
+                        "{what}"
+                    );
+                }
+                assert!(r["fairness"].is_null() && r["handoff"].is_null(), "{what}");
+                // An acquire and a release per key or server, over every
+                // server of the run: 1 key for the Lock, 3 for the MultiLock,
+                // 3 servers for the Redlocks. deadbolt's scripts were loaded
+                // at connect; rslock loads its release script on first use
+                // on each server.
+                let per = r["commands"]["per_acquisition"].as_f64().unwrap();
+                let by_command = &r["commands"]["by_command"];
+                match c {
+                    "lock" => assert_eq!(per, 2.0, "{what}"),
+                    "multi" | "redlock" => assert_eq!(per, 6.0, "{what}"),
+                    _ => assert!((6.0..6.5).contains(&per), "{what}"),
+                }
+                if c == "rslock-3" {
+                    // One SET NX PX per server per acquisition.
+                    assert_eq!(by_command["set"], 3 * acquisitions, "{what}");
+                } else {
+                    assert!(by_command.get("script|load").is_none(), "{what}");
+                    let scripts = if c == "lock" { 2 } else { 6 };
+                    assert_eq!(by_command["evalsha"], scripts * acquisitions, "{what}");
+                }
+            }
             "contended" => {
                 assert!(r["acquisitions"].as_u64().unwrap() > 0, "{what}");
                 latency(&r["acquire"]);
@@ -571,13 +700,18 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         );
     }
 
-    assert!(
-        !plot.contains(">\nrw\n<"),
-        "rw is not in the contended sweep"
-    );
+    for c in ["rw", "multi", "redlock", "rslock-3"] {
+        assert!(
+            !plot.contains(&format!(">\n{c}\n<")),
+            "{c} is not in the contended sweep"
+        );
+    }
 
     let table = report.table();
-    for s in scenarios.iter().chain(&["read-mostly", "semaphore"]) {
+    for s in scenarios
+        .iter()
+        .chain(&["read-mostly", "semaphore", "multi"])
+    {
         assert!(
             table.contains(&format!("\n{s}:")),
             "table lacks {s}:\n{table}"
@@ -593,6 +727,19 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         "{table}"
     );
     assert!(table.contains("\nsem / sem-poll: "), "{table}");
+    assert!(
+        table.contains(
+            "\n  lock: one Lock, multi: a MultiLock over 3 names, both on server 1; redlock, \
+             rslock-3: one name on 3 servers (redis://127.0.0.1:"
+        ),
+        "{table}"
+    );
+    if cfg!(feature = "peers") {
+        assert!(table.contains("\nredlock / rslock-3: "), "{table}");
+    }
+    if cfg!(feature = "peers") {
+        assert!(!table.contains("skipped"), "{table}");
+    }
     assert!(table.contains("PING p50"), "{table}");
     assert!(table.contains("How to read it:"), "{table}");
     for term in ["Jain", "least/most", "cmds/acq", "N.N×"] {
