@@ -750,6 +750,145 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
     }
 }
 
+/// Calls of `command` on `server` so far.
+async fn calls(server: &RedisServer, command: &str) -> u64 {
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    deadbolt_testkit::parse_commandstats(&info)
+        .get(command)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Keys on `server`.
+async fn dbsize(server: &RedisServer) -> u64 {
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap()
+}
+
+/// The multi scenario against servers of one's own: with `--redis` alone
+/// the Redlock rows are skipped with a note under the table; with two
+/// `--redlock-redis` they run over all three servers (which see their
+/// commands), and every key of the run is deleted afterwards.
+#[tokio::test]
+async fn the_multi_scenario_with_redis_given() {
+    let servers: Vec<RedisServer> = (0..3)
+        .map(|_| RedisServer::start().expect("redis-server (apt-get install -y redis-server)"))
+        .collect();
+    let redlock_rows: &[&str] = if cfg!(feature = "peers") {
+        &["redlock", "rslock-3"]
+    } else {
+        &["redlock"]
+    };
+    let url = servers[0].url();
+    let alone = bench_args(&[&["--scenario", "multi", "--redis", &url], TINY].concat());
+    let report = tokio::time::timeout(HANG, deadbolt_cli::bench(&alone))
+        .await
+        .expect("hang")
+        .expect("bench");
+    let ran: Vec<&str> = report.results.iter().map(|r| r.contender.name()).collect();
+    assert_eq!(ran, ["lock", "multi"]);
+    assert!(report.redis.redlock_urls.is_empty());
+    // (Without the `peers` feature rslock-3 is skipped for that reason.)
+    let skipped: Vec<&str> = report
+        .skipped
+        .iter()
+        .filter(|s| {
+            s.reason
+                .starts_with("needs 3 servers: --redis was given without 2 ")
+        })
+        .map(|s| s.contender.name())
+        .collect();
+    assert_eq!(skipped, redlock_rows);
+    let table = report.table();
+    assert!(
+        table.contains(&format!(
+            "\n{} skipped: needs 3 servers: --redis was given without 2 --redlock-redis URLs",
+            redlock_rows.join(", ")
+        )),
+        "{table}"
+    );
+    assert!(
+        !table.contains("not run"),
+        "noted once, under the table:\n{table}"
+    );
+    assert_eq!(calls(&servers[1], "evalsha").await, 0);
+
+    // The Lock's scenarios leave the Redlock rows out without a note.
+    let other = bench_args(
+        &[
+            &[
+                "--scenario",
+                "uncontended",
+                "--contender",
+                "lock",
+                "--redis",
+                &url,
+            ],
+            TINY,
+        ]
+        .concat(),
+    );
+    let report = tokio::time::timeout(HANG, deadbolt_cli::bench(&other))
+        .await
+        .expect("hang")
+        .expect("bench");
+    assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+
+    let (url2, url3) = (servers[1].url(), servers[2].url());
+    let all = bench_args(
+        &[
+            &[
+                "--scenario",
+                "multi",
+                "--redis",
+                &url,
+                "--redlock-redis",
+                &url2,
+                "--redlock-redis",
+                &url3,
+            ],
+            TINY,
+        ]
+        .concat(),
+    );
+    let report = tokio::time::timeout(HANG, deadbolt_cli::bench(&all))
+        .await
+        .expect("hang")
+        .expect("bench");
+    let ran: Vec<&str> = report.results.iter().map(|r| r.contender.name()).collect();
+    assert_eq!(ran, [&["lock", "multi"], redlock_rows].concat());
+    assert_eq!(report.skipped.is_empty(), cfg!(feature = "peers"));
+    assert!(!report.redis.embedded);
+    assert_eq!(report.redis.redlock_urls, [url2, url3]);
+    for r in &report.results {
+        assert_eq!((r.errors, r.exclusion_violations), (0, 0), "{r:?}");
+        assert!(r.acquisitions > 0, "{r:?}");
+    }
+    // The Redlock rows took their locks on the other servers too.
+    for server in &servers[1..] {
+        assert!(calls(server, "evalsha").await > 0);
+        if cfg!(feature = "peers") {
+            assert!(calls(server, "set").await > 0);
+        }
+    }
+    for server in &servers {
+        assert_eq!(dbsize(server).await, 0, "the run's keys are deleted");
+    }
+}
+
 #[tokio::test]
 async fn inspect_and_force_unlock() {
     let server = RedisServer::start().expect("redis-server (apt-get install -y redis-server)");
