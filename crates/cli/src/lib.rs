@@ -5,8 +5,10 @@
 //!   (a textbook `SET NX PX` spin-poller and the rslock crate): latency as a
 //!   ratio to a PING timed in the same run, throughput under contention,
 //!   fairness, hand-off latency, the Redis commands an idle waiter costs, a
-//!   read-mostly mix on the read-write lock beside the `Lock`, and
-//!   deadbolt's `Semaphore` beside a polling ZSET semaphore.
+//!   read-mostly mix on the read-write lock beside the `Lock`,
+//!   deadbolt's `Semaphore` beside a polling ZSET semaphore, and locks over
+//!   many keys or servers (a `MultiLock` over 3 names, deadbolt's `Redlock`
+//!   and rslock over 3 servers) beside a single `Lock`.
 //!   See [`BenchArgs`] for the flags and [`Report`] for the JSON it writes.
 //! * `deadbolt inspect NAME` shows who holds a lock, how often, for how long,
 //!   and its fencing counter (and, for `--kind fair`, its queue; for
@@ -69,6 +71,10 @@ pub struct Cli {
 /// The subcommands of `deadbolt`.
 #[derive(Debug, Subcommand)]
 #[non_exhaustive]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once per process; boxing BenchArgs would only burden callers"
+)]
 pub enum Command {
     /// Compare deadbolt's locks with polling locks, side by side on one Redis.
     Bench(BenchArgs),

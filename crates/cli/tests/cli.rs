@@ -87,6 +87,28 @@ async fn argument_errors() {
         bench_args(&["--scenario", "semaphore"]).scenarios,
         [deadbolt_cli::ScenarioKind::Semaphore]
     );
+    assert_eq!(
+        bench_args(&["--scenario", "multi"]).scenarios,
+        [deadbolt_cli::ScenarioKind::Multi]
+    );
+    assert_eq!(
+        bench_args(&["--contender", "multi,redlock,rslock-3"]).contenders,
+        [
+            deadbolt_cli::ContenderKind::Multi,
+            deadbolt_cli::ContenderKind::Redlock,
+            deadbolt_cli::ContenderKind::Rslock3
+        ]
+    );
+    assert!(parse(&["bench", "--contender", "rslock3"]).is_err());
+    let b = bench_args(&[
+        "--redis",
+        "redis://a:1/",
+        "--redlock-redis",
+        "redis://b:1/",
+        "--redlock-redis",
+        "redis://c:1/",
+    ]);
+    assert_eq!(b.redlock_redis, ["redis://b:1/", "redis://c:1/"]);
     assert_eq!(bench_args(&["--write-ratio", "1"]).write_ratio, 1.0);
     assert_eq!(bench_args(&[]).write_ratio, 0.1);
     assert!(parse(&["inspect", "x", "--kind", "queue"]).is_err());
@@ -112,7 +134,7 @@ async fn argument_errors() {
 
     // A scenario asked for that none of the contenders asked for takes part
     // in: refused before the server starts.
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 10] = [
         (
             &["--scenario", "read-mostly", "--contender", "fair"],
             "--scenario read-mostly measures only lock, rw (not fair)",
@@ -130,6 +152,40 @@ async fn argument_errors() {
             "--scenario idle measures only lock, fair, raw-poll, rslock (not sem)",
         ),
         (&["--permits", "0"], "--permits must be at least 1"),
+        (
+            &["--scenario", "multi", "--contender", "fair,sem"],
+            "--scenario multi measures only lock, multi, redlock, rslock-3 (not fair, sem)",
+        ),
+        (
+            &["--redlock-redis", "redis://127.0.0.1:1/"],
+            "--redlock-redis needs --redis (without --redis the bench starts all 3 servers \
+             itself)",
+        ),
+        (
+            &[
+                "--redis",
+                "redis://127.0.0.1:1/",
+                "--redlock-redis",
+                "redis://127.0.0.1:2/",
+            ],
+            "--redlock-redis: give 2 servers besides --redis, one per flag (got 1)",
+        ),
+        (
+            &[
+                "--redis",
+                "redis://127.0.0.1:1/",
+                "--redlock-redis",
+                "redis://127.0.0.1:2/",
+                "--redlock-redis",
+                "redis://127.0.0.1:1/",
+            ],
+            "--redis and --redlock-redis must name 3 different servers",
+        ),
+        (
+            &["--contender", "redlock", "--redis", "redis://127.0.0.1:1/"],
+            "contender redlock is not available: needs 3 servers: --redis was given without 2 \
+             --redlock-redis URLs (without --redis the bench starts all 3 itself)",
+        ),
     ];
     for (flags, expected) in cases {
         let err = deadbolt_cli::bench_with(&bench_args(flags), |url| {
@@ -310,11 +366,20 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
     // the semaphore scenario the two semaphores.
     let read_mostly = ["lock", "rw"];
     let semaphores = ["sem", "sem-poll"];
+    // The multi scenario: the Lock beside the MultiLock and the two Redlocks
+    // over 3 embedded servers.
+    let multi_only: &[&str] = if cfg!(feature = "peers") {
+        &["multi", "redlock", "rslock-3"]
+    } else {
+        &["multi", "redlock"]
+    };
+    let multi = [&["lock"], multi_only].concat();
     let runs = scenarios
         .iter()
         .flat_map(|s| contenders.iter().map(move |c| (*s, *c)))
         .chain(read_mostly.iter().map(|c| ("read-mostly", *c)))
-        .chain(semaphores.iter().map(|c| ("semaphore", *c)));
+        .chain(semaphores.iter().map(|c| ("semaphore", *c)))
+        .chain(multi.iter().map(|c| ("multi", *c)));
 
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -362,6 +427,25 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         assert!(v["settings"].get(key).is_some(), "settings lack {key}");
     }
     assert!(v["skipped"].is_array());
+    // The two more servers of the Redlock rows were started, and stopped
+    // with the first one.
+    let redlock_urls: Vec<&str> = v["redis"]["redlock_urls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u.as_str().unwrap())
+        .collect();
+    assert_eq!(redlock_urls.len(), 2, "{:#}", v["redis"]);
+    for url in redlock_urls
+        .iter()
+        .chain([&v["redis"]["url"].as_str().unwrap()])
+    {
+        let port = port_of(url);
+        assert!(
+            port_closed(port),
+            "redis-server still listens on {port} after the run"
+        );
+    }
     assert_eq!(v["settings"]["write_ratio"], 0.5);
     assert_eq!(v["settings"]["permits"], 2);
     let listed: Vec<&str> = v["settings"]["contenders"]
@@ -370,7 +454,10 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         .iter()
         .map(|c| c.as_str().unwrap())
         .collect();
-    assert_eq!(listed, [contenders, &["rw"], &semaphores].concat());
+    assert_eq!(
+        listed,
+        [contenders, &["rw"], &semaphores, multi_only].concat()
+    );
     let ran: Vec<&str> = v["settings"]["scenarios"]
         .as_array()
         .unwrap()
@@ -379,13 +466,13 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         .collect();
     assert_eq!(
         ran,
-        [&scenarios[..], &["read-mostly", "semaphore"]].concat()
+        [&scenarios[..], &["read-mostly", "semaphore", "multi"]].concat()
     );
 
     let results = v["results"].as_array().unwrap();
     assert_eq!(
         results.len(),
-        scenarios.len() * contenders.len() + read_mostly.len() + semaphores.len()
+        scenarios.len() * contenders.len() + read_mostly.len() + semaphores.len() + multi.len()
     );
     for (s, c) in runs {
         let r = results
@@ -501,6 +588,48 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
                     assert_eq!(by_command["zrem"], r["acquisitions"], "{what}");
                 }
             }
+            "multi" => {
+                assert_eq!(
+                    (r["workers"].as_u64(), r["clients"].as_u64()),
+                    (Some(2), Some(1)),
+                    "{what}"
+                );
+                let acquisitions = r["acquisitions"].as_u64().unwrap();
+                assert!(acquisitions > 0, "{what}");
+                assert!(r["acquisitions_per_s"].as_f64().unwrap() > 0.0, "{what}");
+                latency(&r["acquire"]);
+                latency(&r["acquire_release"]);
+                assert_eq!(r["acquire_release"]["samples"], acquisitions, "{what}");
+                // Each sample's acquire is part of its acquire+release.
+                for q in ["p50_us", "p99_us", "max_us"] {
+                    assert!(
+                        r["acquire"][q].as_f64().unwrap()
+                            <= r["acquire_release"][q].as_f64().unwrap(),
+                        "{what}"
+                    );
+                }
+                assert!(r["fairness"].is_null() && r["handoff"].is_null(), "{what}");
+                // An acquire and a release per key or server, over every
+                // server of the run: 1 key for the Lock, 3 for the MultiLock,
+                // 3 servers for the Redlocks. deadbolt's scripts were loaded
+                // at connect; rslock loads its release script on first use
+                // on each server.
+                let per = r["commands"]["per_acquisition"].as_f64().unwrap();
+                let by_command = &r["commands"]["by_command"];
+                match c {
+                    "lock" => assert_eq!(per, 2.0, "{what}"),
+                    "multi" | "redlock" => assert_eq!(per, 6.0, "{what}"),
+                    _ => assert!((6.0..6.5).contains(&per), "{what}"),
+                }
+                if c == "rslock-3" {
+                    // One SET NX PX per server per acquisition.
+                    assert_eq!(by_command["set"], 3 * acquisitions, "{what}");
+                } else {
+                    assert!(by_command.get("script|load").is_none(), "{what}");
+                    let scripts = if c == "lock" { 2 } else { 6 };
+                    assert_eq!(by_command["evalsha"], scripts * acquisitions, "{what}");
+                }
+            }
             "contended" => {
                 assert!(r["acquisitions"].as_u64().unwrap() > 0, "{what}");
                 latency(&r["acquire"]);
@@ -571,13 +700,18 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         );
     }
 
-    assert!(
-        !plot.contains(">\nrw\n<"),
-        "rw is not in the contended sweep"
-    );
+    for c in ["rw", "multi", "redlock", "rslock-3"] {
+        assert!(
+            !plot.contains(&format!(">\n{c}\n<")),
+            "{c} is not in the contended sweep"
+        );
+    }
 
     let table = report.table();
-    for s in scenarios.iter().chain(&["read-mostly", "semaphore"]) {
+    for s in scenarios
+        .iter()
+        .chain(&["read-mostly", "semaphore", "multi"])
+    {
         assert!(
             table.contains(&format!("\n{s}:")),
             "table lacks {s}:\n{table}"
@@ -593,6 +727,19 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         "{table}"
     );
     assert!(table.contains("\nsem / sem-poll: "), "{table}");
+    assert!(
+        table.contains(
+            "\n  lock: one Lock, multi: a MultiLock over 3 names, both on server 1; redlock, \
+             rslock-3: one name on 3 servers (redis://127.0.0.1:"
+        ),
+        "{table}"
+    );
+    if cfg!(feature = "peers") {
+        assert!(table.contains("\nredlock / rslock-3: "), "{table}");
+    }
+    if cfg!(feature = "peers") {
+        assert!(!table.contains("skipped"), "{table}");
+    }
     assert!(table.contains("PING p50"), "{table}");
     assert!(table.contains("How to read it:"), "{table}");
     for term in ["Jain", "least/most", "cmds/acq", "N.N×"] {
@@ -600,6 +747,145 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
             table.contains(&format!("\n  {term}")),
             "legend lacks {term}:\n{table}"
         );
+    }
+}
+
+/// Calls of `command` on `server` so far.
+async fn calls(server: &RedisServer, command: &str) -> u64 {
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    deadbolt_testkit::parse_commandstats(&info)
+        .get(command)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Keys on `server`.
+async fn dbsize(server: &RedisServer) -> u64 {
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap()
+}
+
+/// The multi scenario against servers of one's own: with `--redis` alone
+/// the Redlock rows are skipped with a note under the table; with two
+/// `--redlock-redis` they run over all three servers (which see their
+/// commands), and every key of the run is deleted afterwards.
+#[tokio::test]
+async fn the_multi_scenario_with_redis_given() {
+    let servers: Vec<RedisServer> = (0..3)
+        .map(|_| RedisServer::start().expect("redis-server (apt-get install -y redis-server)"))
+        .collect();
+    let redlock_rows: &[&str] = if cfg!(feature = "peers") {
+        &["redlock", "rslock-3"]
+    } else {
+        &["redlock"]
+    };
+    let url = servers[0].url();
+    let alone = bench_args(&[&["--scenario", "multi", "--redis", &url], TINY].concat());
+    let report = tokio::time::timeout(HANG, deadbolt_cli::bench(&alone))
+        .await
+        .expect("hang")
+        .expect("bench");
+    let ran: Vec<&str> = report.results.iter().map(|r| r.contender.name()).collect();
+    assert_eq!(ran, ["lock", "multi"]);
+    assert!(report.redis.redlock_urls.is_empty());
+    // (Without the `peers` feature rslock-3 is skipped for that reason.)
+    let skipped: Vec<&str> = report
+        .skipped
+        .iter()
+        .filter(|s| {
+            s.reason
+                .starts_with("needs 3 servers: --redis was given without 2 ")
+        })
+        .map(|s| s.contender.name())
+        .collect();
+    assert_eq!(skipped, redlock_rows);
+    let table = report.table();
+    assert!(
+        table.contains(&format!(
+            "\n{} skipped: needs 3 servers: --redis was given without 2 --redlock-redis URLs",
+            redlock_rows.join(", ")
+        )),
+        "{table}"
+    );
+    assert!(
+        !table.contains("not run"),
+        "noted once, under the table:\n{table}"
+    );
+    assert_eq!(calls(&servers[1], "evalsha").await, 0);
+
+    // The Lock's scenarios leave the Redlock rows out without a note.
+    let other = bench_args(
+        &[
+            &[
+                "--scenario",
+                "uncontended",
+                "--contender",
+                "lock",
+                "--redis",
+                &url,
+            ],
+            TINY,
+        ]
+        .concat(),
+    );
+    let report = tokio::time::timeout(HANG, deadbolt_cli::bench(&other))
+        .await
+        .expect("hang")
+        .expect("bench");
+    assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+
+    let (url2, url3) = (servers[1].url(), servers[2].url());
+    let all = bench_args(
+        &[
+            &[
+                "--scenario",
+                "multi",
+                "--redis",
+                &url,
+                "--redlock-redis",
+                &url2,
+                "--redlock-redis",
+                &url3,
+            ],
+            TINY,
+        ]
+        .concat(),
+    );
+    let report = tokio::time::timeout(HANG, deadbolt_cli::bench(&all))
+        .await
+        .expect("hang")
+        .expect("bench");
+    let ran: Vec<&str> = report.results.iter().map(|r| r.contender.name()).collect();
+    assert_eq!(ran, [&["lock", "multi"], redlock_rows].concat());
+    assert_eq!(report.skipped.is_empty(), cfg!(feature = "peers"));
+    assert!(!report.redis.embedded);
+    assert_eq!(report.redis.redlock_urls, [url2, url3]);
+    for r in &report.results {
+        assert_eq!((r.errors, r.exclusion_violations), (0, 0), "{r:?}");
+        assert!(r.acquisitions > 0, "{r:?}");
+    }
+    // The Redlock rows took their locks on the other servers too.
+    for server in &servers[1..] {
+        assert!(calls(server, "evalsha").await > 0);
+        if cfg!(feature = "peers") {
+            assert!(calls(server, "set").await > 0);
+        }
+    }
+    for server in &servers {
+        assert_eq!(dbsize(server).await, 0, "the run's keys are deleted");
     }
 }
 

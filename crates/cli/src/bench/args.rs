@@ -9,6 +9,8 @@ use anyhow::{anyhow, bail};
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
+use super::contender::REDLOCK_SERVERS;
+
 /// One scenario of `deadbolt bench`.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, ValueEnum, Serialize, Deserialize,
@@ -40,17 +42,26 @@ pub enum ScenarioKind {
     /// polling ZSET semaphore. Acquisitions/s, acquire latency, fairness;
     /// more than `--permits` holders at once counts as a violation.
     Semaphore,
+    /// `--tasks` tasks lock and unlock distinct names for `--duration`, as
+    /// in the uncontended scenario, with locks over many keys or servers:
+    /// a single `Lock` (`lock`), a `MultiLock` over 3 names (`multi`), both
+    /// on server 1, and one name on 3 independent servers through deadbolt's
+    /// `Redlock` (`redlock`) and rslock's (`rslock-3`). Latency of
+    /// acquire+release, acquisitions/s, commands per acquisition over all
+    /// three servers. The Redlock rows need 3 servers: see `--redlock-redis`.
+    Multi,
 }
 
 impl ScenarioKind {
     /// Every scenario, in the order they run.
-    pub const ALL: [ScenarioKind; 6] = [
+    pub const ALL: [ScenarioKind; 7] = [
         ScenarioKind::Uncontended,
         ScenarioKind::Contended,
         ScenarioKind::Handoff,
         ScenarioKind::Idle,
         ScenarioKind::ReadMostly,
         ScenarioKind::Semaphore,
+        ScenarioKind::Multi,
     ];
 
     /// The name used on the command line and in the JSON report.
@@ -62,13 +73,16 @@ impl ScenarioKind {
             ScenarioKind::Idle => "idle",
             ScenarioKind::ReadMostly => "read-mostly",
             ScenarioKind::Semaphore => "semaphore",
+            ScenarioKind::Multi => "multi",
         }
     }
 
     /// Whether this scenario measures `contender`: the read-mostly scenario
     /// compares the read-write lock with the `Lock` only, the semaphore
-    /// scenario the two semaphores only, and the read-write lock and the
-    /// semaphores take part in no other scenario.
+    /// scenario the two semaphores only, the multi scenario the `MultiLock`
+    /// and the two Redlocks with the `Lock`, and the read-write lock, the
+    /// semaphores, the `MultiLock` and the Redlocks take part in no other
+    /// scenario.
     ///
     /// # Examples
     /// ```
@@ -80,13 +94,18 @@ impl ScenarioKind {
     /// assert!(ScenarioKind::Semaphore.measures(ContenderKind::SemPoll));
     /// assert!(!ScenarioKind::Semaphore.measures(ContenderKind::Lock));
     /// assert!(!ScenarioKind::Idle.measures(ContenderKind::Sem));
+    /// assert!(ScenarioKind::Multi.measures(ContenderKind::Lock));
+    /// assert!(ScenarioKind::Multi.measures(ContenderKind::Rslock3));
+    /// assert!(!ScenarioKind::Multi.measures(ContenderKind::Rslock));
+    /// assert!(!ScenarioKind::Uncontended.measures(ContenderKind::Redlock));
     /// ```
     pub fn measures(self, contender: ContenderKind) -> bool {
-        use ContenderKind::{Lock, Rw, Sem, SemPoll};
+        use ContenderKind::{Lock, Multi, Redlock, Rslock3, Rw, Sem, SemPoll};
         match self {
             ScenarioKind::ReadMostly => matches!(contender, Lock | Rw),
             ScenarioKind::Semaphore => matches!(contender, Sem | SemPoll),
-            _ => !matches!(contender, Rw | Sem | SemPoll),
+            ScenarioKind::Multi => matches!(contender, Lock | Multi | Redlock | Rslock3),
+            _ => !matches!(contender, Rw | Sem | SemPoll | Multi | Redlock | Rslock3),
         }
     }
 
@@ -130,11 +149,23 @@ pub enum ContenderKind {
     /// drops those older than `--lease` and adds the caller if fewer than
     /// `--permits` remain, tried every `--poll-interval`; released by ZREM.
     SemPoll,
+    /// deadbolt's `MultiLock` over 3 `Lock` names on one server (multi
+    /// scenario only): all or none, taken in key order.
+    Multi,
+    /// deadbolt's `Redlock`: one `Lock` name on 3 independent servers, held
+    /// on a majority (multi scenario only).
+    Redlock,
+    /// rslock 0.10's `LockManager` over the same 3 servers as `redlock`
+    /// (rslock is Redlock; multi scenario only), with its default retries.
+    /// Needs the `peers` feature.
+    #[value(name = "rslock-3")]
+    #[serde(rename = "rslock-3")]
+    Rslock3,
 }
 
 impl ContenderKind {
     /// Every contender, in the order they run.
-    pub const ALL: [ContenderKind; 7] = [
+    pub const ALL: [ContenderKind; 10] = [
         ContenderKind::Lock,
         ContenderKind::Fair,
         ContenderKind::RawPoll,
@@ -142,6 +173,9 @@ impl ContenderKind {
         ContenderKind::Rw,
         ContenderKind::Sem,
         ContenderKind::SemPoll,
+        ContenderKind::Multi,
+        ContenderKind::Redlock,
+        ContenderKind::Rslock3,
     ];
 
     /// The name used on the command line and in the JSON report.
@@ -154,6 +188,9 @@ impl ContenderKind {
             ContenderKind::Rw => "rw",
             ContenderKind::Sem => "sem",
             ContenderKind::SemPoll => "sem-poll",
+            ContenderKind::Multi => "multi",
+            ContenderKind::Redlock => "redlock",
+            ContenderKind::Rslock3 => "rslock-3",
         }
     }
 }
@@ -235,6 +272,14 @@ pub struct BenchArgs {
     #[arg(long, value_name = "URL")]
     pub redis: Option<String>,
 
+    /// With --redis: the two more servers the multi scenario's Redlock rows
+    /// (redlock, rslock-3) spread their lock over, besides --redis (repeat
+    /// the flag; three independent servers in all). Without them those rows
+    /// are skipped; without --redis the bench starts all three servers
+    /// itself.
+    #[arg(long = "redlock-redis", value_name = "URL")]
+    pub redlock_redis: Vec<String>,
+
     /// Scenarios to run (repeat or comma-separate). Default: all.
     #[arg(
         long = "scenario",
@@ -254,12 +299,14 @@ pub struct BenchArgs {
     )]
     pub contenders: Vec<ContenderKind>,
 
-    /// How long each contender runs the uncontended, contended, read-mostly
-    /// and semaphore scenarios, and the time bound of its hand-off rounds.
+    /// How long each contender runs the uncontended, contended, read-mostly,
+    /// semaphore and multi scenarios, and the time bound of its hand-off
+    /// rounds.
     #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
     pub duration: Duration,
 
-    /// Uncontended: number of tasks, each on its own name, sharing one client.
+    /// Uncontended and multi: number of tasks, each on its own name, sharing
+    /// one client.
     #[arg(long, default_value_t = 4, value_name = "T")]
     pub tasks: u32,
 
@@ -438,6 +485,35 @@ impl BenchArgs {
         Ok(())
     }
 
+    /// `--redlock-redis`: two URLs, with `--redis`, all three servers
+    /// different.
+    fn validate_redlock_servers(&self) -> anyhow::Result<()> {
+        let extra = &self.redlock_redis;
+        if extra.is_empty() {
+            return Ok(());
+        }
+        let Some(first) = &self.redis else {
+            bail!(
+                "--redlock-redis needs --redis (without --redis the bench starts all \
+                 {REDLOCK_SERVERS} servers itself)"
+            );
+        };
+        if extra.len() != REDLOCK_SERVERS - 1 {
+            bail!(
+                "--redlock-redis: give {} servers besides --redis, one per flag (got {})",
+                REDLOCK_SERVERS - 1,
+                extra.len()
+            );
+        }
+        let mut all: Vec<&String> = std::iter::once(first).chain(extra).collect();
+        all.sort();
+        all.dedup();
+        if all.len() != REDLOCK_SERVERS {
+            bail!("--redis and --redlock-redis must name {REDLOCK_SERVERS} different servers");
+        }
+        Ok(())
+    }
+
     /// Check the sizes before anything is started.
     pub(crate) fn validate(&self) -> anyhow::Result<()> {
         let positive = [
@@ -456,6 +532,7 @@ impl BenchArgs {
         if self.duration.is_zero() {
             bail!("--duration must not be zero");
         }
+        self.validate_redlock_servers()?;
         if let Err(reason) = check_ratio(self.write_ratio) {
             bail!("--write-ratio: {reason}");
         }

@@ -15,7 +15,11 @@
 //!
 //! deadbolt's `Lock` and `FairLock` are both `deadbolt_core::Exclusive<K>`;
 //! one generic implementation serves every exclusive kind. The `RwLock`
-//! serves `acquire` with its write side.
+//! serves `acquire` with its write side. The `MultiLock` takes three names at
+//! once; the Redlock contenders (deadbolt's `Redlock` and rslock over three
+//! servers) take one name on each of [`REDLOCK_SERVERS`] servers: a contender
+//! says how many servers it spans ([`Contender::servers`]) and is handed the
+//! run's servers at connect.
 //!
 //! Everything else (scenarios, command counting, report, table, plot) takes
 //! the new contender as it is.
@@ -40,7 +44,16 @@ pub(crate) struct ContenderOptions {
     pub(crate) poll_interval: Duration,
     /// The semaphores' permits.
     pub(crate) permits: u32,
+    /// How many servers the run will have: 1, or [`REDLOCK_SERVERS`] when the
+    /// Redlock contenders can run.
+    pub(crate) servers: usize,
 }
+
+/// The servers a Redlock contender spreads its lock over.
+pub(crate) const REDLOCK_SERVERS: usize = 3;
+
+/// The names a `multi` contender's `MultiLock` holds together.
+pub(crate) const MULTI_PARTS: usize = 3;
 
 /// One lock implementation under test.
 pub(crate) trait Contender: Send + Sync {
@@ -65,10 +78,18 @@ pub(crate) trait Contender: Send + Sync {
         false
     }
 
-    /// Open one client (its own connections).
+    /// How many servers one of its locks spans: 1, or [`REDLOCK_SERVERS`] for
+    /// the Redlock contenders.
+    fn servers(&self) -> usize {
+        1
+    }
+
+    /// Open one client (its own connections) on the first
+    /// [`Contender::servers`] of `urls`, the run's servers, server 1 first
+    /// (the caller gives at least that many).
     fn connect<'a>(
         &'a self,
-        url: &'a str,
+        urls: &'a [String],
     ) -> BoxFuture<'a, anyhow::Result<Box<dyn ContenderClient>>>;
 }
 
@@ -113,17 +134,31 @@ pub(crate) fn make(
 ) -> Result<Box<dyn Contender>, String> {
     match kind {
         ContenderKind::Lock => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
-            Arc::new(deadbolt_lock::Lock::new(c, n))
+            Arc::new(deadbolt_lock::Lock::new(&c[0], n))
         }))),
         ContenderKind::Fair => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
-            Arc::new(deadbolt_fair::FairLock::new(c, n))
+            Arc::new(deadbolt_fair::FairLock::new(&c[0], n))
         }))),
         ContenderKind::Rw => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
-            Arc::new(deadbolt_rwlock::RwLock::new(c, n))
+            Arc::new(deadbolt_rwlock::RwLock::new(&c[0], n))
         }))),
         ContenderKind::Sem => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
-            Arc::new(deadbolt_semaphore::Semaphore::new(c, n))
+            Arc::new(deadbolt_semaphore::Semaphore::new(&c[0], n))
         }))),
+        ContenderKind::Multi => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
+            let names: Vec<String> = (1..=MULTI_PARTS).map(|i| format!("{n}:{i}")).collect();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            Arc::new(deadbolt_multilock::MultiLock::of_locks(&c[0], &names))
+        }))),
+        ContenderKind::Redlock => {
+            needs_redlock_servers(opts)?;
+            Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
+                Arc::new(
+                    deadbolt_multilock::Redlock::new(c, n)
+                        .expect("connect gives the Redlock contender its 3 servers"),
+                )
+            })))
+        }
         ContenderKind::SemPoll => Ok(Box::new(SemPoll {
             namespace: opts.namespace.clone(),
             lease_ms: lease_millis(opts.lease),
@@ -135,8 +170,24 @@ pub(crate) fn make(
             lease_ms: lease_millis(opts.lease),
             interval: opts.poll_interval,
         })),
-        ContenderKind::Rslock => rslock_contender(opts),
+        ContenderKind::Rslock => rslock_contender(opts, 1),
+        ContenderKind::Rslock3 => {
+            needs_redlock_servers(opts)?;
+            rslock_contender(opts, REDLOCK_SERVERS)
+        }
     }
+}
+
+/// Why a Redlock contender cannot run, when the run has too few servers.
+fn needs_redlock_servers(opts: &ContenderOptions) -> Result<(), String> {
+    if opts.servers >= REDLOCK_SERVERS {
+        return Ok(());
+    }
+    Err(format!(
+        "needs {REDLOCK_SERVERS} servers: --redis was given without {} --redlock-redis URLs \
+         (without --redis the bench starts all {REDLOCK_SERVERS} itself)",
+        REDLOCK_SERVERS - 1
+    ))
 }
 
 fn lease_millis(lease: Duration) -> u64 {
@@ -160,9 +211,12 @@ const DEADBOLT_COMMANDS: &[&str] = &[
     "ping",
 ];
 
-type MakeHandle = fn(&deadbolt_core::Client, &str) -> Arc<dyn LockHandle>;
+/// A handle of the lock `name` over a contender client's deadbolt clients
+/// (one per server; every kind but the Redlock uses the first only).
+type MakeHandle = fn(&[deadbolt_core::Client], &str) -> Arc<dyn LockHandle>;
 
-/// A deadbolt primitive: one `deadbolt_core::Client` per contender client.
+/// A deadbolt primitive: one `deadbolt_core::Client` per server per contender
+/// client.
 struct Deadbolt {
     kind: ContenderKind,
     namespace: String,
@@ -170,6 +224,8 @@ struct Deadbolt {
     make: MakeHandle,
     /// The permits a semaphore is set to before a run; `None` for the locks.
     permits: Option<u64>,
+    /// Servers it spans: [`REDLOCK_SERVERS`] for the Redlock, else 1.
+    servers: usize,
 }
 
 impl Deadbolt {
@@ -180,6 +236,11 @@ impl Deadbolt {
             lease: opts.lease,
             make,
             permits: (kind == ContenderKind::Sem).then_some(u64::from(opts.permits)),
+            servers: if kind == ContenderKind::Redlock {
+                REDLOCK_SERVERS
+            } else {
+                1
+            },
         }
     }
 }
@@ -201,25 +262,34 @@ impl Contender for Deadbolt {
         self.kind == ContenderKind::Rw
     }
 
+    fn servers(&self) -> usize {
+        self.servers
+    }
+
     fn connect<'a>(
         &'a self,
-        url: &'a str,
+        urls: &'a [String],
     ) -> BoxFuture<'a, anyhow::Result<Box<dyn ContenderClient>>> {
         Box::pin(async move {
-            // Scripts loaded at connect, before any run counts commands, so
-            // no SCRIPT LOAD shows in cmds/acq.
-            let client = deadbolt_core::Client::builder(url)
-                .preload(deadbolt_lock::SCRIPTS)
-                .preload(deadbolt_fair::SCRIPTS)
-                .preload(deadbolt_rwlock::SCRIPTS)
-                .preload(deadbolt_semaphore::SCRIPTS)
-                .namespace(&self.namespace)
-                .watchdog_timeout(self.lease)
-                .build()
-                .await
-                .context("connecting a deadbolt client")?;
+            let mut clients = Vec::with_capacity(self.servers);
+            for url in &urls[..self.servers] {
+                // Scripts loaded at connect, before any run counts commands,
+                // so no SCRIPT LOAD shows in cmds/acq. The MultiLock and the
+                // Redlock run the Lock's scripts.
+                let client = deadbolt_core::Client::builder(url)
+                    .preload(deadbolt_lock::SCRIPTS)
+                    .preload(deadbolt_fair::SCRIPTS)
+                    .preload(deadbolt_rwlock::SCRIPTS)
+                    .preload(deadbolt_semaphore::SCRIPTS)
+                    .namespace(&self.namespace)
+                    .watchdog_timeout(self.lease)
+                    .build()
+                    .await
+                    .context("connecting a deadbolt client")?;
+                clients.push(client);
+            }
             Ok(Box::new(DeadboltClient {
-                client,
+                clients,
                 make: self.make,
                 permits: self.permits,
             }) as Box<dyn ContenderClient>)
@@ -228,14 +298,15 @@ impl Contender for Deadbolt {
 }
 
 struct DeadboltClient {
-    client: deadbolt_core::Client,
+    /// One per server the contender spans, server 1 first.
+    clients: Vec<deadbolt_core::Client>,
     make: MakeHandle,
     permits: Option<u64>,
 }
 
 impl ContenderClient for DeadboltClient {
     fn handle(&self, name: &str) -> Arc<dyn LockHandle> {
-        (self.make)(&self.client, name)
+        (self.make)(&self.clients, name)
     }
 
     fn prepare<'a>(&'a self, name: &'a str) -> BoxFuture<'a, anyhow::Result<()>> {
@@ -243,7 +314,7 @@ impl ContenderClient for DeadboltClient {
             let Some(permits) = self.permits else {
                 return Ok(());
             };
-            let sem = deadbolt_semaphore::Semaphore::new(&self.client, name);
+            let sem = deadbolt_semaphore::Semaphore::new(&self.clients[0], name);
             // Names are new for every run: permits set before would be a
             // leftover with perhaps another count.
             if !sem.try_set_permits(permits).await? {
@@ -254,7 +325,11 @@ impl ContenderClient for DeadboltClient {
     }
 
     fn shutdown(&self) -> BoxFuture<'_, ()> {
-        Box::pin(self.client.shutdown())
+        Box::pin(async {
+            for c in &self.clients {
+                c.shutdown().await;
+            }
+        })
     }
 }
 
@@ -303,6 +378,32 @@ impl Held for deadbolt_semaphore::Permits {
     }
 }
 
+/// deadbolt's `MultiLock`: `lock()` takes every part with a watchdog lease.
+impl LockHandle for deadbolt_multilock::MultiLock {
+    fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
+        Box::pin(async move { Ok(Box::new(self.lock().await?) as Box<dyn Held>) })
+    }
+}
+
+impl Held for deadbolt_multilock::MultiGuard {
+    fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
+        Box::pin(async move { Ok((*self).unlock().await?) })
+    }
+}
+
+/// deadbolt's `Redlock`: `lock()` waits for a majority, renewed while held.
+impl LockHandle for deadbolt_multilock::Redlock {
+    fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
+        Box::pin(async move { Ok(Box::new(self.lock().await?) as Box<dyn Held>) })
+    }
+}
+
+impl Held for deadbolt_multilock::RedlockGuard {
+    fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
+        Box::pin(async move { Ok((*self).unlock().await?) })
+    }
+}
+
 // ---------------------------------------------------------------------------
 // raw-poll: the textbook SET NX PX lock
 // ---------------------------------------------------------------------------
@@ -342,10 +443,10 @@ impl Contender for RawPoll {
 
     fn connect<'a>(
         &'a self,
-        url: &'a str,
+        urls: &'a [String],
     ) -> BoxFuture<'a, anyhow::Result<Box<dyn ContenderClient>>> {
         Box::pin(async move {
-            let conn = redis::Client::open(url)?
+            let conn = redis::Client::open(urls[0].as_str())?
                 .get_multiplexed_async_connection()
                 .await
                 .context("connecting a raw-poll client")?;
@@ -486,10 +587,10 @@ impl Contender for SemPoll {
 
     fn connect<'a>(
         &'a self,
-        url: &'a str,
+        urls: &'a [String],
     ) -> BoxFuture<'a, anyhow::Result<Box<dyn ContenderClient>>> {
         Box::pin(async move {
-            let mut conn = redis::Client::open(url)?
+            let mut conn = redis::Client::open(urls[0].as_str())?
                 .get_multiplexed_async_connection()
                 .await
                 .context("connecting a sem-poll client")?;
@@ -599,16 +700,21 @@ impl Held for SemPollHeld {
 // rslock 0.10
 // ---------------------------------------------------------------------------
 
+/// rslock over the first `servers` servers of the run.
 #[cfg(feature = "peers")]
-fn rslock_contender(opts: &ContenderOptions) -> Result<Box<dyn Contender>, String> {
+fn rslock_contender(opts: &ContenderOptions, servers: usize) -> Result<Box<dyn Contender>, String> {
     Ok(Box::new(peers::Rslock {
         namespace: opts.namespace.clone(),
         lease: opts.lease,
+        servers,
     }))
 }
 
 #[cfg(not(feature = "peers"))]
-fn rslock_contender(_opts: &ContenderOptions) -> Result<Box<dyn Contender>, String> {
+fn rslock_contender(
+    _opts: &ContenderOptions,
+    _servers: usize,
+) -> Result<Box<dyn Contender>, String> {
     Err("built without the `peers` feature".into())
 }
 
@@ -621,12 +727,16 @@ mod peers {
 
     use super::{Contender, ContenderClient, ContenderKind, Held, LockHandle, SET_NX_COMMANDS};
 
-    /// rslock with one server, so one `SET NX PX` per try; its default retry
-    /// policy (3 tries 0–200 ms apart, then `Unavailable`), called again until
-    /// it gets the lock, as its own `acquire` does.
+    /// rslock with one server (`rslock`: one `SET NX PX` per try) or three
+    /// (`rslock-3`: rslock is Redlock, one `SET NX PX` on every server at
+    /// once per try); its default retry policy (3 tries 0–200 ms apart, then
+    /// `Unavailable`), called again until it gets the lock, as its own
+    /// `acquire` does.
     pub(super) struct Rslock {
         pub(super) namespace: String,
         pub(super) lease: Duration,
+        /// 1, or [`REDLOCK_SERVERS`](super::REDLOCK_SERVERS).
+        pub(super) servers: usize,
     }
 
     /// rslock's mean sleep between tries (uniform 0–200 ms).
@@ -634,7 +744,15 @@ mod peers {
 
     impl Contender for Rslock {
         fn kind(&self) -> ContenderKind {
-            ContenderKind::Rslock
+            if self.servers == 1 {
+                ContenderKind::Rslock
+            } else {
+                ContenderKind::Rslock3
+            }
+        }
+
+        fn servers(&self) -> usize {
+            self.servers
         }
 
         fn client_commands(&self) -> &'static [&'static str] {
@@ -647,14 +765,18 @@ mod peers {
 
         fn connect<'a>(
             &'a self,
-            url: &'a str,
+            urls: &'a [String],
         ) -> BoxFuture<'a, anyhow::Result<Box<dyn ContenderClient>>> {
             Box::pin(async move {
-                // LockManager::new panics on a bad URL: check it first.
-                let client = redis::Client::open(url)?;
-                let manager = rslock::LockManager::from_clients(vec![client]);
-                // rslock connects lazily; connect now so the first acquire is
-                // not timed with the connection set-up.
+                // LockManager::new panics on a bad URL: check them first.
+                let clients = urls[..self.servers]
+                    .iter()
+                    .map(|u| redis::Client::open(u.as_str()))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let manager = rslock::LockManager::from_clients(clients);
+                // rslock connects lazily; connect now (every server: it asks
+                // them all at once) so the first acquire is not timed with
+                // the connection set-up.
                 manager
                     .query_redis_for_key_value(b"deadbolt-bench:warm-up")
                     .await

@@ -6,7 +6,9 @@
 //! it at the end, on error and on Ctrl-C), then for each selected scenario run
 //! each contender it measures in turn (see [`ScenarioKind::measures`]), one
 //! after another on the same server, then (with `--plot`) the contended
-//! scenario at several waiter counts.
+//! scenario at several waiter counts. The multi scenario's Redlock rows span
+//! two more servers: started and stopped with the first one, or given with
+//! `--redlock-redis` besides `--redis`.
 
 mod args;
 mod contender;
@@ -31,7 +33,7 @@ pub use report::{
     Skipped, SweepPoint, REPORT_SCHEMA,
 };
 
-use contender::{Contender, ContenderOptions};
+use contender::{Contender, ContenderOptions, REDLOCK_SERVERS};
 use progress::Progress;
 use scenario::Env;
 
@@ -44,25 +46,28 @@ use scenario::Env;
 ///
 /// # Errors
 /// Bad sizes, a `--json` or `--plot` path that cannot be written (a missing
-/// folder, a `--plot` name not ending in `.svg`), a contender that is not
-/// available in this build, or a scenario asked for that none of the
-/// contenders takes part in (all before anything starts); redis-server not
-/// installed (the message says how to install it); an unreachable `--redis`;
-/// a run that failed (too many errors in a row, a hang). The embedded server
-/// is stopped in every case.
+/// folder, a `--plot` name not ending in `.svg`), a `--redlock-redis`
+/// without `--redis` or not naming two more servers, a contender that is not
+/// available in this build (or, asked for by name, needs servers the run
+/// lacks), or a scenario asked for that none of the contenders takes part in
+/// (all before anything starts); redis-server not installed (the message
+/// says how to install it); an unreachable `--redis` or `--redlock-redis`;
+/// a run that failed (too many errors in a row, a hang). The embedded servers
+/// are stopped in every case.
 ///
 /// # Cancel safety
-/// Dropping the future drops the embedded server handle, which kills the
-/// server; contender clients end with it.
+/// Dropping the future drops the embedded server handles, which kills the
+/// servers; contender clients end with it.
 pub async fn bench(args: &BenchArgs) -> anyhow::Result<Report> {
     bench_with(args, |_| {}).await
 }
 
 /// [`bench()`], calling `on_ready` with the Redis URL once the server answers
-/// (and before any scenario runs).
+/// (and before any scenario runs). That is server 1's URL; the multi
+/// scenario's other servers are in the report (`redis.redlock_urls`).
 ///
-/// Ctrl-C or SIGTERM during the run stops it: the embedded server is stopped
-/// and the partial report comes back with `interrupted: true`.
+/// Ctrl-C or SIGTERM during the run stops it: the embedded servers are
+/// stopped and the partial report comes back with `interrupted: true`.
 ///
 /// # Errors
 /// As [`bench()`].
@@ -75,11 +80,13 @@ pub async fn bench_with(
 ) -> anyhow::Result<Report> {
     args.validate()?;
     args.check_outputs()?;
-    let (mut contenders, skipped) = resolve_contenders(args)?;
+    let (mut contenders, mut skipped) = resolve_contenders(args)?;
     let kinds: Vec<ContenderKind> = contenders.iter().map(|c| c.kind()).collect();
     let scenarios = args.scenarios_for(&kinds)?;
-    // A contender no selected scenario measures is not run (nor listed).
+    // A contender no selected scenario measures is not run (nor listed), and
+    // one left out is only noted when a selected scenario measures it.
     contenders.retain(|c| scenarios.iter().any(|s| s.measures(c.kind())));
+    skipped.retain(|s| scenarios.iter().any(|sc| sc.measures(s.contender)));
     let kinds: Vec<ContenderKind> = contenders.iter().map(|c| c.kind()).collect();
     let progress = Progress::new(args.quiet, planned_runs(args, &scenarios, &kinds));
     let plan = Plan {
@@ -91,17 +98,17 @@ pub async fn bench_with(
     // kill the process and orphan redis-server.
     let mut interrupt = Interrupt::install()?;
     let started = Instant::now();
-    let mut server: Option<RedisServer> = None;
+    let mut servers: Vec<RedisServer> = Vec::new();
     let mut report: Option<Report> = None;
     let outcome = tokio::select! {
-        r = run(args, &plan, progress.clone(), skipped, &mut server, &mut report, on_ready) => r,
+        r = run(args, &plan, progress.clone(), skipped, &mut servers, &mut report, on_ready) => r,
         () = interrupt.recv() => {
             progress.note("interrupted; stopping");
             Err(Interrupted.into())
         }
     };
     progress.finish();
-    if let Some(mut s) = server.take() {
+    for mut s in servers {
         s.stop();
         progress.note(&format!("stopped redis-server on 127.0.0.1:{}", s.port()));
     }
@@ -196,6 +203,11 @@ fn resolve_contenders(args: &BenchArgs) -> anyhow::Result<(Contenders, Vec<Skipp
         lease: args.lease,
         poll_interval: args.poll_interval,
         permits: args.permits,
+        servers: if args.redis.is_some() {
+            1 + args.redlock_redis.len()
+        } else {
+            REDLOCK_SERVERS
+        },
     };
     let mut run = Vec::new();
     let mut skipped = Vec::new();
@@ -253,9 +265,10 @@ fn find_in_path(exe: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// `--pin`: redis-server on CPU 0, this process (every thread) on CPU 1.
-/// Returns whether it took effect.
-fn pin(server_pid: Option<u32>, cpus: u32, progress: &Progress) -> bool {
+/// `--pin`: the embedded redis-servers (`server_pids`; none with `--redis`)
+/// on CPU 0, this process (every thread) on CPU 1. Returns whether it took
+/// effect.
+fn pin(server_pids: &[u32], cpus: u32, progress: &Progress) -> bool {
     let Some(taskset) = find_in_path("taskset") else {
         progress.note("--pin skipped: taskset is not installed (apt-get install -y util-linux)");
         return false;
@@ -271,10 +284,12 @@ fn pin(server_pid: Option<u32>, cpus: u32, progress: &Progress) -> bool {
             .status()
             .is_ok_and(|s| s.success())
     };
-    let server_ok = server_pid.is_none_or(|pid| set("0", pid));
+    let server_ok = server_pids.iter().all(|pid| set("0", *pid));
     let own_ok = set("1", std::process::id());
     if server_ok && own_ok {
-        progress.note(if server_pid.is_some() {
+        progress.note(if server_pids.len() > 1 {
+            "pinned the redis-servers to CPU 0 and the bench to CPU 1"
+        } else if !server_pids.is_empty() {
             "pinned redis-server to CPU 0 and the bench to CPU 1"
         } else {
             "pinned the bench to CPU 1 (the server is not ours to pin)"
@@ -336,50 +351,84 @@ fn settings(args: &BenchArgs, plan: &Plan) -> Settings {
     }
 }
 
-/// The body of [`bench_with`]: it leaves the server and the report it made in
-/// `server_slot` and `report_slot`, so they survive an interrupt.
+/// The bench's own connection to `url`, for INFO.
+async fn stats_connection(url: &str) -> anyhow::Result<redis::aio::MultiplexedConnection> {
+    redis::Client::open(url)
+        .with_context(|| format!("bad Redis URL {}", redact(url)))?
+        .get_multiplexed_async_connection()
+        .await
+        .with_context(|| format!("connecting to {}", redact(url)))
+}
+
+/// The body of [`bench_with`]: it leaves the servers it started (server 1
+/// first) and the report it made in `servers_slot` and `report_slot`, so they
+/// survive an interrupt.
 async fn run(
     args: &BenchArgs,
     plan: &Plan,
     progress: Progress,
     skipped: Vec<Skipped>,
-    server_slot: &mut Option<RedisServer>,
+    servers_slot: &mut Vec<RedisServer>,
     report_slot: &mut Option<Report>,
     on_ready: impl FnOnce(&str),
 ) -> anyhow::Result<()> {
-    let url = match &args.redis {
+    let first = match &args.redis {
         Some(url) => url.clone(),
         None => {
             let server = start_server().await?;
             let url = server.url();
-            *server_slot = Some(server);
+            servers_slot.push(server);
             url
         }
     };
-    let embedded = server_slot.is_some();
-    let mut stats_conn = redis::Client::open(url.as_str())
-        .with_context(|| format!("bad Redis URL {}", redact(&url)))?
-        .get_multiplexed_async_connection()
-        .await
-        .with_context(|| format!("connecting to {}", redact(&url)))?;
+    let embedded = !servers_slot.is_empty();
+    let mut stats_conn = stats_connection(&first).await?;
     let version = stats::redis_version(&mut stats_conn).await?;
     if embedded {
         progress.note(&format!(
             "started redis-server {version} on 127.0.0.1:{} (no persistence; stopped at the end)",
-            server_slot.as_ref().map_or(0, RedisServer::port)
+            servers_slot[0].port()
         ));
+    }
+    let mut urls = vec![first];
+    // The other servers are only needed (and started) when a Redlock
+    // contender runs; `resolve_contenders` left those out when --redis came
+    // without them.
+    if plan.contenders.iter().any(|c| c.servers() > 1) {
+        if embedded {
+            for _ in 1..REDLOCK_SERVERS {
+                let server = start_server().await?;
+                urls.push(server.url());
+                servers_slot.push(server);
+            }
+            let ports: Vec<String> = servers_slot[1..]
+                .iter()
+                .map(|s| format!("127.0.0.1:{}", s.port()))
+                .collect();
+            progress.note(&format!(
+                "started {} more redis-servers for the Redlock rows on {}",
+                ports.len(),
+                ports.join(", ")
+            ));
+        } else {
+            urls.extend(args.redlock_redis.iter().cloned());
+        }
+    }
+    let mut redlock_stats = Vec::new();
+    for url in &urls[1..] {
+        redlock_stats.push(
+            stats_connection(url)
+                .await
+                .context("a server of the Redlock rows")?,
+        );
     }
     let cpus = std::thread::available_parallelism()
         .ok()
         .and_then(|n| u32::try_from(n.get()).ok())
         .unwrap_or(1);
-    let pinned = args.pin
-        && pin(
-            server_slot.as_ref().and_then(RedisServer::pid),
-            cpus,
-            &progress,
-        );
-    on_ready(&url);
+    let server_pids: Vec<u32> = servers_slot.iter().filter_map(RedisServer::pid).collect();
+    let pinned = args.pin && pin(&server_pids, cpus, &progress);
+    on_ready(&urls[0]);
 
     let report = report_slot.insert(Report {
         schema: REPORT_SCHEMA,
@@ -388,8 +437,9 @@ async fn run(
         interrupted: false,
         redis: RedisInfo {
             version,
-            url: redact(&url),
+            url: redact(&urls[0]),
             embedded,
+            redlock_urls: urls[1..].iter().map(|u| redact(u)).collect(),
         },
         host: HostInfo { cpus, pinned },
         settings: settings(args, plan),
@@ -400,9 +450,10 @@ async fn run(
     });
     let run_id = format!("run{:08x}", rand::random::<u32>());
     let mut env = Env {
-        url,
+        urls,
         args,
         stats: stats_conn,
+        redlock_stats,
         progress,
         run_id,
         all_pings: stats::histogram(),
@@ -411,6 +462,9 @@ async fn run(
     report.ping = stats::summarize(&env.all_pings, None);
     if !embedded {
         cleanup(&mut env.stats, &args.namespace, &env.run_id).await;
+        for conn in &mut env.redlock_stats {
+            cleanup(conn, &args.namespace, &env.run_id).await;
+        }
     }
     outcome
 }

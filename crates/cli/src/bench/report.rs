@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
 use super::args::{ContenderKind, ScenarioKind};
+use super::contender::{MULTI_PARTS, REDLOCK_SERVERS};
 
 /// Version of the JSON layout of [`Report`]. It changes only when a field is
 /// renamed, removed or changes meaning; new fields may be added within a version.
@@ -28,7 +29,9 @@ pub const REPORT_SCHEMA: u32 = 1;
 ///   "deadbolt_version": "0.1.0",
 ///   "elapsed_s": 27.3,                       // wall time of the whole bench
 ///   "interrupted": false,                    // true after Ctrl-C (partial results)
-///   "redis": { "version": "7.0.15", "url": "redis://127.0.0.1:40123/", "embedded": true },
+///   "redis": { "version": "7.0.15", "url": "redis://127.0.0.1:40123/", "embedded": true,
+///              "redlock_urls": ["redis://127.0.0.1:40125/", ...] },  // [] without the
+///                                            // multi scenario's Redlock rows
 ///   "host": { "cpus": 2, "pinned": false },
 ///   "settings": { "scenarios": ["uncontended", ...], "contenders": ["lock", ...],
 ///                 "duration_s": 2.0, "tasks": 4, "waiters": 8, "clients": 4,
@@ -44,30 +47,32 @@ pub const REPORT_SCHEMA: u32 = 1;
 ///
 /// RunResult = {
 ///   "scenario": "uncontended" | "contended" | "handoff" | "idle" | "read-mostly"
-///             | "semaphore",
+///             | "semaphore" | "multi",
 ///   "contender": "lock" | "fair" | "raw-poll" | "rslock"
 ///              | "rw"                        // read-mostly only
-///              | "sem" | "sem-poll",         // semaphore only
+///              | "sem" | "sem-poll"          // semaphore only
+///              | "multi" | "redlock" | "rslock-3",  // multi only
 ///   "workers": 4, "clients": 1,              // tasks/waiters, and clients they share
 ///   "elapsed_s": 2.0,                        // measured window
 ///   "acquisitions": 41000,                   // all acquisitions in the window
 ///                                            // (read-mostly: operations, reads and writes)
 ///   "acquisitions_per_s": 20500.0 | null,    // uncontended, contended, read-mostly,
-///                                            // semaphore
+///                                            // semaphore, multi
 ///   "rounds": 200 | null,                    // hand-off rounds (handoff only)
 ///   "errors": 0, "first_error": "..." | null,
 ///   "exclusion_violations": 0,               // two holders seen at once (semaphore:
 ///                                            // more than --permits); must be 0
 ///   "ping_p50_us": 45.0 | null,              // this run's PING floor (null for idle)
 ///   "acquire": Latency | null,               // time in acquire (uncontended, contended,
-///                                            // semaphore; read-mostly: reads and writes
-///                                            // together)
-///   "acquire_release": Latency | null,       // acquire + release (uncontended)
+///                                            // semaphore, multi; read-mostly: reads and
+///                                            // writes together)
+///   "acquire_release": Latency | null,       // acquire + release (uncontended, multi)
 ///   "handoff": Latency | null,               // release start → next holder (handoff)
 ///   "fairness": Fairness | null,             // contended, read-mostly and semaphore
 ///   "read_write": ReadWrite | null,          // read-mostly only
 ///   "commands": {
 ///     "counted": 82000,                      // round trips the contender's clients sent
+///                                            // (multi: to all its servers)
 ///     "per_acquisition": 2.0 | null,         // (read-mostly: per operation)
 ///     "per_waiter_per_s": 0.0 | null,        // idle only
 ///     "counted_names": ["evalsha", ...],     // which commandstats entries were counted
@@ -92,7 +97,8 @@ pub const REPORT_SCHEMA: u32 = 1;
 /// script runs, so only the commands the contender's clients send themselves
 /// are `counted` (EVALSHA, SUBSCRIBE… for deadbolt; SET, EVALSHA for the
 /// `SET NX` locks; EVALSHA, ZREM for the polling semaphore); the bench's own
-/// PINGs and INFOs are taken out.
+/// PINGs and INFOs are taken out. The multi scenario adds up the deltas of
+/// its three servers; its PING floor is server 1's.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Report {
@@ -128,8 +134,13 @@ pub struct RedisInfo {
     pub version: String,
     /// The URL, with any password replaced by `***`.
     pub url: String,
-    /// True when the bench started this server itself.
+    /// True when the bench started this server itself (and the Redlock
+    /// servers, if any).
     pub embedded: bool,
+    /// The two more servers of the multi scenario's Redlock rows, passwords
+    /// replaced by `***`; empty when those rows did not run.
+    #[serde(default)]
+    pub redlock_urls: Vec<String>,
 }
 
 /// The machine of a run.
@@ -195,8 +206,8 @@ pub struct RunResult {
     /// Acquisitions in the window (read-mostly: operations, reads and
     /// writes).
     pub acquisitions: u64,
-    /// Acquisitions per second (uncontended, contended, read-mostly and
-    /// semaphore; else `null`).
+    /// Acquisitions per second (uncontended, contended, read-mostly,
+    /// semaphore and multi; else `null`).
     pub acquisitions_per_s: Option<f64>,
     /// Hand-off rounds (handoff; else `null`).
     pub rounds: Option<u64>,
@@ -209,10 +220,10 @@ pub struct RunResult {
     pub exclusion_violations: u64,
     /// PING p50 timed during this run, µs (`null` for idle).
     pub ping_p50_us: Option<f64>,
-    /// Time spent in acquire (uncontended, contended, semaphore; read-mostly:
-    /// reads and writes together).
+    /// Time spent in acquire (uncontended, contended, semaphore, multi;
+    /// read-mostly: reads and writes together).
     pub acquire: Option<Latency>,
-    /// Time of acquire plus release (uncontended).
+    /// Time of acquire plus release (uncontended, multi).
     pub acquire_release: Option<Latency>,
     /// From the start of the holder's release to the waiter holding the lock (handoff).
     pub handoff: Option<Latency>,
@@ -283,7 +294,8 @@ pub struct Fairness {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Commands {
-    /// Commands the contender's clients sent (round trips).
+    /// Commands the contender's clients sent (round trips; multi: to every
+    /// server).
     pub counted: u64,
     /// `counted` per acquisition.
     pub per_acquisition: Option<f64>,
@@ -428,7 +440,15 @@ impl Report {
                 ));
             }
         }
+        let multi_shown = self
+            .results
+            .iter()
+            .any(|r| r.scenario == ScenarioKind::Multi);
         for s in &self.skipped {
+            // The multi table notes its own skipped rows.
+            if multi_shown && only_in_multi(s.contender) {
+                continue;
+            }
             notes.push(format!("{} not run: {}", s.contender.name(), s.reason));
         }
         if !notes.is_empty() {
@@ -510,6 +530,35 @@ impl Report {
                     ),
                     &["contender", "cmds/waiter/s", "commands sent", "errors"],
                 ),
+                ScenarioKind::Multi => (
+                    format!(
+                        "multi: {} tasks on distinct names, one client, {:.1} s each\n  lock: one \
+                         Lock, multi: a MultiLock over {MULTI_PARTS} names, both on server 1; \
+                         redlock, rslock-3: one name on {REDLOCK_SERVERS} servers{}",
+                        s.tasks,
+                        s.duration_s,
+                        if self.redis.redlock_urls.is_empty() {
+                            String::new()
+                        } else {
+                            format!(
+                                " ({}, {})",
+                                self.redis.url,
+                                self.redis.redlock_urls.join(", ")
+                            )
+                        }
+                    ),
+                    &[
+                        "contender",
+                        "acq/s",
+                        "lock+unlock p50",
+                        "p99",
+                        "max",
+                        "p50 / lock",
+                        "cmds/acq",
+                        "PING p50",
+                        "errors",
+                    ],
+                ),
                 ScenarioKind::ReadMostly => (
                     format!(
                     "read-mostly: {} waiters over {} clients on one name, {} writes, hold {} ms, \
@@ -536,6 +585,10 @@ impl Report {
                 ),
             };
         let mut table = Table::new(header);
+        let lock_p50 = rows
+            .iter()
+            .find(|r| r.contender == ContenderKind::Lock)
+            .and_then(|r| r.acquire_release.map(|l| l.p50_us));
         for r in rows {
             let name = r.contender.name().to_string();
             let lat = |l: &Option<Latency>, pick: fn(&Latency) -> (f64, Option<f64>)| {
@@ -594,6 +647,17 @@ impl Report {
                         errors,
                     ]
                 }
+                ScenarioKind::Multi => vec![
+                    name,
+                    rate,
+                    lat(&r.acquire_release, p50),
+                    lat(&r.acquire_release, p99),
+                    lat(&r.acquire_release, max),
+                    times(r.acquire_release.map(|l| l.p50_us), lock_p50),
+                    cmds,
+                    ping,
+                    errors,
+                ],
                 ScenarioKind::Handoff => vec![
                     name,
                     r.rounds.unwrap_or(0).to_string(),
@@ -650,13 +714,37 @@ impl Report {
         let summary = match scenario {
             ScenarioKind::ReadMostly => rw_over_lock(rows),
             ScenarioKind::Semaphore => sem_over_poll(rows),
+            ScenarioKind::Multi => redlock_over_rslock(rows),
             _ => None,
         };
         if let Some(line) = summary {
             out.push_str(&line);
             out.push('\n');
         }
+        if scenario == ScenarioKind::Multi {
+            out.push_str(&self.skipped_in(scenario));
+        }
         out
+    }
+
+    /// One line per reason for the contenders of `scenario` that were left
+    /// out ("redlock, rslock-3 skipped: needs 3 servers: ...").
+    fn skipped_in(&self, scenario: ScenarioKind) -> String {
+        let mut reasons: Vec<(&str, Vec<&str>)> = Vec::new();
+        for s in self
+            .skipped
+            .iter()
+            .filter(|s| scenario.measures(s.contender))
+        {
+            match reasons.iter_mut().find(|(r, _)| *r == s.reason) {
+                Some((_, names)) => names.push(s.contender.name()),
+                None => reasons.push((&s.reason, vec![s.contender.name()])),
+            }
+        }
+        reasons
+            .into_iter()
+            .map(|(reason, names)| format!("{} skipped: {reason}\n", names.join(", ")))
+            .collect()
     }
 
     fn sweep_table(&self) -> String {
@@ -736,6 +824,30 @@ fn sem_over_poll(rows: &[&RunResult]) -> Option<String> {
     ))
 }
 
+/// The multi summary: deadbolt's `Redlock` over rslock on the same servers,
+/// when both ran ("redlock / rslock-3: lock+unlock p50 0.80×, p99 0.50×;
+/// 1.25× the acq/s, cmds/acq 1.00×").
+fn redlock_over_rslock(rows: &[&RunResult]) -> Option<String> {
+    let find = |kind| rows.iter().find(|r| r.contender == kind);
+    let (red, rs) = (find(ContenderKind::Redlock)?, find(ContenderKind::Rslock3)?);
+    let lat = |r: &RunResult, pick: fn(&Latency) -> f64| r.acquire_release.as_ref().map(pick);
+    Some(format!(
+        "redlock / rslock-3: lock+unlock p50 {}, p99 {}; {} the acq/s, cmds/acq {}",
+        times(lat(red, |l| l.p50_us), lat(rs, |l| l.p50_us)),
+        times(lat(red, |l| l.p99_us), lat(rs, |l| l.p99_us)),
+        times(red.acquisitions_per_s, rs.acquisitions_per_s),
+        times(red.commands.per_acquisition, rs.commands.per_acquisition),
+    ))
+}
+
+/// Whether only the multi scenario measures `contender` (its skipped note is
+/// then under that table).
+fn only_in_multi(contender: ContenderKind) -> bool {
+    ScenarioKind::ALL
+        .into_iter()
+        .all(|s| (s == ScenarioKind::Multi) == s.measures(contender))
+}
+
 /// The read-mostly summary: the `RwLock`'s figures over the `Lock`'s, when
 /// both ran ("rw / lock: 2.41× the ops/s; read p50 0.38×, write p50
 /// 1.20×").
@@ -762,16 +874,16 @@ fn rw_over_lock(rows: &[&RunResult]) -> Option<String> {
 
 /// What the columns mean and which way is better, for the scenarios shown.
 fn legend(shown: &[ScenarioKind]) -> String {
-    use ScenarioKind::{Contended, Handoff, Idle, ReadMostly, Semaphore, Uncontended};
+    use ScenarioKind::{Contended, Handoff, Idle, Multi, ReadMostly, Semaphore, Uncontended};
     let any = |kinds: &[ScenarioKind]| kinds.iter().any(|k| shown.contains(k));
-    let entries: [(bool, &str, &str); 14] = [
+    let entries: [(bool, &str, &str); 17] = [
         (
-            any(&[Uncontended, Contended, Handoff, ReadMostly, Semaphore]),
+            any(&[Uncontended, Contended, Handoff, ReadMostly, Semaphore, Multi]),
             "N.N×",
             "latency over the PING p50 of the same run (1× = one round trip); lower is better",
         ),
         (
-            any(&[Uncontended, Contended, Semaphore]),
+            any(&[Uncontended, Contended, Semaphore, Multi]),
             "acq/s",
             "acquisitions per second, all workers together; higher is better (see least/most)",
         ),
@@ -791,9 +903,26 @@ fn legend(shown: &[ScenarioKind]) -> String {
             "least-served waiter's acquisitions over the most-served's: 0.00 = one starved; higher is better",
         ),
         (
-            any(&[Uncontended, Contended, Handoff, Semaphore]),
+            any(&[Uncontended, Contended, Handoff, Semaphore, Multi]),
             "cmds/acq",
-            "commands the clients sent per acquisition (not those inside scripts); lower is better",
+            "commands the clients sent per acquisition (not those inside scripts; multi: to all \
+             its servers); lower is better",
+        ),
+        (
+            any(&[Uncontended, Multi]),
+            "lock+unlock",
+            "one acquire and its release, back to back; lower is better",
+        ),
+        (
+            any(&[Multi]),
+            "p50 / lock",
+            "the lock+unlock p50 over the single Lock's in the same table; lower is better",
+        ),
+        (
+            any(&[Multi]),
+            "redlock / rslock-3",
+            "deadbolt's Redlock's figure over rslock's on the same servers: above 1× for acq/s, \
+             below 1× for latencies and cmds/acq is deadbolt's ahead",
         ),
         (
             any(&[Handoff]),
@@ -835,9 +964,10 @@ fn legend(shown: &[ScenarioKind]) -> String {
              acq/s, below 1× for latencies and cmds/acq is the Semaphore ahead",
         ),
         (
-            any(&[Uncontended, Contended, Handoff, ReadMostly, Semaphore]),
+            any(&[Uncontended, Contended, Handoff, ReadMostly, Semaphore, Multi]),
             "PING p50",
-            "the round-trip floor during that run; a high one means a loaded machine",
+            "the round-trip floor during that run (to server 1); a high one means a loaded \
+             machine",
         ),
     ];
     let shown: Vec<(&str, &str)> = entries
@@ -999,6 +1129,9 @@ mod tests {
             "rw / lock",
             "sem / sem-poll",
             "longest wait",
+            "lock+unlock",
+            "p50 / lock",
+            "redlock / rslock-3",
         ] {
             assert!(all.contains(&format!("\n  {term} ")), "{term}:\n{all}");
         }

@@ -1,9 +1,10 @@
-//! The six scenarios, each run for one contender at a time.
+//! The seven scenarios, each run for one contender at a time.
 //!
 //! Every run opens its own clients, takes an `INFO commandstats` snapshot
-//! before and after its window, and (except idle) times PING on a side
-//! connection throughout, so its latencies have a floor measured under the
-//! same load. Names carry a per-bench run id, so runs never meet each other's
+//! before and after its window (the multi scenario: of every server, added
+//! up), and (except idle) times PING on a side connection to server 1
+//! throughout, so its latencies have a floor measured under the same load.
+//! Names carry a per-bench run id, so runs never meet each other's
 //! leftovers.
 
 use std::collections::BTreeMap;
@@ -52,13 +53,17 @@ pub(crate) fn planned(args: &BenchArgs, scenario: ScenarioKind) -> Duration {
     }
 }
 
-/// What every run needs: the server, the flags, and where results go.
+/// What every run needs: the servers, the flags, and where results go.
 #[derive(Debug)]
 pub(crate) struct Env<'a> {
-    pub(crate) url: String,
+    /// The run's servers, server 1 (the one every scenario uses) first; the
+    /// others only when the Redlock contenders run.
+    pub(crate) urls: Vec<String>,
     pub(crate) args: &'a BenchArgs,
-    /// The bench's own connection, for INFO.
+    /// The bench's own connection to server 1, for INFO.
     pub(crate) stats: MultiplexedConnection,
+    /// The bench's own connections to the other servers, for INFO.
+    pub(crate) redlock_stats: Vec<MultiplexedConnection>,
     pub(crate) progress: Progress,
     /// Unique per bench: part of every lock name.
     pub(crate) run_id: String,
@@ -67,6 +72,11 @@ pub(crate) struct Env<'a> {
 }
 
 impl Env<'_> {
+    /// Server 1's URL.
+    fn url(&self) -> &str {
+        &self.urls[0]
+    }
+
     fn name(
         &self,
         scenario: ScenarioKind,
@@ -81,8 +91,33 @@ impl Env<'_> {
         )
     }
 
+    /// Server 1's commands so far.
     async fn snapshot(&mut self) -> anyhow::Result<BTreeMap<String, u64>> {
         stats::commandstats(&mut self.stats).await
+    }
+
+    /// Every server's commands so far, added up.
+    async fn snapshot_all(&mut self) -> anyhow::Result<BTreeMap<String, u64>> {
+        let mut total = self.snapshot().await?;
+        for conn in &mut self.redlock_stats {
+            for (name, calls) in stats::commandstats(conn).await? {
+                *total.entry(name).or_default() += calls;
+            }
+        }
+        Ok(total)
+    }
+
+    /// The commands `scenario` counts: server 1's, or (multi) every
+    /// server's.
+    async fn snapshot_for(
+        &mut self,
+        scenario: ScenarioKind,
+    ) -> anyhow::Result<BTreeMap<String, u64>> {
+        if scenario == ScenarioKind::Multi {
+            self.snapshot_all().await
+        } else {
+            self.snapshot().await
+        }
     }
 
     async fn connect(
@@ -90,19 +125,28 @@ impl Env<'_> {
         c: &dyn Contender,
         n: u32,
     ) -> anyhow::Result<Vec<Arc<dyn ContenderClient>>> {
+        if self.urls.len() < c.servers() {
+            bail!(
+                "{} needs {} servers, the run has {}",
+                c.kind().name(),
+                c.servers(),
+                self.urls.len()
+            );
+        }
         let mut clients = Vec::new();
         for _ in 0..n {
-            clients.push(Arc::from(c.connect(&self.url).await?));
+            clients.push(Arc::from(c.connect(&self.urls).await?));
         }
         Ok(clients)
     }
 
-    /// End a timed run: wait for its workers, read the commands counters,
-    /// stop the pinger and the clients. Returns the workers' results, the
-    /// elapsed time since `start`, the counters after, and the PING p50 and
-    /// count.
+    /// End a timed run of `scenario`: wait for its workers, read the
+    /// commands counters, stop the pinger and the clients. Returns the
+    /// workers' results, the elapsed time since `start`, the counters after,
+    /// and the PING p50 and count.
     async fn finish_run<T: 'static>(
         &mut self,
+        scenario: ScenarioKind,
         set: JoinSet<anyhow::Result<T>>,
         start: Instant,
         pinger: Pinger,
@@ -115,7 +159,7 @@ impl Env<'_> {
     )> {
         let workers = join_all(set).await;
         let elapsed = start.elapsed();
-        let after = self.snapshot().await;
+        let after = self.snapshot_for(scenario).await;
         let pings = self.finish_pinger(pinger).await;
         shutdown(clients).await;
         Ok((workers?, elapsed, after?, pings?))
@@ -143,7 +187,7 @@ pub(crate) async fn run(
     scenario: ScenarioKind,
 ) -> anyhow::Result<RunResult> {
     match scenario {
-        ScenarioKind::Uncontended => uncontended(env, c).await,
+        ScenarioKind::Uncontended | ScenarioKind::Multi => distinct_names(env, c, scenario).await,
         ScenarioKind::Contended => {
             let w = env.args.waiters;
             contended(env, c, w, env.args.clients.min(w)).await
@@ -347,18 +391,25 @@ async fn shutdown(clients: &[Arc<dyn ContenderClient>]) {
     }
 }
 
-/// T tasks, one name each, on one client: the uncontended path.
-async fn uncontended(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult> {
+/// T tasks, one name each, on one client: the uncontended path (scenario
+/// uncontended), or the same with locks over many keys or servers (multi:
+/// a name is a `MultiLock`'s three names, or one name on each of a Redlock's
+/// servers).
+async fn distinct_names(
+    env: &mut Env<'_>,
+    c: &dyn Contender,
+    scenario: ScenarioKind,
+) -> anyhow::Result<RunResult> {
     let args = env.args;
     let clients = env.connect(c, 1).await?;
     let handles: Vec<_> = (0..args.tasks)
-        .map(|i| clients[0].handle(&env.name(ScenarioKind::Uncontended, c, i)))
+        .map(|i| clients[0].handle(&env.name(scenario, c, i)))
         .collect();
-    let pinger = Pinger::start(&env.url).await?;
-    let before = env.snapshot().await?;
+    let pinger = Pinger::start(env.url()).await?;
+    let before = env.snapshot_for(scenario).await?;
     let bar = env.progress.start(
-        &format!("uncontended · {}", c.kind().name()),
-        planned(args, ScenarioKind::Uncontended),
+        &format!("{} · {}", scenario.name(), c.kind().name()),
+        planned(args, scenario),
     );
     let start = Instant::now();
     let deadline = start + args.duration;
@@ -388,8 +439,9 @@ async fn uncontended(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
             Ok((tally, acquire, total))
         });
     }
-    let (workers, elapsed, after, (ping_p50, sent)) =
-        env.finish_run(set, start, pinger, &clients).await?;
+    let (workers, elapsed, after, (ping_p50, sent)) = env
+        .finish_run(scenario, set, start, pinger, &clients)
+        .await?;
 
     let mut tally = Tally::default();
     let mut acquire = histogram();
@@ -403,7 +455,7 @@ async fn uncontended(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
     cmds.per_acquisition = per(cmds.counted, tally.acquisitions);
     let rate = float(tally.acquisitions) / elapsed.as_secs_f64();
     let result = RunResult {
-        scenario: ScenarioKind::Uncontended,
+        scenario,
         contender: c.kind(),
         workers: args.tasks,
         clients: 1,
@@ -467,7 +519,7 @@ async fn many_waiters(
         .map(|(_, client)| client.handle(&name))
         .collect();
     let capacity = Capacity::new(limit);
-    let pinger = Pinger::start(&env.url).await?;
+    let pinger = Pinger::start(env.url()).await?;
     let before = env.snapshot().await?;
     let label = match scenario {
         ScenarioKind::Semaphore => format!("semaphore×{waiters}/{limit} · {}", c.kind().name()),
@@ -501,8 +553,9 @@ async fn many_waiters(
             Ok((i, tally, waits))
         });
     }
-    let (mut workers, elapsed, after, (ping_p50, sent)) =
-        env.finish_run(set, start, pinger, &clients).await?;
+    let (mut workers, elapsed, after, (ping_p50, sent)) = env
+        .finish_run(scenario, set, start, pinger, &clients)
+        .await?;
     workers.sort_by_key(|w| w.0);
 
     let mut tally = Tally::default();
@@ -579,7 +632,7 @@ async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
         .collect();
     let shared_reads = c.shared_reads();
     let exclusion = Exclusion::default();
-    let pinger = Pinger::start(&env.url).await?;
+    let pinger = Pinger::start(env.url()).await?;
     let before = env.snapshot().await?;
     let bar = env.progress.start(
         &format!("read-mostly · {}", c.kind().name()),
@@ -635,8 +688,9 @@ async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
             Ok(w)
         });
     }
-    let (mut workers, elapsed, after, (ping_p50, sent)) =
-        env.finish_run(set, start, pinger, &clients).await?;
+    let (mut workers, elapsed, after, (ping_p50, sent)) = env
+        .finish_run(ScenarioKind::ReadMostly, set, start, pinger, &clients)
+        .await?;
     workers.sort_by_key(|w| w.index);
 
     let mut tally = Tally::default();
@@ -716,7 +770,7 @@ async fn handoff(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResu
     let waiter = clients[1].handle(&name);
     let jitter = c.poll_period().unwrap_or(EVENT_JITTER);
     let exclusion = Exclusion::default();
-    let pinger = Pinger::start(&env.url).await?;
+    let pinger = Pinger::start(env.url()).await?;
     let before = env.snapshot().await?;
     let bar = env.progress.start(
         &format!("handoff · {}", c.kind().name()),
