@@ -491,7 +491,9 @@ pub struct RedlockGuard {
 
 #[derive(Debug)]
 struct RedShared {
-    holds: Mutex<Vec<Hold>>,
+    /// An async mutex: a renewal round keeps it across its awaits, and
+    /// `unlock` waits for the round instead of finding the holds away.
+    holds: tokio::sync::Mutex<Vec<Hold>>,
     valid_until: Mutex<Instant>,
     state: watch::Sender<LeaseState>,
     token: u64,
@@ -507,7 +509,7 @@ impl RedlockGuard {
     ) -> RedlockGuard {
         let token = holds.iter().map(Hold::fencing_token).max().unwrap_or(0);
         let shared = Arc::new(RedShared {
-            holds: Mutex::new(holds),
+            holds: tokio::sync::Mutex::new(holds),
             valid_until: Mutex::new(valid_until),
             state: watch::channel(LeaseState::Active).0,
             token,
@@ -587,11 +589,14 @@ impl RedlockGuard {
     /// # Cancel safety
     /// If dropped, the remaining releases go to the background releasers.
     pub async fn unlock(mut self) -> Result<()> {
+        self.shared.state.send_replace(LeaseState::Released);
         if let Some(t) = self.renewal.take() {
             t.abort();
+            // Wait until the task is gone: a round in flight must not keep
+            // the holds away from the release.
+            let _ = t.await;
         }
-        self.shared.state.send_replace(LeaseState::Released);
-        let holds = std::mem::take(&mut *self.shared.holds.lock());
+        let holds = std::mem::take(&mut *self.shared.holds.lock().await);
         let results = join_all(holds.into_iter().map(Hold::unlock)).await;
         if results.iter().all(|r| matches!(r, Err(Error::NotHeld))) {
             return Err(Error::NotHeld);
@@ -608,8 +613,11 @@ impl Drop for RedlockGuard {
         if let Some(t) = self.renewal.take() {
             t.abort();
         }
-        // Dropping the holds hands their releases to the releasers.
-        self.shared.holds.lock().clear();
+        // Dropping the holds hands their releases to the releasers (or they
+        // drop with the last reference, after an aborted round).
+        if let Ok(mut holds) = self.shared.holds.try_lock() {
+            holds.clear();
+        }
     }
 }
 
@@ -624,7 +632,7 @@ async fn renew_loop(weak: std::sync::Weak<RedShared>, ttl: Duration, majority: u
         }
         let start = Instant::now();
         let valid_until = *shared.valid_until.lock();
-        let holds: Vec<Hold> = std::mem::take(&mut *shared.holds.lock());
+        let holds = shared.holds.lock().await;
         let per_server = (ttl / 10).clamp(Duration::from_millis(5), Duration::from_secs(1));
         let results = join_all(
             holds
@@ -633,7 +641,7 @@ async fn renew_loop(weak: std::sync::Weak<RedShared>, ttl: Duration, majority: u
         )
         .await;
         let ok = results.iter().filter(|r| matches!(r, Ok(Ok(())))).count();
-        *shared.holds.lock() = holds;
+        drop(holds);
         if ok >= majority && Instant::now() < valid_until {
             *shared.valid_until.lock() = start + ttl.saturating_sub(drift(ttl));
         } else {

@@ -230,3 +230,27 @@ async fn redlock_counts_exactly_across_four_sets_of_clients() {
     let n: i64 = cmd(&counter, &["GET", "n"]).await;
     assert_eq!(n, 100);
 }
+
+/// Found while benchmarking: an unlock during a renewal round (the round
+/// waiting on a paused server) found the holds away and said `NotHeld`
+/// while every server still held the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_unlock_during_a_renewal_round_releases() {
+    let (srvs, clients) = servers(3).await;
+    let g = Redlock::new(&clients, "race")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    srvs[2].pause();
+    // The first renewal round starts a third into the 3 s lease and waits
+    // up to the 300 ms command timeout on the paused server: land in it.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let r = g.unlock().await;
+    srvs[2].resume();
+    assert!(!matches!(r, Err(deadbolt_core::Error::NotHeld)), "{r:?}");
+    for s in &srvs[..2] {
+        let n: i64 = cmd(s, &["EXISTS", "deadbolt:{race}:lock"]).await;
+        assert_eq!(n, 0, "released on the servers that answer");
+    }
+}
