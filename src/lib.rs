@@ -210,6 +210,7 @@ fn primitive_scripts() -> Vec<&'static deadbolt_core::scripts::LuaScript> {
         deadbolt_fair::SCRIPTS,
         deadbolt_rwlock::SCRIPTS,
         deadbolt_semaphore::SCRIPTS,
+        deadbolt_multilock::SCRIPTS,
     ]
     .concat()
 }

@@ -402,6 +402,21 @@ impl Client {
         self.inner.releaser.pending()
     }
 
+    /// Hand a release-by-attempt call to the background releaser: it runs
+    /// until Redis answers (retrying after faults), bounded by the release
+    /// timeout (default: the watchdog timeout). For composites that send
+    /// acquire scripts of their own and must undo a call that may have run
+    /// (cancelled, `Indeterminate`). The call must be idempotent.
+    pub fn release_in_background(&self, call: ScriptCall) {
+        let bound = self
+            .config()
+            .release_timeout
+            .unwrap_or(self.config().watchdog_timeout);
+        self.inner
+            .releaser
+            .submit(call, crate::config::after(bound));
+    }
+
     /// Wait until the background releaser has nothing left, or `timeout`.
     /// Returns whether it is idle.
     ///

@@ -15,6 +15,10 @@ use crate::{
 pub trait ExclusiveKind: Send + Sync + 'static {
     /// The kind segment of the keys: `<ns>:{<name>}:<KIND>`.
     const KIND: &'static str;
+    /// A plain reentrant lock: a hold hash and a fencing counter only, as
+    /// laid out in `lock_acquire.lua` (no queue). Composites may take several
+    /// such locks of one client in one script ([`Lockable::plain`]).
+    const PLAIN: bool = false;
     /// The acquire description for a handle on `keys`.
     fn spec(client: &Client, keys: &Keys) -> AcquireSpec;
     /// The call that deletes the hold whoever owns it and wakes the next waiter.
@@ -115,6 +119,22 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// The Redis key holding the lock.
     pub fn key(&self) -> Result<&str> {
         Ok(&self.spec()?.key)
+    }
+
+    /// The parts a composite needs to take this lock in its own script,
+    /// when the kind is plain (see [`ExclusiveKind::PLAIN`]).
+    pub(crate) fn plain(&self) -> Option<PlainLock> {
+        if !K::PLAIN {
+            return None;
+        }
+        let spec = self.inner.spec.as_ref().ok()?;
+        Some(PlainLock {
+            client: self.inner.client.clone(),
+            owner: self.inner.owner.clone(),
+            key: spec.key.clone(),
+            fence: self.inner.fence_key.clone(),
+            channel: spec.release_extra.first().cloned().unwrap_or_default(),
+        })
     }
 
     fn spec(&self) -> Result<&AcquireSpec> {
@@ -346,6 +366,23 @@ impl<K: ExclusiveKind> Exclusive<K> {
         guard.unlock().await?;
         Ok(out)
     }
+}
+
+/// A plain lock as a composite takes it in a script of its own: its
+/// client, owner, hold hash, fencing counter and channel.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct PlainLock {
+    /// The client the lock was made from.
+    pub client: Client,
+    /// The handle's owner id.
+    pub owner: String,
+    /// The hold hash.
+    pub key: String,
+    /// The fencing counter.
+    pub fence: String,
+    /// The channel a release publishes on.
+    pub channel: String,
 }
 
 /// An exclusive lock's state, read in one atomic step by

@@ -38,7 +38,7 @@ pub use acquire::{new_attempt_id, AcquireSpec, WaitMode};
 pub use client::{Client, ClientBuilder};
 pub use config::{lease_ms, Config, MAX_LEASE_MS};
 pub use error::{Cause, Error, Result};
-pub use exclusive::{Exclusive, ExclusiveKind, LockInfo};
+pub use exclusive::{Exclusive, ExclusiveKind, LockInfo, PlainLock};
 pub use guard::ExclusiveGuard;
 pub use heartbeat::HeartbeatSpec;
 pub use keys::{encode_tag, hash_slot, Keys};

@@ -5,6 +5,7 @@ use std::fmt;
 
 use futures::future::BoxFuture;
 
+use crate::exclusive::PlainLock;
 use crate::{Exclusive, ExclusiveKind, Hold, LeaseMode, Result, WaitMode};
 
 /// An exclusive lock of any kind, as a composite lock holds it.
@@ -27,6 +28,13 @@ pub trait Lockable: Send + Sync + fmt::Debug {
     /// As the lock's acquire methods: a dropped future leaves nothing held.
     fn acquire_hold(&self, lease: LeaseMode, wait: WaitMode)
         -> BoxFuture<'_, Result<Option<Hold>>>;
+
+    /// This lock as a plain lock (a hold hash and a fencing counter, no
+    /// queue), when it is one: a composite can then take several of one
+    /// client in a single script. `None` by default.
+    fn plain(&self) -> Option<PlainLock> {
+        None
+    }
 }
 
 impl<K: ExclusiveKind> Lockable for Exclusive<K> {
@@ -40,5 +48,9 @@ impl<K: ExclusiveKind> Lockable for Exclusive<K> {
         wait: WaitMode,
     ) -> BoxFuture<'_, Result<Option<Hold>>> {
         Box::pin(async move { Ok(self.acquire_with(lease, wait).await?.map(|g| g.into_hold())) })
+    }
+
+    fn plain(&self) -> Option<PlainLock> {
+        Exclusive::plain(self)
     }
 }

@@ -50,6 +50,7 @@ pub type LockGuard = deadbolt_core::ExclusiveGuard;
 
 impl ExclusiveKind for Reentrant {
     const KIND: &'static str = KIND;
+    const PLAIN: bool = true;
 
     fn spec(_client: &Client, k: &Keys) -> AcquireSpec {
         AcquireSpec {

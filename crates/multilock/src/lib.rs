@@ -28,12 +28,28 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use deadbolt_core::scripts::{ScriptCall, HOLD_RENEW};
 use deadbolt_core::{
-    drift, lease_ms, Client, Error, Hold, LeaseMode, LeaseState, Lockable, Result, WaitMode,
+    drift, lease_ms, new_attempt_id, Client, Error, Hold, HoldSpec, LeaseMode, LeaseState,
+    Lockable, PlainLock, Result, WaitMode,
 };
+use deadbolt_lock::scripts::LOCK_RELEASE;
 use deadbolt_lock::Lock;
+
+/// The multi-lock's Lua scripts (files in the workspace's `lua/`).
+pub mod scripts {
+    deadbolt_core::lua_scripts! {
+        list pub SCRIPTS;
+        /// Take several plain locks of one client at once, all or none.
+        pub MULTI_ACQUIRE = "multi_acquire" with "hold_lib";
+        /// Release one attempt's holds on several plain locks.
+        pub MULTI_RELEASE = "multi_release" with "hold_lib";
+    }
+}
 use futures::future::join_all;
 use parking_lot::Mutex;
+pub use scripts::SCRIPTS;
+use scripts::{MULTI_ACQUIRE, MULTI_RELEASE};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -73,8 +89,26 @@ async fn release_all(holds: Vec<Hold>) -> Result<()> {
 #[derive(Debug, Clone)]
 pub struct MultiLock {
     parts: Arc<Vec<Arc<dyn Lockable>>>,
+    /// Every part as a plain lock of one client, when they all are: the
+    /// first try of a round takes them in one script.
+    plain: Option<Arc<Vec<PlainLock>>>,
     /// An invalid part's error, reported by every call.
     invalid: Option<String>,
+}
+
+/// Hands a one-script acquire's undo to the releaser if dropped armed (the
+/// call may have run: cancelled in flight, or `Indeterminate`).
+struct Undo<'a> {
+    client: &'a Client,
+    call: Option<ScriptCall>,
+}
+
+impl Drop for Undo<'_> {
+    fn drop(&mut self) {
+        if let Some(call) = self.call.take() {
+            self.client.release_in_background(call);
+        }
+    }
 }
 
 impl MultiLock {
@@ -94,9 +128,95 @@ impl MultiLock {
         if keyed.is_empty() && invalid.is_none() {
             invalid = Some("a multi-lock needs at least one lock".into());
         }
+        let parts: Vec<Arc<dyn Lockable>> = keyed.into_iter().map(|(_, l)| l).collect();
+        let plain: Option<Vec<PlainLock>> = parts.iter().map(|p| p.plain()).collect();
+        let plain = plain
+            .filter(|ps| ps.len() > 1 && ps.iter().all(|p| p.client.id() == ps[0].client.id()))
+            .map(Arc::new);
         MultiLock {
-            parts: Arc::new(keyed.into_iter().map(|(_, l)| l).collect()),
+            parts: Arc::new(parts),
+            plain,
             invalid,
+        }
+    }
+
+    /// One try at every part in one script (all plain locks of one client):
+    /// `Ok(Ok(guard))`, or `Ok(Err(i))` when part `i` is held elsewhere.
+    async fn try_in_one_script(
+        plain: &[PlainLock],
+        lease: LeaseMode,
+    ) -> Result<std::result::Result<MultiGuard, usize>> {
+        let client = &plain[0].client;
+        let ms = match lease {
+            LeaseMode::Fixed(d) => lease_ms(d)?,
+            _ => lease_ms(client.config().watchdog_timeout)?,
+        };
+        let attempt = new_attempt_id();
+        let call = ScriptCall::new(
+            &MULTI_ACQUIRE,
+            plain
+                .iter()
+                .flat_map(|p| [p.key.clone(), p.fence.clone()])
+                .collect(),
+            [attempt.clone(), ms.to_string()]
+                .into_iter()
+                .chain(plain.iter().map(|p| p.owner.clone()))
+                .collect(),
+        );
+        let mut undo = Undo {
+            client,
+            call: Some(ScriptCall::new(
+                &MULTI_RELEASE,
+                plain.iter().map(|p| p.key.clone()).collect(),
+                std::iter::once(attempt.clone())
+                    .chain(plain.iter().map(|p| p.channel.clone()))
+                    .collect(),
+            )),
+        };
+        let sent = Instant::now();
+        let reply = match client.run::<Vec<i64>>(&call).await {
+            Ok(v) => v,
+            Err(e) => {
+                if !e.is_indeterminate() {
+                    undo.call = None;
+                }
+                return Err(e);
+            }
+        };
+        undo.call = None;
+        match reply.as_slice() {
+            [1, rest @ ..] if rest.len() == 2 * plain.len() => {
+                let holds = plain
+                    .iter()
+                    .zip(rest.chunks(2))
+                    .map(|(p, tp)| {
+                        Hold::new(
+                            client,
+                            HoldSpec {
+                                kind: "lock",
+                                key: p.key.clone(),
+                                renew: &HOLD_RENEW,
+                                renew_keys: vec![p.key.clone()],
+                                release: ScriptCall::new(
+                                    &LOCK_RELEASE,
+                                    vec![p.key.clone()],
+                                    vec![attempt.clone(), p.channel.clone()],
+                                ),
+                            },
+                            attempt.clone(),
+                            tp[0].unsigned_abs(),
+                            lease,
+                            sent,
+                            tp[1].unsigned_abs(),
+                        )
+                    })
+                    .collect();
+                Ok(Ok(MultiGuard::new(holds)))
+            }
+            [0, _, i] => Ok(Err(usize::try_from(*i - 1).unwrap_or(0))),
+            other => Err(Error::InvalidArgument(format!(
+                "unexpected multi-lock reply {other:?}"
+            ))),
         }
     }
 
@@ -129,6 +249,23 @@ impl MultiLock {
         // A part taken while waiting for it: kept into the next round.
         let mut carried: Option<(usize, Hold)> = None;
         loop {
+            // All plain locks of one client, nothing carried: one script
+            // takes the whole set atomically (one round trip).
+            if let (Some(plain), None) = (&self.plain, &carried) {
+                match Self::try_in_one_script(plain, lease).await? {
+                    Ok(guard) => return Ok(Some(guard)),
+                    Err(i) => {
+                        if wait == WaitMode::Try {
+                            return Ok(None);
+                        }
+                        match self.parts[i].acquire_hold(lease, left(deadline)).await? {
+                            Some(h) => carried = Some((i, h)),
+                            None => return Ok(None),
+                        }
+                        continue;
+                    }
+                }
+            }
             let mut held: Vec<(usize, Hold)> = carried.take().into_iter().collect();
             let mut blocked = None;
             for (i, p) in self.parts.iter().enumerate() {
@@ -648,5 +785,15 @@ async fn renew_loop(weak: std::sync::Weak<RedShared>, ttl: Duration, majority: u
             shared.state.send_replace(LeaseState::Lost);
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_script_has_a_header_contract() {
+        super::SCRIPTS
+            .iter()
+            .for_each(|s| deadbolt_core::scripts::check_header(s));
     }
 }

@@ -254,3 +254,45 @@ async fn redlock_unlock_during_a_renewal_round_releases() {
         assert_eq!(n, 0, "released on the servers that answer");
     }
 }
+
+/// Plain locks of one client are taken in one script (one round trip), all
+/// or none: a busy part leaves the others untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_locks_of_one_client_are_taken_in_one_script() {
+    let srv = server();
+    let c = Client::builder(&srv.url())
+        .preload(deadbolt_multilock::SCRIPTS)
+        .preload(deadbolt_lock::SCRIPTS)
+        .build()
+        .await
+        .unwrap();
+    let other = client(&srv.url()).await;
+    let m = MultiLock::of_locks(&c, &["s1", "s2", "s3"]);
+    srv.reset_stats().await;
+    let g = m.lock().await.unwrap();
+    let stats = srv.commandstats().await;
+    assert_eq!(stats.get("evalsha").copied(), Some(1), "{stats:?}");
+    let tokens = g.fencing_tokens();
+    assert_eq!(tokens.len(), 3);
+    // Re-entry through a clone (same owners) works in the one script too.
+    let again = m.clone().try_lock().await.unwrap().unwrap();
+    assert_eq!(again.fencing_tokens(), tokens);
+    again.unlock().await.unwrap();
+    assert!(Lock::new(&other, "s2").try_lock().await.unwrap().is_none());
+    g.unlock().await.unwrap();
+    // A busy part: nothing of the set is written.
+    let s2 = Lock::new(&other, "s2").lock().await.unwrap();
+    assert!(m.try_lock().await.unwrap().is_none());
+    for name in ["s1", "s3"] {
+        let n: i64 = cmd(&srv, &["EXISTS", &format!("deadbolt:{{{name}}}:lock")]).await;
+        assert_eq!(n, 0, "{name} was taken by a refused set");
+    }
+    let t = tokio::spawn(async move { m.lock().await });
+    s2.unlock().await.unwrap();
+    let g = within("the set after s2's release", t)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(g.fencing_tokens().iter().zip(&tokens).all(|(a, b)| a > b));
+    g.unlock().await.unwrap();
+}

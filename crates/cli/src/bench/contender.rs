@@ -281,6 +281,7 @@ impl Contender for Deadbolt {
                     .preload(deadbolt_fair::SCRIPTS)
                     .preload(deadbolt_rwlock::SCRIPTS)
                     .preload(deadbolt_semaphore::SCRIPTS)
+                    .preload(deadbolt_multilock::SCRIPTS)
                     .namespace(&self.namespace)
                     .watchdog_timeout(self.lease)
                     .build()

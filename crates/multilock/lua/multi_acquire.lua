@@ -1,0 +1,1 @@
+../../../lua/multi_acquire.lua

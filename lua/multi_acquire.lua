@@ -1,0 +1,64 @@
+-- multi_acquire.lua — take several plain locks of one client at once, all
+-- or none (MultiLock's one-script path). (hold_lib.lua is prepended.)
+--
+-- KEYS[2i-1], KEYS[2i]  hold hash and fencing counter of the i-th lock,
+--                       laid out as in lock_acquire.lua
+-- ARGV[1]    attempt id (one for the whole set; each lock records it)
+-- ARGV[2]    lease in ms
+-- ARGV[2+i]  owner id of the i-th lock's handle
+--
+-- Reply:
+--   {1, token_1, pttl_1, token_2, pttl_2, ...}  every lock granted: fresh,
+--                  re-entered by its owner, or a replay of this attempt
+--   {0, pttl, i}   the i-th lock is held by another owner (pttl: its TTL);
+--                  nothing written
+--   error WRONGTYPE <key> / BADVALUE <key> ...  nothing written
+--   any other error (OOM) from the first write, so nothing written either
+--
+-- Why in this order: every lock is checked (holder, key types, fencing
+-- counter) before the first write, so a refusal leaves nothing behind; the
+-- grants then follow lock_acquire.lua's rules for each lock.
+--
+-- O(N) in the number of locks, O(1) each.
+local attempt, lease = ARGV[1], ARGV[2]
+local n = #KEYS / 2
+local free = {}
+local lasts = {}
+for i = 1, n do
+  local key, fence, owner = KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 + i]
+  local holder = redis.pcall('HGET', key, 'o')
+  if type(holder) == 'table' then
+    if string.find(holder.err, '^WRONGTYPE') then
+      return redis.error_reply('WRONGTYPE ' .. key)
+    end
+    return holder
+  end
+  if holder and holder ~= owner then
+    return {0, redis.call('PTTL', key), i}
+  end
+  free[i] = not holder
+  if free[i] then
+    local last, err = hold_read_fence(fence)
+    if err then
+      return err
+    end
+    lasts[i] = last
+  end
+end
+local _, now_us = hold_now()
+local out = {1}
+for i = 1, n do
+  local key, fence, owner = KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 + i]
+  if free[i] then
+    local token, stoken = hold_next_token(fence, lasts[i], now_us)
+    redis.call('HSET', key, 'o', owner, 't', stoken, 'n', 1, 'a:' .. attempt, 1)
+    redis.call('PEXPIRE', key, lease)
+    out[#out + 1] = token
+    out[#out + 1] = tonumber(lease)
+  else
+    local r = hold_reenter(key, attempt, lease)
+    out[#out + 1] = r[2]
+    out[#out + 1] = r[3]
+  end
+end
+return out
