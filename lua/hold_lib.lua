@@ -118,6 +118,29 @@ local function hold_lease_removed(zkey, hkey)
   end
 end
 
+-- Renew leased hold `attempt` (ZSET zkey, companion hash hkey) to at least
+-- now + lease: returns the ms left of its lease after the call (never
+-- shortened), or -1 when it is gone; an ended lease is forgotten through
+-- `drop(attempt)` (which gives back what the hold took). O(log n).
+local function hold_renew_lease(zkey, hkey, attempt, lease, now_ms, drop)
+  local dl = redis.call('ZSCORE', zkey, attempt)
+  if not dl then
+    return -1
+  end
+  if tonumber(dl) <= now_ms then
+    drop(attempt)
+    hold_lease_removed(zkey, hkey)
+    return -1
+  end
+  local want = now_ms + lease
+  if tonumber(dl) < want then
+    redis.call('ZADD', zkey, want, attempt)
+    hold_lease_added(zkey, hkey, want)
+    dl = want
+  end
+  return tonumber(dl) - now_ms
+end
+
 -- Server time as milliseconds and microseconds.
 local function hold_now()
   local t = redis.call('TIME')

@@ -21,22 +21,8 @@ for i = 1, #KEYS / 2 do
   if hold_check_types({{K.r, 'zset'}, {K.ro, 'hash'}}) then
     out[i] = -2
   else
-    local dl = redis.call('ZSCORE', K.r, attempt)
-    if not dl then
-      out[i] = -1
-    elseif tonumber(dl) <= now_ms then
-      rw_drop_reader(K, attempt)
-      hold_lease_removed(K.r, K.ro)
-      out[i] = -1
-    else
-      local want = now_ms + lease
-      if tonumber(dl) < want then
-        redis.call('ZADD', K.r, want, attempt)
-        hold_lease_added(K.r, K.ro, want)
-        dl = want
-      end
-      out[i] = tonumber(dl) - now_ms
-    end
+    out[i] = hold_renew_lease(K.r, K.ro, attempt, lease, now_ms,
+      function(a) rw_drop_reader(K, a) end)
   end
 end
 return out

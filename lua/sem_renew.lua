@@ -21,22 +21,8 @@ for i = 1, #KEYS / 3 do
   if hold_check_types({{K.s, 'hash'}, {K.h, 'zset'}, {K.hn, 'hash'}}) then
     out[i] = -2
   else
-    local dl = redis.call('ZSCORE', K.h, attempt)
-    if not dl then
-      out[i] = -1
-    elseif tonumber(dl) <= now_ms then
-      sem_drop_hold(K, attempt)
-      hold_lease_removed(K.h, K.hn)
-      out[i] = -1
-    else
-      local want = now_ms + lease
-      if tonumber(dl) < want then
-        redis.call('ZADD', K.h, want, attempt)
-        hold_lease_added(K.h, K.hn, want)
-        dl = want
-      end
-      out[i] = tonumber(dl) - now_ms
-    end
+    out[i] = hold_renew_lease(K.h, K.hn, attempt, lease, now_ms,
+      function(a) sem_drop_hold(K, a) end)
   end
 end
 return out

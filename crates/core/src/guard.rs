@@ -1,7 +1,4 @@
-use std::future::Future;
-use std::time::Duration;
-
-use crate::{Hold, LeaseState, Result};
+use crate::{Hold, Result};
 
 /// One hold of an exclusive lock ([`Exclusive`](crate::Exclusive): `Lock`, `FairLock`).
 ///
@@ -31,35 +28,7 @@ impl ExclusiveGuard {
         self.hold.fencing_token()
     }
 
-    /// Where the hold stands as far as this process knows.
-    pub fn state(&self) -> LeaseState {
-        self.hold.state()
-    }
-
-    /// How much longer the hold is known valid.
-    pub fn valid_for(&self) -> Duration {
-        self.hold.valid_for()
-    }
-
-    /// Resolves when the hold can no longer be counted on (`Lost` or `Unknown`).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only watches.
-    pub fn lost(&self) -> impl Future<Output = LeaseState> + Send + 'static {
-        self.hold.lost()
-    }
-
-    /// Extend a fixed lease to at least `lease` from now.
-    ///
-    /// # Errors
-    /// `InvalidArgument`, `NotHeld` (state becomes `Lost`), `Indeterminate`
-    /// (state becomes `Unknown`), `Unavailable`.
-    ///
-    /// # Cancel safety
-    /// If dropped, the extension may or may not have applied.
-    pub async fn extend(&self, lease: Duration) -> Result<()> {
-        self.hold.extend(lease).await
-    }
+    crate::hold_guard_methods!(hold);
 
     /// Stop renewal, release this hold and wait for the answer. An inner
     /// unlock of a re-entered lock leaves the key's TTL alone.
@@ -75,4 +44,46 @@ impl ExclusiveGuard {
     pub async fn unlock(self) -> Result<()> {
         self.hold.unlock().await
     }
+}
+
+/// The methods every guard over one [`Hold`] offers, written once:
+/// `state`, `valid_for`, `lost` and `extend`, delegated to the guard's
+/// `Hold` field (`hold_guard_methods!(hold)` inside the guard's `impl`).
+#[macro_export]
+macro_rules! hold_guard_methods {
+    ($field:tt) => {
+        /// Where the hold stands as far as this process knows.
+        pub fn state(&self) -> $crate::LeaseState {
+            self.$field.state()
+        }
+
+        /// How much longer the hold is known valid.
+        pub fn valid_for(&self) -> ::std::time::Duration {
+            self.$field.valid_for()
+        }
+
+        /// Resolves when the hold can no longer be counted on (`Lost` or
+        /// `Unknown`: the lease ended, the server said it is gone, or the
+        /// outcome of a renewal or release is unknown).
+        ///
+        /// # Cancel safety
+        /// Cancel safe: it only watches.
+        pub fn lost(
+            &self,
+        ) -> impl ::std::future::Future<Output = $crate::LeaseState> + Send + 'static {
+            self.$field.lost()
+        }
+
+        /// Extend the lease to at least `lease` from now.
+        ///
+        /// # Errors
+        /// `InvalidArgument`, `NotHeld` (state becomes `Lost`),
+        /// `Indeterminate` (state becomes `Unknown`), `Unavailable`.
+        ///
+        /// # Cancel safety
+        /// If dropped, the extension may or may not have applied.
+        pub async fn extend(&self, lease: ::std::time::Duration) -> $crate::Result<()> {
+            self.$field.extend(lease).await
+        }
+    };
 }

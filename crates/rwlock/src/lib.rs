@@ -640,35 +640,7 @@ pub type WriteGuard = ExclusiveGuard;
 pub struct ReadGuard(Hold);
 
 impl ReadGuard {
-    /// Where the hold stands as far as this process knows.
-    pub fn state(&self) -> LeaseState {
-        self.0.state()
-    }
-
-    /// How much longer the hold is known valid.
-    pub fn valid_for(&self) -> Duration {
-        self.0.valid_for()
-    }
-
-    /// Resolves when the hold can no longer be counted on (`Lost` or `Unknown`).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only watches.
-    pub fn lost(&self) -> impl Future<Output = LeaseState> + Send + 'static {
-        self.0.lost()
-    }
-
-    /// Extend this read hold's lease to at least `lease` from now.
-    ///
-    /// # Errors
-    /// `InvalidArgument`, `NotHeld` (state becomes `Lost`), `Indeterminate`
-    /// (state becomes `Unknown`), `Unavailable`.
-    ///
-    /// # Cancel safety
-    /// If dropped, the extension may or may not have applied.
-    pub async fn extend(&self, lease: Duration) -> Result<()> {
-        self.0.extend(lease).await
-    }
+    deadbolt_core::hold_guard_methods!(0);
 
     /// Release this read hold and wait for the answer; the last reader's
     /// release wakes the waiting writers.

@@ -27,14 +27,13 @@
 //!
 //! Data layout and policy: `lua/sem_lib.lua`; see also `docs/semaphore.md`.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::scripts::{ScriptCall, HOLD_RENEW};
 use deadbolt_core::{
-    AcquireSpec, Client, Error, HeartbeatSpec, Hold, Keys, LeaseMode, LeaseState, Result, Signal,
-    WaitMode, Wake, WakePolicy, MAX_LEASE_MS,
+    AcquireSpec, Client, Error, HeartbeatSpec, Hold, Keys, LeaseMode, Result, Signal, WaitMode,
+    Wake, WakePolicy, MAX_LEASE_MS,
 };
 
 /// The semaphore's and the latch's Lua scripts (files in the workspace's
@@ -490,36 +489,7 @@ impl Permits {
         self.count
     }
 
-    /// Where the hold stands as far as this process knows.
-    pub fn state(&self) -> LeaseState {
-        self.hold.state()
-    }
-
-    /// How much longer the permits are known to be held.
-    pub fn valid_for(&self) -> Duration {
-        self.hold.valid_for()
-    }
-
-    /// Resolves when the permits can no longer be counted on (`Lost` or
-    /// `Unknown`: the lease ended, or the server gave them back).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only watches.
-    pub fn lost(&self) -> impl Future<Output = LeaseState> + Send + 'static {
-        self.hold.lost()
-    }
-
-    /// Extend a fixed lease to at least `lease` from now.
-    ///
-    /// # Errors
-    /// `InvalidArgument`, `NotHeld` (state becomes `Lost`), `Indeterminate`
-    /// (state becomes `Unknown`), `Unavailable`.
-    ///
-    /// # Cancel safety
-    /// If dropped, the extension may or may not have applied.
-    pub async fn extend(&self, lease: Duration) -> Result<()> {
-        self.hold.extend(lease).await
-    }
+    deadbolt_core::hold_guard_methods!(hold);
 
     /// Give the permits back and wait for the answer; the waiters they
     /// serve are woken.
