@@ -699,6 +699,11 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
     let plot = std::fs::read_to_string(&svg).unwrap();
     std::fs::remove_file(&svg).ok();
     assert!(plot.starts_with("<svg"), "not an SVG");
+    // The second panel: what each contender's throughput costs in fairness.
+    assert!(
+        plot.contains("least / most"),
+        "the plot has no least/most panel"
+    );
     for c in contenders {
         assert!(
             plot.contains(&format!(">\n{c}\n<")),

@@ -1,4 +1,6 @@
-//! `--plot FILE.svg`: throughput against number of waiters, one line per contender.
+//! `--plot FILE.svg`: throughput against number of waiters, one line per
+//! contender, and below it what that throughput costs: the least-served
+//! waiter's share of the most-served one's (least/most; 0 = someone starved).
 //!
 //! plotters' SVG backend writes text as SVG `<text>` elements, and without the
 //! `ttf` feature it lays text out with a crude estimate instead of font files:
@@ -48,11 +50,14 @@ fn colour(kind: ContenderKind) -> RGBColor {
     }
 }
 
+/// One contender's points: (waiters, acquisitions/s, least/most).
+type Series = Vec<(ContenderKind, Vec<(f64, f64, f64)>)>;
+
 /// Series to draw: the sweep when there is one, else the contended results.
-fn series(report: &Report) -> Vec<(ContenderKind, Vec<(f64, f64)>)> {
-    let mut out: Vec<(ContenderKind, Vec<(f64, f64)>)> = Vec::new();
-    let mut add = |kind: ContenderKind, waiters: u32, rate: f64| {
-        let point = (f64::from(waiters), rate);
+fn series(report: &Report) -> Series {
+    let mut out: Series = Vec::new();
+    let mut add = |kind: ContenderKind, waiters: u32, rate: f64, least_most: f64| {
+        let point = (f64::from(waiters), rate, least_most);
         match out.iter_mut().find(|(k, _)| *k == kind) {
             Some((_, points)) => points.push(point),
             None => out.push((kind, vec![point])),
@@ -62,13 +67,19 @@ fn series(report: &Report) -> Vec<(ContenderKind, Vec<(f64, f64)>)> {
         for r in &report.results {
             if let Some(rate) = r.acquisitions_per_s {
                 if r.scenario == super::args::ScenarioKind::Contended {
-                    add(r.contender, r.workers, rate);
+                    let lm = r.fairness.as_ref().map_or(0.0, |f| f.min_max_ratio);
+                    add(r.contender, r.workers, rate, lm);
                 }
             }
         }
     } else {
         for p in &report.sweep {
-            add(p.contender, p.waiters, p.acquisitions_per_s);
+            add(
+                p.contender,
+                p.waiters,
+                p.acquisitions_per_s,
+                p.min_max_ratio,
+            );
         }
     }
     for (_, points) in &mut out {
@@ -77,15 +88,24 @@ fn series(report: &Report) -> Vec<(ContenderKind, Vec<(f64, f64)>)> {
     out
 }
 
-/// Draw the plot of `report` to `path`, which must end in `.svg`.
+/// Draw the plot of `report` to `path`, which must end in `.svg`: acquisitions
+/// per second on top, least/most served below, both against the waiters.
 ///
 /// The x axis is log2 of the waiter count (1, 2, 4, 8, 16 evenly spaced);
 /// labels are drawn only at whole powers of two.
 pub(crate) fn draw(report: &Report, path: &Path) -> anyhow::Result<()> {
     require_svg(path).map_err(|reason| anyhow!("{}: {reason}", path.display()))?;
-    let series: Vec<(ContenderKind, Vec<(f64, f64)>)> = series(report)
+    let series: Series = series(report)
         .into_iter()
-        .map(|(k, points)| (k, points.into_iter().map(|(w, r)| (w.log2(), r)).collect()))
+        .map(|(k, points)| {
+            (
+                k,
+                points
+                    .into_iter()
+                    .map(|(w, r, lm)| (w.log2(), r, lm))
+                    .collect(),
+            )
+        })
         .collect();
     let xs = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.0));
     let x_max = xs.clone().fold(0.0_f64, f64::max).max(1.0);
@@ -98,15 +118,23 @@ pub(crate) fn draw(report: &Report, path: &Path) -> anyhow::Result<()> {
         * 1.15;
     let err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
 
-    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    let root = SVGBackend::new(path, (900, 820)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
+    let (top, bottom) = root.split_vertically(540);
     let caption = format!(
         "deadbolt bench: contended throughput (Redis {}, {} CPUs{})",
         report.redis.version,
         report.host.cpus,
         if report.host.pinned { ", pinned" } else { "" }
     );
-    let mut chart = ChartBuilder::on(&root)
+    let x_labels = |x: &f64| {
+        if (x - x.round()).abs() < 1e-6 {
+            format!("{}", x.round().exp2())
+        } else {
+            String::new()
+        }
+    };
+    let mut chart = ChartBuilder::on(&top)
         .caption(caption, ("sans-serif", 20))
         .margin(16)
         .x_label_area_size(44)
@@ -119,25 +147,20 @@ pub(crate) fn draw(report: &Report, path: &Path) -> anyhow::Result<()> {
         .y_desc("acquisitions / s")
         .disable_x_mesh()
         .x_labels(24)
-        .x_label_formatter(&|x| {
-            if (x - x.round()).abs() < 1e-6 {
-                format!("{}", x.round().exp2())
-            } else {
-                String::new()
-            }
-        })
+        .x_label_formatter(&x_labels)
         .y_label_formatter(&|y| format!("{y:.0}"))
         .draw()
         .map_err(|e| err(&e))?;
     for (kind, points) in &series {
         let c = colour(*kind);
+        let line: Vec<(f64, f64)> = points.iter().map(|p| (p.0, p.1)).collect();
         chart
-            .draw_series(LineSeries::new(points.iter().copied(), c.stroke_width(2)))
+            .draw_series(LineSeries::new(line.iter().copied(), c.stroke_width(2)))
             .map_err(|e| err(&e))?
             .label(kind.name())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
         chart
-            .draw_series(points.iter().map(|&p| Circle::new(p, 4, c.filled())))
+            .draw_series(line.iter().map(|&p| Circle::new(p, 4, c.filled())))
             .map_err(|e| err(&e))?;
     }
     chart
@@ -147,6 +170,36 @@ pub(crate) fn draw(report: &Report, path: &Path) -> anyhow::Result<()> {
         .position(SeriesLabelPosition::UpperRight)
         .draw()
         .map_err(|e| err(&e))?;
+
+    // What the throughput costs: 1 = every waiter served alike, 0 = one
+    // starved.
+    let mut fair = ChartBuilder::on(&bottom)
+        .caption(
+            "least-served waiter / most-served (higher is fairer)",
+            ("sans-serif", 16),
+        )
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(72)
+        .build_cartesian_2d((x_min - 0.2)..(x_max + 0.2), 0.0..1.05)
+        .map_err(|e| err(&e))?;
+    fair.configure_mesh()
+        .x_desc("waiters on one name")
+        .y_desc("least / most")
+        .disable_x_mesh()
+        .x_labels(24)
+        .x_label_formatter(&x_labels)
+        .y_label_formatter(&|y| format!("{y:.1}"))
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (kind, points) in &series {
+        let c = colour(*kind);
+        let line: Vec<(f64, f64)> = points.iter().map(|p| (p.0, p.2)).collect();
+        fair.draw_series(LineSeries::new(line.iter().copied(), c.stroke_width(2)))
+            .map_err(|e| err(&e))?;
+        fair.draw_series(line.iter().map(|&p| Circle::new(p, 4, c.filled())))
+            .map_err(|e| err(&e))?;
+    }
     root.present().map_err(|e| err(&e))?;
     Ok(())
 }
