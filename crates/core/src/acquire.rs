@@ -85,7 +85,8 @@ pub struct AcquireSpec {
     /// (and only it), and each acquire call carries a fresh entry secret as
     /// its last ARGV (see the module docs).
     pub tagged: bool,
-    /// Liveness heartbeat kept while the attempt is queued (fair queues).
+    /// Liveness heartbeat kept while the attempt is queued (primitives with a
+    /// server-side queue).
     pub heartbeat: Option<HeartbeatSpec>,
 }
 
@@ -264,7 +265,7 @@ impl Client {
         }))
     }
 
-    /// Wait until a condition holds (a latch at zero), with the acquire
+    /// Wait until a condition holds (for example a count reaching zero), with the acquire
     /// loop: the first try alone, then a subscription, a catch-up try and
     /// waits on the channel. `spec.acquire` replies `{1, ...}` when the
     /// condition holds and `{0, pttl}` when not (nothing is recorded, so

@@ -1,5 +1,5 @@
 //! An object-safe view of an exclusive lock, so that locks of several kinds,
-//! from one client or several, can be held together (a multi-lock, Redlock).
+//! from one client or several, can be held together by a composite.
 
 use std::fmt;
 
@@ -10,8 +10,8 @@ use crate::{Exclusive, ExclusiveKind, Hold, LeaseMode, Result, WaitMode};
 
 /// An exclusive lock of any kind, as a composite lock holds it.
 ///
-/// Implemented by `Lock` and `FairLock` (every [`Exclusive`]) and by a
-/// read-write lock's write side. A part is acquired and released as one
+/// Implemented by every [`Exclusive`]; primitive crates implement it for
+/// other exclusive holds of theirs. A part is acquired and released as one
 /// [`Hold`] of the lock's own client; its watchdog renews it.
 pub trait Lockable: Send + Sync + fmt::Debug {
     /// The lock's main key: composites take their parts in the order of
