@@ -118,6 +118,18 @@ local function hold_lease_removed(zkey, hkey)
   end
 end
 
+-- Forget leased holds whose lease ended (up to 64 per call, oldest first),
+-- each through `drop(attempt)`, which gives back what the hold took.
+local function hold_purge_leases(zkey, hkey, now_ms, drop)
+  local gone = redis.call('ZRANGEBYSCORE', zkey, '-inf', now_ms, 'LIMIT', 0, 64)
+  for _, a in ipairs(gone) do
+    drop(a)
+  end
+  if gone[1] then
+    hold_lease_removed(zkey, hkey)
+  end
+end
+
 -- Renew leased hold `attempt` (ZSET zkey, companion hash hkey) to at least
 -- now + lease: returns the ms left of its lease after the call (never
 -- shortened), or -1 when it is gone; an ended lease is forgotten through

@@ -51,13 +51,7 @@ end
 -- Remove read holds whose lease ended (their client died or stopped
 -- renewing): up to 64 per call, oldest first.
 local function rw_purge_readers(K, now_ms)
-  local gone = redis.call('ZRANGEBYSCORE', K.r, '-inf', now_ms, 'LIMIT', 0, 64)
-  for _, a in ipairs(gone) do
-    rw_drop_reader(K, a)
-  end
-  if gone[1] then
-    hold_lease_removed(K.r, K.ro)
-  end
+  hold_purge_leases(K.r, K.ro, now_ms, function(a) rw_drop_reader(K, a) end)
 end
 
 -- Live read holds, and the ms until the longest one ends (0 when none).

@@ -71,13 +71,7 @@ end
 
 -- Holds whose lease ended give their permits back (up to 64 per call).
 local function sem_purge(K, now_ms)
-  local gone = redis.call('ZRANGEBYSCORE', K.h, '-inf', now_ms, 'LIMIT', 0, 64)
-  for _, a in ipairs(gone) do
-    sem_drop_hold(K, a)
-  end
-  if gone[1] then
-    hold_lease_removed(K.h, K.hn)
-  end
+  hold_purge_leases(K.h, K.hn, now_ms, function(a) sem_drop_hold(K, a) end)
 end
 
 -- Permits free now (may be negative after reduce_permits while holders

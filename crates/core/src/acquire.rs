@@ -99,6 +99,17 @@ impl WaitMode {
             WaitMode::For(wait)
         }
     }
+
+    /// When a wait that starts now ends: now for `Try`, `None` for
+    /// `Forever` and for a wait too long for an `Instant` (a wait without
+    /// end).
+    pub fn deadline(self) -> Option<Instant> {
+        match self {
+            WaitMode::Try => Some(Instant::now()),
+            WaitMode::For(d) => Instant::now().checked_add(d),
+            WaitMode::Forever => None,
+        }
+    }
 }
 
 /// A decoded acquire reply.
@@ -326,12 +337,7 @@ impl Client {
         attempt_id: &str,
         records: bool,
     ) -> Result<Option<Granted>> {
-        let deadline = match wait {
-            WaitMode::Try => Some(Instant::now()),
-            // A wait too long for an `Instant` is a wait without end.
-            WaitMode::For(d) => Instant::now().checked_add(d),
-            WaitMode::Forever => None,
-        };
+        let deadline = wait.deadline();
         let mut attempt = Attempt {
             client: self,
             release: release_call(spec, attempt_id),

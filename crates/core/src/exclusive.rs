@@ -15,8 +15,8 @@ use crate::{
 pub trait ExclusiveKind: Send + Sync + 'static {
     /// The kind segment of the keys: `<ns>:{<name>}:<KIND>`.
     const KIND: &'static str;
-    /// A plain reentrant lock: a hold hash and a fencing counter only, as
-    /// laid out as `hold_lib.lua` describes (no queue). Composites may take several
+    /// A plain reentrant lock: a hold hash and a fencing counter only, in the
+    /// layout `hold_lib.lua` describes (no queue). Composites may take several
     /// such locks of one client in one script ([`Lockable::plain`](crate::Lockable::plain)).
     const PLAIN: bool = false;
     /// The acquire description for a handle on `keys`.

@@ -53,14 +53,6 @@ use scripts::{MULTI_ACQUIRE, MULTI_RELEASE};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-fn deadline_of(wait: WaitMode) -> Option<Instant> {
-    match wait {
-        WaitMode::Try => Some(Instant::now()),
-        WaitMode::For(d) => Instant::now().checked_add(d),
-        _ => None,
-    }
-}
-
 fn left(deadline: Option<Instant>) -> WaitMode {
     match deadline {
         None => WaitMode::Forever,
@@ -245,7 +237,7 @@ impl MultiLock {
         if let Some(e) = &self.invalid {
             return Err(Error::InvalidArgument(e.clone()));
         }
-        let deadline = deadline_of(wait);
+        let deadline = wait.deadline();
         // A part taken while waiting for it: kept into the next round.
         let mut carried: Option<(usize, Hold)> = None;
         loop {
@@ -513,7 +505,7 @@ impl Redlock {
             LeaseMode::Fixed(d) => d,
             _ => self.ttl,
         };
-        let deadline = deadline_of(wait);
+        let deadline = wait.deadline();
         loop {
             if let Some((holds, valid_until)) = self.round(ttl).await? {
                 return Ok(Some(RedlockGuard::new(
