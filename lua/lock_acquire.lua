@@ -3,11 +3,18 @@
 --
 -- KEYS[1]  hold hash  <ns>:{name}:lock
 --          fields: o = owner id, t = fencing token, n = hold count,
---                  a:<attempt> = 1 for every hold currently counted in n
+--                  a:<attempt> = 1 for every hold currently counted in n,
+--                  x = 1 once a waiter of another client failed a try while
+--                      the lock was held (read by lock_pass.lua and
+--                      lock_release.lua)
 -- KEYS[2]  fencing counter  <ns>:{name}:lock:fence  (string, TTL one hour)
+-- KEYS[3]  waiting clients  <ns>:{name}:lock:waiters  (ZSET: client id ->
+--          server ms of its first failed try not yet answered by a release
+--          that named it; TTL the longest lease its waiters asked for)
 -- ARGV[1]  owner id  <client uuid>:<handle id>
 -- ARGV[2]  attempt id (unique per acquire call; retries of the call reuse it)
 -- ARGV[3]  lease in milliseconds (integer, 1 .. 2^53-1)
+-- ARGV[4]  'try' (one attempt) or 'wait' (the caller waits if busy)
 --
 -- Reply:
 --   {1, token, pttl}  granted: a fresh hold, a re-entry, or a replay of an attempt
@@ -19,8 +26,8 @@
 --   any other error (OOM under maxmemory) is passed through as Redis gave it;
 --   it comes from the first write, so nothing is written then either.
 --
--- O(1): a handful of hash operations, no loops. The fresh grant, the hot
--- path, runs six commands (HGET, GET, TIME, SET, HSET, PEXPIRE).
+-- O(1) for the hash, O(log n) for the waiting clients. The fresh grant, the
+-- hot path, runs six commands (HGET, GET, TIME, SET, HSET, PEXPIRE).
 
 -- pcall: a key of another type comes back as an error table, reported with
 -- its name before anything is written (cheaper than a TYPE call first).
@@ -48,7 +55,22 @@ if not owner then
 end
 
 if owner ~= ARGV[1] then
-  -- Another owner holds it: tell the caller how long the hold can last at most.
+  -- Another owner holds it: tell the caller how long the hold can last at
+  -- most. A waiter of another client (owner ids are <client>:<handle>)
+  -- marks the hold, so the holder's client stops handing the lock from one
+  -- of its own waiters to the next after its budget, and queues its client
+  -- (once: NX keeps its place) so a release names the client that has
+  -- waited longest. Best effort (pcall): a marker refused under maxmemory
+  -- or a registry of another type must not fail the wait; the release
+  -- then wakes one waiter per client as without it.
+  local client = string.match(ARGV[1], '^(.*):')
+  if ARGV[4] == 'wait' and string.match(owner, '^(.*):') ~= client then
+    redis.pcall('HSET', KEYS[1], 'x', 1)
+    local t = redis.call('TIME')
+    if redis.pcall('ZADD', KEYS[3], 'NX', t[1] * 1000 + math.floor(t[2] / 1000), client) == 1 then
+      hold_touch({KEYS[3]}, ARGV[3])
+    end
+  end
   return {0, redis.call('PTTL', KEYS[1])}
 end
 -- Re-entry by the same owner, or a replay of an attempt already granted.

@@ -5,15 +5,21 @@
 -- field is removed on the first run, so a replay finds nothing to release.
 --
 -- KEYS[1]  hold hash  <ns>:{name}:lock  (layout in lock_acquire.lua)
+-- KEYS[2]  optional: waiting clients  <ns>:{name}:lock:waiters (ZSET, layout
+--          in lock_acquire.lua); composites that release plain locks in
+--          their own scripts leave it out and wake one waiter per client
 -- ARGV[1]  attempt id of the hold
 -- ARGV[2]  unlock channel  <ns>:{name}:lock:ch
 --
 -- Reply:
 --   0  nothing released: the hold expired, was taken over, or was already released
 --   1  an inner hold released; the lock is still held (its TTL is left alone)
---   2  the last hold released: key deleted and one waiter per client woken
+--   2  the last hold released: key deleted and waiters woken. The message
+--      is 'c:<client id>' when a client of another than the releasing one
+--      is queued (the one that has waited longest goes first; the others
+--      try a moment later), '1' otherwise (one waiter per client tries).
 --
--- O(1).
+-- O(log n) in the waiting clients.
 
 local r = hold_release(KEYS[1], ARGV[1])
 if r ~= 2 then
@@ -21,10 +27,27 @@ if r ~= 2 then
   -- 1: an inner unlock of a re-entered lock (the outer holds keep their TTL).
   return r
 end
--- The last hold. '1' asks each subscribed client to wake one local waiter.
+-- The last hold. Only a hold that a waiter of another client found busy
+-- (x) looks at the queue of clients: an uncontended release does not.
+-- The releasing client is skipped (its waiters were served by local
+-- hand-offs; they queue again if they still wait).
+local msg = '1'
+if KEYS[2] and redis.call('HGET', KEYS[1], 'x') then
+  local me = string.match(redis.call('HGET', KEYS[1], 'o'), '^(.*):')
+  for _ = 1, 2 do
+    local head = redis.pcall('ZPOPMIN', KEYS[2])
+    if type(head) ~= 'table' or head.err or not head[1] then
+      break
+    end
+    if head[1] ~= me then
+      msg = 'c:' .. head[1]
+      break
+    end
+  end
+end
 -- Published before the delete (the script is atomic, so no waiter can look
 -- in between): a user whose ACL forbids the channel gets NOPERM with the
 -- hold untouched, instead of a hold deleted with nobody woken.
-redis.call('PUBLISH', ARGV[2], '1')
+redis.call('PUBLISH', ARGV[2], msg)
 redis.call('DEL', KEYS[1])
 return 2

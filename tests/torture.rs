@@ -386,7 +386,7 @@ const KINDS: &[Kind] = &[
         name: "Lock",
         make: make_lock,
         capacity: 1,
-        leftovers: &["fence"],
+        leftovers: &["fence", "waiters"],
         main_stays: false,
     },
     Kind {

@@ -34,10 +34,12 @@ use crate::client::Client;
 use crate::config::lease_ms;
 use crate::error::{Error, Result};
 use crate::heartbeat::{HeartbeatReg, HeartbeatSpec};
-use crate::lease::{valid_until, Hold, HoldSpec, LeaseMode};
+use crate::lease::{valid_until, Hold, HoldSpec, LeaseMode, PassSpec};
 use crate::scripts::{LuaScript, ScriptCall};
-use crate::wait::{Waiter, Woke};
+use crate::wait::{LocalGrant, LocalNow, LocalWaiter, Waiter, Woke};
 use crate::wake::WakePolicy;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// How long an acquire may wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +90,18 @@ pub struct AcquireSpec {
     /// Liveness heartbeat kept while the attempt is queued (primitives with a
     /// server-side queue).
     pub heartbeat: Option<HeartbeatSpec>,
+    /// Local hand-off script, for primitives whose waiters may be served in
+    /// any order (an unfair lock): an unlock that finds a sleeping waiter of
+    /// this client on the channel hands its hold to that waiter in one
+    /// call, instead of a release, a message and the waiter's acquire.
+    /// `KEYS` = [`AcquireSpec::keys`]; `ARGV` = `[attempt of the releasing
+    /// hold, new owner, new attempt, lease_ms]`; reply `{0}` the releasing
+    /// attempt holds nothing (nothing changed), `{1}` an inner hold of a
+    /// re-entered lock was released (nothing handed over), `{2, token,
+    /// pttl, others}` handed over, where `others` is 1 when waiters of
+    /// other clients were seen since the lock was last free. See
+    /// `docs/architecture.md` for the budget that keeps them from starving.
+    pub pass: Option<&'static LuaScript>,
 }
 
 impl WaitMode {
@@ -153,6 +167,11 @@ struct Granted {
     /// A hand-off under a claim lease shorter than the lease asked for:
     /// extend to this many ms in the background.
     extend_to: Option<u64>,
+    /// Local hand-offs in a row while other clients waited (0 for a grant
+    /// from the server).
+    chain: u32,
+    /// A local hand-off's hold id, already listed.
+    hold_id: Option<u64>,
 }
 
 /// The release-by-attempt call of `spec` for `attempt`.
@@ -182,6 +201,10 @@ struct Attempt<'a> {
     in_doubt: bool,
     /// The server holds a queue entry for this attempt.
     queued: bool,
+    /// Set when an unlock in this client may hand its hold to the attempt.
+    local: Option<Arc<LocalWaiter>>,
+    /// The channel the attempt waits on (with `local`).
+    channel: Option<&'a str>,
 }
 
 impl Attempt<'_> {
@@ -207,9 +230,16 @@ impl Attempt<'_> {
 
 impl Drop for Attempt<'_> {
     fn drop(&mut self) {
+        // A hold handed over locally that the waiter did not take (it was
+        // cancelled in between) is released like an armed attempt.
+        let passed = self.local.as_ref().and_then(|l| l.leave());
+        if let (Some(g), Some(channel)) = (passed, self.channel) {
+            self.client.inner.engine.unlist_hold(channel, g.hold_id);
+        }
+        let passed = passed.is_some();
         // Also during shutdown: the releaser runs until shutdown closes it,
         // so a waiter woken by shutdown leaves its queue.
-        if self.armed() {
+        if self.armed() || passed {
             let bound = self
                 .client
                 .config()
@@ -254,7 +284,8 @@ impl Client {
             .run_acquire(spec, owner, ms, wait, &attempt_id, true)
             .await?;
         Ok(got.map(|g| {
-            let hold = Hold::new(
+            let hold = Hold::with_id(
+                g.hold_id,
                 self,
                 HoldSpec {
                     kind: spec.kind,
@@ -262,6 +293,13 @@ impl Client {
                     renew: spec.renew,
                     renew_keys: spec.renew_keys.clone(),
                     release: release_call(spec, &attempt_id),
+                    pass: spec.pass.map(|script| PassSpec {
+                        script,
+                        keys: spec.keys.clone(),
+                        channel: spec.channel.clone(),
+                        class: spec.class,
+                        owner: owner.to_string(),
+                    }),
                 },
                 attempt_id.clone(),
                 g.token,
@@ -272,6 +310,7 @@ impl Client {
             if let Some(ms) = g.extend_to {
                 hold.extend_in_background(ms, g.pttl);
             }
+            hold.inner.chain.store(g.chain, Ordering::Relaxed);
             hold
         }))
     }
@@ -338,12 +377,22 @@ impl Client {
         records: bool,
     ) -> Result<Option<Granted>> {
         let deadline = wait.deadline();
+        let local = (records && spec.pass.is_some() && wait != WaitMode::Try).then(|| {
+            Arc::new(LocalWaiter::new(
+                owner,
+                attempt_id,
+                ms,
+                release_call(spec, attempt_id),
+            ))
+        });
         let mut attempt = Attempt {
             client: self,
             release: release_call(spec, attempt_id),
             records,
             in_doubt: false,
             queued: false,
+            local: local.clone(),
+            channel: Some(&spec.channel),
         };
         let call = |mode: &str| {
             ScriptCall::new(
@@ -366,6 +415,8 @@ impl Client {
             pttl,
             sent_at,
             extend_to: None,
+            chain: 0,
+            hold_id: None,
         };
         let try_call = call(if wait == WaitMode::Try { "try" } else { "wait" });
 
@@ -411,6 +462,7 @@ impl Client {
             policy: spec.wake,
             class: spec.class,
             tag: spec.tagged.then(|| attempt_id.to_string()),
+            local,
         };
         let early = match wait {
             WaitMode::Try => None,
@@ -419,10 +471,24 @@ impl Client {
                 .engine
                 .subscribe_if_confirmed(&spec.channel, waiter.clone()),
         };
+        // Another owner of this client holds the lock and will hand it to
+        // a local waiter or release it (waking this one): sleep at once,
+        // without a try that could only find it busy.
+        let local_bound = match (&early, &attempt.local) {
+            (Some(_), Some(_)) => self.inner.engine.held_elsewhere(&spec.channel, owner),
+            _ => None,
+        };
         if let Some(sub) = &early {
             sub.begin_try();
         }
-        let (sent_at, first) = once(self, &mut attempt, &try_call).await;
+        let (sent_at, first) = match local_bound {
+            Some(until) => {
+                let left = until.saturating_duration_since(Instant::now());
+                let pttl = i64::try_from(left.as_millis()).unwrap_or(i64::MAX).max(1);
+                (Instant::now(), Ok(Reply::Busy { pttl }))
+            }
+            None => once(self, &mut attempt, &try_call).await,
+        };
         let mut queue = QueueState::new(sent_at);
         let mut next_wait = match first {
             Ok(Reply::Granted { token, pttl }) => {
@@ -484,8 +550,35 @@ impl Client {
                     crate::config::later(now, self.config().watchdog_timeout)
                 };
                 let mut until = deadline.map_or(by_ttl, |d| d.min(by_ttl));
-                while let Woke::Hint(h) = sub.wait(until).await {
-                    until = deadline.map_or(h, |d| d.min(h));
+                sub.local_sleep();
+                let passed: Option<LocalGrant> = loop {
+                    while let Woke::Hint(h) = sub.wait(until).await {
+                        until = deadline.map_or(h, |d| d.min(h));
+                    }
+                    match sub.local_wake() {
+                        LocalNow::Go => break None,
+                        LocalNow::Passed(g) => break Some(g),
+                        // An unlock in this client is handing its hold over:
+                        // it settles within its command's timeout (an unlock
+                        // dropped mid-call wakes this waiter).
+                        LocalNow::Claimed => {
+                            until = crate::config::after(self.config().command_timeout);
+                        }
+                    }
+                };
+                if let Some(g) = passed {
+                    // Handed over by an unlock in this client, under this
+                    // attempt's own id and lease.
+                    attempt.disarm();
+                    sub.mark_acquired();
+                    return Ok(Some(Granted {
+                        token: g.token,
+                        pttl: g.pttl,
+                        sent_at: g.sent_at,
+                        extend_to: None,
+                        chain: g.chain,
+                        hold_id: Some(g.hold_id),
+                    }));
                 }
                 // A hand-off message that names this attempt carries the
                 // token, the claim lease and the entry's secret: take the
@@ -508,6 +601,8 @@ impl Client {
                             pttl: ttl,
                             sent_at: t0,
                             extend_to: (ms > ttl).then_some(ms),
+                            chain: 0,
+                            hold_id: None,
                         }));
                     }
                 }

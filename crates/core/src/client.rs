@@ -200,6 +200,13 @@ impl<C: From<Client>> ClientBuilder<C> {
         self
     }
 
+    /// How many local hand-offs in a row an unlock may make while waiters
+    /// of other clients wait (default 8; 0 turns local hand-off off).
+    pub fn local_handoffs(mut self, n: u32) -> Self {
+        self.config.local_handoffs = n;
+        self
+    }
+
     /// Connect, open the subscriber connection and preload every script.
     ///
     /// # Errors
@@ -221,7 +228,8 @@ impl<C: From<Client>> ClientBuilder<C> {
         let client = with_resp3(client)?;
         let timeout = self.config.command_timeout;
         let conn = Conn::connect("command", client.clone(), timeout, None).await?;
-        let engine = Engine::start(client, timeout).await?;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let engine = Engine::start(client, timeout, id.clone()).await?;
         let (mut c, epoch) = conn.get()?;
         let mut pipe = redis::pipe();
         for s in ALL.iter().chain(&self.preload) {
@@ -231,7 +239,6 @@ impl<C: From<Client>> ClientBuilder<C> {
             .await
             .map_err(|e| conn.sent_error(epoch, e))?;
         let watchdog = Watchdog::start(conn.clone(), self.config.watchdog_timeout);
-        let id = uuid::Uuid::new_v4().simple().to_string();
         let heartbeat = Heartbeat::start(conn.clone(), id.clone(), self.config.waiter_timeout);
         let inner = Arc::new(ClientInner {
             id,

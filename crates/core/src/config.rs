@@ -21,6 +21,12 @@ pub struct Config {
     /// Bound on the background releaser's retries of one release after a fault
     /// (default: the watchdog timeout, after which the lease has run out anyway).
     pub release_timeout: Option<Duration>,
+    /// How many times in a row an unlock may hand a lock straight to a
+    /// waiter of the same client while waiters of other clients wait, before
+    /// it releases to them (default 8; 0 turns local hand-off off). Only
+    /// primitives that support it (the reentrant `Lock`) hand off locally;
+    /// see `docs/architecture.md`.
+    pub local_handoffs: u32,
 }
 
 impl Default for Config {
@@ -31,6 +37,7 @@ impl Default for Config {
             command_timeout: Duration::from_secs(1),
             waiter_timeout: Duration::from_secs(5),
             release_timeout: None,
+            local_handoffs: 8,
         }
     }
 }

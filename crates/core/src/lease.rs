@@ -1,6 +1,6 @@
 //! Lease state of one granted hold, shared by every primitive's guard.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::scripts::{LuaScript, ScriptCall};
+use crate::wait::{Delivered, LocalGrant};
 
 /// Where a hold stands, as far as this process knows.
 ///
@@ -77,6 +78,26 @@ pub struct HoldSpec {
     pub renew_keys: Vec<String>,
     /// Release-by-attempt call (reply 0 = not held, > 0 = released).
     pub release: ScriptCall,
+    /// Local hand-off on unlock, for primitives that support it.
+    pub pass: Option<PassSpec>,
+}
+
+/// How an unlock hands its hold straight to a waiter of the same client
+/// (see [`AcquireSpec::pass`](crate::AcquireSpec::pass) for the script's
+/// contract).
+#[derive(Debug, Clone)]
+pub struct PassSpec {
+    /// The hand-off script.
+    pub script: &'static LuaScript,
+    /// Its keys (the acquire script's).
+    pub keys: Vec<String>,
+    /// The channel the waiters sleep on.
+    pub channel: String,
+    /// The waiters' class.
+    pub class: &'static str,
+    /// The owner of the hold (its waiters of the same owner re-enter
+    /// instead of waiting for it).
+    pub owner: String,
 }
 
 /// One granted hold: fencing token, lease state, renewal and release.
@@ -101,6 +122,9 @@ pub(crate) struct HoldInner {
     pub(crate) state: watch::Sender<LeaseState>,
     pub(crate) valid_until: Mutex<Instant>,
     pub(crate) in_watchdog: AtomicBool,
+    /// Local hand-offs in a row, while other clients waited, that led to
+    /// this hold (the budget of [`Config::local_handoffs`](crate::Config::local_handoffs)).
+    pub(crate) chain: AtomicU32,
 }
 
 impl std::fmt::Debug for HoldInner {
@@ -131,6 +155,11 @@ impl HoldInner {
         });
         if moved && matches!(to, LeaseState::Lost | LeaseState::Unknown) {
             tracing::warn!(kind = self.spec.kind, key = %self.spec.key, state = ?to, "hold can no longer be counted on");
+            if let Some(p) = &self.spec.pass {
+                // Local waiters sleeping on this hold ask the server now.
+                self.client.inner.engine.unlist_hold(&p.channel, self.id);
+                self.client.inner.engine.nudge(&p.channel);
+            }
         }
         moved
     }
@@ -169,9 +198,25 @@ impl Hold {
         sent_at: Instant,
         pttl_ms: u64,
     ) -> Hold {
+        Hold::with_id(None, client, spec, attempt, token, mode, sent_at, pttl_ms)
+    }
+
+    /// [`Hold::new`], for a hold handed over locally under an id already
+    /// listed (`Some`), or a new one.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn with_id(
+        listed: Option<u64>,
+        client: &Client,
+        spec: HoldSpec,
+        attempt: String,
+        token: u64,
+        mode: LeaseMode,
+        sent_at: Instant,
+        pttl_ms: u64,
+    ) -> Hold {
         let (state, _) = watch::channel(LeaseState::Active);
         let inner = Arc::new(HoldInner {
-            id: NEXT_HOLD.fetch_add(1, Ordering::Relaxed),
+            id: listed.unwrap_or_else(|| NEXT_HOLD.fetch_add(1, Ordering::Relaxed)),
             client: client.clone(),
             spec,
             attempt,
@@ -180,9 +225,20 @@ impl Hold {
             state,
             valid_until: Mutex::new(valid_until(sent_at, pttl_ms)),
             in_watchdog: AtomicBool::new(false),
+            chain: AtomicU32::new(0),
         });
         if mode == LeaseMode::Watchdog {
             client.inner.watchdog.register(inner.clone());
+        }
+        if let (Some(p), None) = (&inner.spec.pass, listed) {
+            if client.config().local_handoffs > 0 {
+                client.inner.engine.list_hold(
+                    &p.channel,
+                    inner.id,
+                    &p.owner,
+                    *inner.valid_until.lock(),
+                );
+            }
         }
         client
             .inner
@@ -346,6 +402,9 @@ impl Hold {
     pub async fn unlock(mut self) -> Result<()> {
         let inner = self.inner.clone();
         inner.client.inner.watchdog.unregister(&inner);
+        if let Some(outcome) = self.pass_locally().await {
+            return outcome;
+        }
         let started = Instant::now();
         let result = inner.client.run::<i64>(&inner.spec.release).await;
         let outcome = match result {
@@ -381,10 +440,120 @@ impl Hold {
     }
 }
 
+impl Hold {
+    /// Hand the hold straight to a sleeping waiter of this client, when
+    /// the primitive supports it and the budget allows. `None` when no
+    /// hand-off was tried: the caller releases as usual.
+    async fn pass_locally(&mut self) -> Option<Result<()>> {
+        let inner = self.inner.clone();
+        let p = inner.spec.pass.as_ref()?;
+        let client = &inner.client;
+        let engine = &client.inner.engine;
+        let budget = client.config().local_handoffs;
+        let chain = inner.chain.load(Ordering::Relaxed);
+        // After `budget` local hand-offs in a row while waiters of other
+        // clients waited, release to them instead (the release names the
+        // client that has waited longest; this one's waiters hold back).
+        let want = budget > 0 && chain < budget && client.check_open().is_ok();
+        if budget > 0 && chain >= budget {
+            engine.yield_to_others(&p.channel);
+        }
+        let claim = engine.claim(&p.channel, p.class, inner.id, want)?;
+        let w = claim.waiter();
+        let call = ScriptCall::new(
+            p.script,
+            p.keys.clone(),
+            vec![
+                inner.attempt.clone(),
+                w.owner.clone(),
+                w.attempt.clone(),
+                w.lease_ms.to_string(),
+            ],
+        );
+        let release_new = w.release.clone();
+        let owner_new = w.owner.clone();
+        let sent_at = Instant::now();
+        let r = client.run::<Vec<i64>>(&call).await;
+        tracing::debug!(kind = inner.spec.kind, key = %inner.spec.key, attempt = %inner.attempt,
+            reply = ?r.as_ref().ok(), elapsed = ?sent_at.elapsed(), "local hand-off");
+        Some(match r {
+            Ok(v) => match v.as_slice() {
+                [2, token, pttl, others, ..] => {
+                    self.armed = false;
+                    inner.state.send_replace(LeaseState::Released);
+                    let pttl = pttl.unsigned_abs();
+                    let grant = LocalGrant {
+                        token: token.unsigned_abs(),
+                        pttl,
+                        sent_at,
+                        chain: if *others != 0 { chain + 1 } else { 0 },
+                        hold_id: NEXT_HOLD.fetch_add(1, Ordering::Relaxed),
+                    };
+                    // Listed before it is delivered: a waiter of this client
+                    // that comes now sleeps on the new hold at once.
+                    engine.list_hold(
+                        &p.channel,
+                        grant.hold_id,
+                        &owner_new,
+                        valid_until(sent_at, pttl),
+                    );
+                    match claim.deliver(grant) {
+                        Delivered::Yes => {}
+                        // The waiter keeps the hold under a record of its own.
+                        Delivered::Took => engine.unlist_hold(&p.channel, grant.hold_id),
+                        Delivered::Left => {
+                            // The waiter left while the call ran: the hold
+                            // is its attempt's now; give it back.
+                            engine.unlist_hold(&p.channel, grant.hold_id);
+                            client.release_in_background(release_new);
+                        }
+                    }
+                    Ok(())
+                }
+                [1, ..] => {
+                    // An inner hold of a re-entered lock: still held.
+                    claim.cancel(false);
+                    self.armed = false;
+                    inner.state.send_replace(LeaseState::Released);
+                    Ok(())
+                }
+                _ => {
+                    // Not held any more: the lock may be free.
+                    claim.cancel(true);
+                    self.armed = false;
+                    inner.finish(LeaseState::Lost);
+                    Err(Error::NotHeld)
+                }
+            },
+            Err(e) => {
+                // The waiter asks the server: a hand-off that did land is
+                // found there under its attempt id.
+                claim.cancel(true);
+                if e.is_indeterminate() {
+                    inner.finish(LeaseState::Unknown);
+                }
+                // Still armed unless shut down: the drop hands the release
+                // (a no-op after a hand-off that landed) to the releaser.
+                Err(e)
+            }
+        })
+    }
+}
+
 impl Drop for Hold {
     fn drop(&mut self) {
         let inner = &self.inner;
         inner.client.inner.holds.lock().remove(&inner.id);
+        if let Some(p) = &inner.spec.pass {
+            let engine = &inner.client.inner.engine;
+            engine.unlist_hold(&p.channel, inner.id);
+            if self.armed {
+                // Released in the background: a local waiter that slept on
+                // this hold asks the server (the release may find nothing
+                // to release, and then wakes nobody).
+                engine.nudge(&p.channel);
+            }
+        }
         if !self.armed {
             return;
         }

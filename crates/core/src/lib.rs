@@ -42,11 +42,11 @@ pub use exclusive::{Exclusive, ExclusiveKind, LockInfo, PlainLock};
 pub use guard::ExclusiveGuard;
 pub use heartbeat::HeartbeatSpec;
 pub use keys::{encode_tag, hash_slot, Keys};
-pub use lease::{drift, valid_until, Hold, HoldSpec, LeaseMode, LeaseState};
+pub use lease::{drift, valid_until, Hold, HoldSpec, LeaseMode, LeaseState, PassSpec};
 pub use lockable::Lockable;
 #[cfg(feature = "tls")]
 pub use tls::ensure_crypto_provider;
-pub use wake::{Grant, OnePerClient, Signal, Wake, WakePolicy};
+pub use wake::{ClientFirst, Grant, OnePerClient, Signal, Wake, WakePolicy};
 
 impl Client {
     /// Number of holds the watchdog currently renews.

@@ -59,7 +59,170 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
 
 use crate::conn::{Conn, Health};
+use crate::scripts::ScriptCall;
 use crate::wake::{Grant, Signal, Wake, WakePolicy};
+
+/// A waiter an unlock in this client may hand its hold to directly (local
+/// hand-off): who it is, what it asked for, and where it stands.
+#[derive(Debug)]
+pub(crate) struct LocalWaiter {
+    pub(crate) owner: String,
+    pub(crate) attempt: String,
+    pub(crate) lease_ms: u64,
+    /// Release-by-attempt of this waiter's attempt (for a hand-off that
+    /// lands after the waiter left).
+    pub(crate) release: ScriptCall,
+    state: Mutex<Local>,
+}
+
+/// A hold handed over locally: what the hand-off script answered.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LocalGrant {
+    pub(crate) token: u64,
+    pub(crate) pttl: u64,
+    /// When the hand-off call was sent (validity counts from it).
+    pub(crate) sent_at: Instant,
+    /// Local hand-offs in a row while other clients waited, this one included.
+    pub(crate) chain: u32,
+    /// The id of the new hold, listed (see [`Engine::held`]) before it was
+    /// delivered, so a waiter that comes meanwhile sleeps on it.
+    pub(crate) hold_id: u64,
+}
+
+/// How [`Claim::deliver`] went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Delivered {
+    /// The waiter has it.
+    Yes,
+    /// The waiter got the same hold from the server first (a try that
+    /// landed after the hand-off): it makes its own hold record.
+    Took,
+    /// The waiter left: the caller releases the hold.
+    Left,
+}
+
+/// Where a [`LocalWaiter`] stands. A claimed waiter starts no new try
+/// until the claim is settled. A try already in flight is harmless: the
+/// lock is held by the claiming unlock until its hand-off lands, so the
+/// try either finds it busy (before) or finds the waiter's own attempt
+/// holding it (after: a replay of the same hold, same token).
+#[derive(Debug)]
+enum Local {
+    /// Trying, or between steps: an unlock may claim it.
+    Busy,
+    /// Asleep on the channel: an unlock may claim it.
+    Sleeping,
+    /// An unlock is handing its hold to this waiter.
+    Claimed,
+    /// Handed over; the waiter has not taken it yet.
+    Passed(LocalGrant),
+    /// Granted by the server. A hand-off that lands anyway is that same
+    /// hold (see above): it is neither delivered nor released.
+    Took,
+    /// Gone, or took what it was handed.
+    Left,
+}
+
+/// What a waiter finds after a wake-up.
+#[derive(Debug)]
+pub(crate) enum LocalNow {
+    /// Go on as usual (try at the server).
+    Go,
+    /// A hand-off is under way: wait for it to settle.
+    Claimed,
+    /// The hold was handed over.
+    Passed(LocalGrant),
+}
+
+impl LocalWaiter {
+    pub(crate) fn new(owner: &str, attempt: &str, lease_ms: u64, release: ScriptCall) -> Self {
+        LocalWaiter {
+            owner: owner.to_string(),
+            attempt: attempt.to_string(),
+            lease_ms,
+            release,
+            state: Mutex::new(Local::Busy),
+        }
+    }
+
+    /// The waiter leaves. Returns the hold handed to it and not taken:
+    /// the caller must release it (and take it off the list). A claim
+    /// still under way finds the waiter gone and does both itself.
+    pub(crate) fn leave(&self) -> Option<LocalGrant> {
+        match std::mem::replace(&mut *self.state.lock(), Local::Left) {
+            Local::Passed(g) => Some(g),
+            _ => None,
+        }
+    }
+}
+
+/// An unlock's claim on a sleeping local waiter. Settled by
+/// [`Claim::deliver`] or [`Claim::cancel`]; dropped unsettled (the unlock
+/// was cancelled mid-call) it wakes the waiter, which asks the server: a
+/// hand-off that did land is then found by the waiter's own attempt id.
+#[derive(Debug)]
+pub(crate) struct Claim {
+    slot: Arc<Slot>,
+    settled: bool,
+}
+
+impl Claim {
+    /// The claimed waiter.
+    pub(crate) fn waiter(&self) -> &LocalWaiter {
+        self.slot
+            .local
+            .as_ref()
+            .expect("only local waiters are claimed")
+    }
+
+    /// Hand the hold over.
+    pub(crate) fn deliver(mut self, grant: LocalGrant) -> Delivered {
+        self.settled = true;
+        let mut st = self.waiter().state.lock();
+        match *st {
+            Local::Took => return Delivered::Took,
+            Local::Claimed => {}
+            _ => return Delivered::Left,
+        }
+        *st = Local::Passed(grant);
+        drop(st);
+        self.slot.wake();
+        Delivered::Yes
+    }
+
+    /// Nothing was handed over: the waiter sleeps on, woken to ask the
+    /// server when `wake`.
+    pub(crate) fn cancel(mut self, wake: bool) {
+        self.settled = true;
+        self.unclaim(wake);
+    }
+
+    fn unclaim(&self, wake: bool) {
+        let mut st = self.waiter().state.lock();
+        if matches!(*st, Local::Claimed) {
+            // Asleep or not, the waiter treats a wake-up as a prompt to try.
+            *st = Local::Sleeping;
+            drop(st);
+            if wake {
+                self.slot.wake();
+            }
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.unclaim(true);
+        }
+    }
+}
+
+/// How long the waiters of the clients a release did not name hold back
+/// ([`Wake::ClientFirst`]): long enough for a woken waiter of the named
+/// client to land its try first. They try then anyway, so a named client
+/// that is gone (or no longer waits) costs the others this much once.
+const HOLD_BACK: std::time::Duration = std::time::Duration::from_millis(2);
 
 #[derive(Debug)]
 struct Slot {
@@ -73,14 +236,17 @@ struct Slot {
     /// A hand-off named this waiter. The acquire loop checks the secret
     /// against its queue entry before it trusts it.
     grant: parking_lot::Mutex<Option<Grant>>,
+    /// Set for waiters an unlock in this client may hand its hold to.
+    local: Option<Arc<LocalWaiter>>,
     notify: Notify,
 }
 
 impl Slot {
-    fn new(tag: Option<String>, class: &'static str) -> Arc<Slot> {
+    fn new(waiter: Waiter) -> Arc<Slot> {
         Arc::new(Slot {
-            tag,
-            class,
+            tag: waiter.tag,
+            class: waiter.class,
+            local: waiter.local,
             pending: AtomicBool::new(false),
             acquired: AtomicBool::new(false),
             hint: parking_lot::Mutex::new(None),
@@ -122,6 +288,8 @@ struct Shared {
     /// Bumped after every round of (re)subscriptions.
     confirmations: watch::Sender<u64>,
     ops: mpsc::UnboundedSender<()>,
+    /// This client's id (a message may name the client to go first).
+    client_id: String,
 }
 
 impl Shared {
@@ -129,12 +297,27 @@ impl Shared {
         let Ok(channel) = std::str::from_utf8(channel) else {
             return;
         };
-        let table = self.table.lock();
-        let Some(ch) = table.get(channel) else { return };
+        let mut table = self.table.lock();
+        let Some(ch) = table.get_mut(channel) else {
+            return;
+        };
         let Some(policy) = ch.policy else { return };
         match policy.decode(payload) {
             Wake::Nothing => {}
             Wake::Any { n, class } => wake_any(ch, n, class),
+            Wake::ClientFirst { client, class } => {
+                if client == self.client_id {
+                    wake_any(ch, 1, class);
+                } else {
+                    // Another client goes first; this one's waiter tries
+                    // after HOLD_BACK, in case that client is gone.
+                    let at = Instant::now() + HOLD_BACK;
+                    if let Some(s) = unnamed(ch, class).next() {
+                        *s.hint.lock() = Some(at);
+                        s.notify.notify_one();
+                    }
+                }
+            }
             Wake::All { class } => ch
                 .slots
                 .iter()
@@ -165,31 +348,45 @@ impl Shared {
 /// Wake up to `n` unnamed waiters of `class` not already woken, longest
 /// waiting first.
 fn wake_any(ch: &Channel, n: usize, class: Option<&str>) {
-    ch.slots
-        .iter()
-        .filter(|s| {
-            !s.pending.load(Ordering::SeqCst)
-                && s.tag.is_none()
-                && class.is_none_or(|c| c == s.class)
-        })
-        .take(n)
-        .for_each(|s| s.wake());
+    unnamed(ch, class).take(n).for_each(|s| s.wake());
 }
 
-/// Who waits: the channel's policy, the waiter's class, and its name for
-/// hand-offs by name.
+/// The unnamed waiters of `class` not already woken, longest waiting first.
+fn unnamed<'a>(ch: &'a Channel, class: Option<&'a str>) -> impl Iterator<Item = &'a Arc<Slot>> {
+    ch.slots.iter().filter(move |s| {
+        !s.pending.load(Ordering::SeqCst) && s.tag.is_none() && class.is_none_or(|c| c == s.class)
+    })
+}
+
+/// Who waits: the channel's policy, the waiter's class, its name for
+/// hand-offs by name, and what a local hand-off to it needs.
 #[derive(Debug, Clone)]
 pub(crate) struct Waiter {
     pub(crate) policy: &'static dyn WakePolicy,
     pub(crate) class: &'static str,
     pub(crate) tag: Option<String>,
+    pub(crate) local: Option<Arc<LocalWaiter>>,
 }
+
+/// A listed hold: its id, its owner, and how long its lease was known to
+/// last at grant.
+type Listed = (u64, String, Instant);
 
 /// The waiting engine of one client.
 #[derive(Debug)]
 pub(crate) struct Engine {
     shared: Arc<Shared>,
     conn: Arc<Conn>,
+    /// This client's holds that may hand off locally, per channel: hold
+    /// id, owner, and the instant its lease was known to last until at
+    /// grant. A waiter of another owner that finds one here sleeps without
+    /// asking the server: the hold's unlock hands it over or releases
+    /// (and the release's message wakes it). Locked after `table`.
+    held: Mutex<HashMap<String, Vec<Listed>>>,
+    /// Channels this client just released to another client's waiter
+    /// (its local hand-off budget was spent), and until when its new
+    /// acquires hold back, so the named client's waiter gets its try first.
+    yielded: Mutex<HashMap<String, Instant>>,
 }
 
 impl Engine {
@@ -197,6 +394,7 @@ impl Engine {
     pub(crate) async fn start(
         client: redis::Client,
         command_timeout: std::time::Duration,
+        client_id: String,
     ) -> crate::Result<Arc<Engine>> {
         let (ops, ops_rx) = mpsc::unbounded_channel();
         let (confirmations, _) = watch::channel(0);
@@ -204,6 +402,7 @@ impl Engine {
             table: Mutex::new(HashMap::new()),
             confirmations,
             ops,
+            client_id,
         });
         let weak = Arc::downgrade(&shared);
         let handler = Arc::new(move |info: PushInfo| {
@@ -221,17 +420,23 @@ impl Engine {
         });
         let conn = Conn::connect("subscriber", client, command_timeout, Some(handler)).await?;
         tokio::spawn(run(Arc::downgrade(&shared), conn.clone(), ops_rx));
-        Ok(Arc::new(Engine { shared, conn }))
+        Ok(Arc::new(Engine {
+            shared,
+            conn,
+            held: Mutex::new(HashMap::new()),
+            yielded: Mutex::new(HashMap::new()),
+        }))
     }
 
     /// Register a waiter on `channel` and ask for the subscription.
     ///
     /// Returns at once; [`Subscription::confirmed`] waits for the server.
     pub(crate) fn subscribe(self: &Arc<Self>, channel: &str, waiter: Waiter) -> Subscription {
-        let slot = Slot::new(waiter.tag, waiter.class);
+        let policy = waiter.policy;
+        let slot = Slot::new(waiter);
         let mut table = self.shared.table.lock();
         let entry = table.entry(channel.to_string()).or_default();
-        entry.policy = Some(waiter.policy);
+        entry.policy = Some(policy);
         entry.slots.push(slot.clone());
         entry.idle_since = None;
         let needs_subscribe = entry.slots.len() == 1 && entry.confirmed.is_none();
@@ -261,8 +466,8 @@ impl Engine {
         if entry.confirmed != Some(epoch) {
             return None;
         }
-        let slot = Slot::new(waiter.tag, waiter.class);
         entry.policy = Some(waiter.policy);
+        let slot = Slot::new(waiter);
         entry.slots.push(slot.clone());
         entry.idle_since = None;
         drop(table);
@@ -270,6 +475,110 @@ impl Engine {
             engine: self.clone(),
             channel: channel.to_string(),
             slot,
+        })
+    }
+
+    /// List a hold that may hand off locally (see [`Engine::held`]).
+    pub(crate) fn list_hold(&self, channel: &str, hold: u64, owner: &str, until: Instant) {
+        self.held
+            .lock()
+            .entry(channel.to_string())
+            .or_default()
+            .push((hold, owner.to_string(), until));
+    }
+
+    /// Take a hold off the list (before its release is sent, so that a
+    /// waiter that comes later asks the server). Idempotent.
+    pub(crate) fn unlist_hold(&self, channel: &str, hold: u64) {
+        let _table = self.shared.table.lock();
+        self.unlist_locked(channel, hold);
+    }
+
+    fn unlist_locked(&self, channel: &str, hold: u64) {
+        let mut held = self.held.lock();
+        if let Some(v) = held.get_mut(channel) {
+            v.retain(|h| h.0 != hold);
+            if v.is_empty() {
+                held.remove(channel);
+            }
+        }
+    }
+
+    /// Whether a waiter of `owner`, already registered on `channel`, may
+    /// sleep without a first try: a listed hold of another owner of this
+    /// client will hand the lock over or release it. Returns the instant
+    /// to try by anyway (the longest lease known at grant).
+    ///
+    /// Also after this client released `channel` to another client
+    /// ([`Engine::yield_to_others`]): a new waiter holds back until the
+    /// instant returned (a release message wakes it sooner).
+    pub(crate) fn held_elsewhere(&self, channel: &str, owner: &str) -> Option<Instant> {
+        let _table = self.shared.table.lock();
+        let held = self.held.lock();
+        if let Some(v) = held.get(channel) {
+            if v.iter().any(|h| h.1 == owner) {
+                // Its own hold: the try re-enters at once.
+                return None;
+            }
+            return v.iter().map(|h| h.2).max();
+        }
+        let mut yielded = self.yielded.lock();
+        match yielded.get(channel) {
+            Some(&t) if t > Instant::now() => Some(t),
+            Some(_) => {
+                yielded.remove(channel);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// This client is releasing `channel` after spending its local
+    /// hand-off budget: its release names another client, whose waiter
+    /// needs a moment to land its try. Waiters of this client that come
+    /// within [`HOLD_BACK`] wait that long before their first try (the
+    /// ones already waiting are held back by the message itself).
+    pub(crate) fn yield_to_others(&self, channel: &str) {
+        let mut yielded = self.yielded.lock();
+        let now = Instant::now();
+        yielded.retain(|_, t| *t > now);
+        yielded.insert(channel.to_string(), now + HOLD_BACK);
+    }
+
+    /// Wake one unnamed waiter on `channel` to ask the server (a listed
+    /// hold ended without a release that would wake it).
+    pub(crate) fn nudge(&self, channel: &str) {
+        if let Some(ch) = self.shared.table.lock().get(channel) {
+            wake_any(ch, 1, None);
+        }
+    }
+
+    /// Claim the longest-waiting local waiter of `class` on `channel` for a
+    /// local hand-off from `hold` (when `want`). When none is claimed, the
+    /// hold is taken off the list in the same step: its unlock now
+    /// releases, and a waiter registered from then on asks the server.
+    pub(crate) fn claim(&self, channel: &str, class: &str, hold: u64, want: bool) -> Option<Claim> {
+        let table = self.shared.table.lock();
+        let found = want.then(|| table.get(channel)).flatten().and_then(|ch| {
+            ch.slots.iter().find(|s| {
+                s.class == class
+                    && s.local.as_ref().is_some_and(|l| {
+                        let mut st = l.state.lock();
+                        let free = matches!(*st, Local::Sleeping | Local::Busy);
+                        if free {
+                            *st = Local::Claimed;
+                        }
+                        free
+                    })
+            })
+        });
+        let Some(slot) = found else {
+            self.unlist_locked(channel, hold);
+            return None;
+        };
+        Some(Claim {
+            slot: slot.clone(),
+            settled: false,
         })
     }
 
@@ -547,8 +856,45 @@ impl Subscription {
         self.slot.grant.lock().take()
     }
 
-    /// The waiter got what it waited for: its leaving passes nothing on.
+    /// The waiter goes to sleep: from now on an unlock in this client may
+    /// claim it for a local hand-off.
+    pub(crate) fn local_sleep(&self) {
+        if let Some(l) = &self.slot.local {
+            let mut st = l.state.lock();
+            if matches!(*st, Local::Busy) {
+                *st = Local::Sleeping;
+            }
+        }
+    }
+
+    /// After a wake-up: whether a local hand-off claimed this waiter.
+    /// A waiter that is not claimed can no longer be (until its next
+    /// [`local_sleep`](Subscription::local_sleep)).
+    pub(crate) fn local_wake(&self) -> LocalNow {
+        let Some(l) = &self.slot.local else {
+            return LocalNow::Go;
+        };
+        let mut st = l.state.lock();
+        match *st {
+            Local::Claimed => LocalNow::Claimed,
+            Local::Passed(g) => {
+                *st = Local::Left;
+                LocalNow::Passed(g)
+            }
+            Local::Sleeping | Local::Busy => {
+                *st = Local::Busy;
+                LocalNow::Go
+            }
+            Local::Took | Local::Left => LocalNow::Go,
+        }
+    }
+
+    /// The waiter got what it waited for: its leaving passes nothing on,
+    /// and a hand-off to it still under way is that same hold.
     pub(crate) fn mark_acquired(&self) {
+        if let Some(l) = &self.slot.local {
+            *l.state.lock() = Local::Took;
+        }
         self.slot.acquired.store(true, Ordering::SeqCst);
     }
 }

@@ -34,6 +34,17 @@ pub enum Wake {
         /// Only waiters of this class.
         class: Option<&'static str>,
     },
+    /// Wake one waiter (of `class`, or any) of the client whose id is
+    /// `client` at once; in every other client, one waiter tries a moment
+    /// later (about two milliseconds), in case the named client is gone.
+    /// Gives a lock's release to the client that has waited longest
+    /// without losing a wake-up to a client that died.
+    ClientFirst {
+        /// The id of the client to go first ([`Client::id`](crate::Client::id)).
+        client: String,
+        /// Only waiters of this class.
+        class: Option<&'static str>,
+    },
     /// A message for the waiter registered under `name` (its attempt id).
     Named {
         /// The waiter's name.
@@ -94,6 +105,25 @@ pub struct OnePerClient;
 impl WakePolicy for OnePerClient {
     fn decode(&self, _payload: &[u8]) -> Wake {
         Wake::one()
+    }
+}
+
+/// `c:<client id>` names the client whose waiter goes first
+/// ([`Wake::ClientFirst`]); any other message wakes one waiter per client,
+/// as [`OnePerClient`]. The unfair lock's policy: its release names the
+/// client that has waited longest, when it knows one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClientFirst;
+
+impl WakePolicy for ClientFirst {
+    fn decode(&self, payload: &[u8]) -> Wake {
+        match payload.strip_prefix(b"c:").map(std::str::from_utf8) {
+            Some(Ok(client)) if !client.is_empty() => Wake::ClientFirst {
+                client: client.to_string(),
+                class: None,
+            },
+            _ => Wake::one(),
+        }
     }
 }
 

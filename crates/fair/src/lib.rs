@@ -147,6 +147,7 @@ impl ExclusiveKind for Fifo {
             wake: &HandOff,
             class: "",
             tagged: true,
+            pass: None,
             heartbeat: Some(HeartbeatSpec {
                 script: &FAIR_HEARTBEAT,
                 keys,

@@ -17,7 +17,7 @@
 //! ```
 
 use deadbolt_core::scripts::{ScriptCall, HOLD_RENEW};
-use deadbolt_core::{AcquireSpec, Client, Exclusive, ExclusiveKind, Keys, OnePerClient};
+use deadbolt_core::{AcquireSpec, Client, ClientFirst, Exclusive, ExclusiveKind, Keys};
 
 /// The lock's Lua scripts (files in the workspace's `lua/`).
 pub mod scripts {
@@ -27,18 +27,22 @@ pub mod scripts {
         pub LOCK_ACQUIRE = "lock_acquire" with "hold_lib";
         /// Release one hold of a reentrant lock by attempt id.
         pub LOCK_RELEASE = "lock_release" with "hold_lib";
+        /// Hand the last hold straight to a waiter of the same client.
+        pub LOCK_PASS = "lock_pass" with "hold_lib";
         /// Delete a lock whoever holds it.
         pub LOCK_FORCE_UNLOCK = "lock_force_unlock";
     }
 }
 pub use scripts::SCRIPTS;
-use scripts::{LOCK_ACQUIRE, LOCK_FORCE_UNLOCK, LOCK_RELEASE};
+use scripts::{LOCK_ACQUIRE, LOCK_FORCE_UNLOCK, LOCK_PASS, LOCK_RELEASE};
 
 /// The kind segment of a reentrant lock's keys: `<ns>:{<name>}:lock`.
 pub const KIND: &str = "lock";
 
 /// Marker for the reentrant, unfair lock: every waiter races for a free
-/// lock; a release wakes one waiter per client.
+/// lock; a release wakes one waiter per client, and an unlock hands the
+/// lock straight to a waiter of its own client when it can (within
+/// [`Config::local_handoffs`](deadbolt_core::Config::local_handoffs)).
 #[derive(Debug, Clone, Copy)]
 pub struct Reentrant;
 
@@ -56,20 +60,24 @@ impl ExclusiveKind for Reentrant {
         AcquireSpec {
             kind: KIND,
             acquire: &LOCK_ACQUIRE,
-            keys: vec![k.main().to_string(), k.sub("fence")],
+            keys: vec![k.main().to_string(), k.sub("fence"), k.sub("waiters")],
             extra_args: vec![],
             release: &LOCK_RELEASE,
-            release_keys: vec![k.main().to_string()],
+            release_keys: vec![k.main().to_string(), k.sub("waiters")],
             release_extra: vec![k.channel()],
             key: k.main().to_string(),
             renew: &HOLD_RENEW,
             renew_keys: vec![k.main().to_string()],
             channel: k.channel(),
-            // lock_release.lua publishes `1`: one waiter per client tries.
-            wake: &OnePerClient,
+            // lock_release.lua names the client that waited longest
+            // (`c:<id>`), or publishes `1`: one waiter per client tries.
+            wake: &ClientFirst,
             class: "",
             tagged: false,
             heartbeat: None,
+            // An unlock hands the lock to a sleeping waiter of its own
+            // client in one call, within the client's budget.
+            pass: Some(&LOCK_PASS),
         }
     }
 

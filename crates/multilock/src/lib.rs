@@ -194,6 +194,7 @@ impl MultiLock {
                                     vec![p.key.clone()],
                                     vec![attempt.clone(), p.channel.clone()],
                                 ),
+                                pass: None,
                             },
                             attempt.clone(),
                             tp[0].unsigned_abs(),

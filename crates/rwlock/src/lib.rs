@@ -571,6 +571,7 @@ fn parts(client: &Client, k: &Keys) -> Parts {
         wake: &RwWake,
         class: READ,
         tagged: false,
+        pass: None,
         heartbeat: None,
     };
     let write = AcquireSpec {
@@ -588,6 +589,7 @@ fn parts(client: &Client, k: &Keys) -> Parts {
         wake: &RwWake,
         class: WRITE,
         tagged: false,
+        pass: None,
         heartbeat: Some(HeartbeatSpec {
             script: &RW_HEARTBEAT,
             keys: keys.clone(),

@@ -235,6 +235,7 @@ impl Semaphore {
                     wake: &PermitsFree,
                     class: "",
                     tagged: true,
+                    pass: None,
                     heartbeat: Some(HeartbeatSpec {
                         script: &SEM_HEARTBEAT,
                         keys: keys.clone(),
@@ -548,6 +549,7 @@ impl CountDownLatch {
                     wake: &LatchOpen,
                     class: "",
                     tagged: false,
+                    pass: None,
                     heartbeat: None,
                 };
                 (key, channel, spec)

@@ -1,0 +1,1 @@
+../../../lua/lock_pass.lua

@@ -1,0 +1,43 @@
+-- lock_pass.lua — hand the last hold of a reentrant lock straight to a waiter
+-- of the same client (local hand-off), in place of a release, a message and
+-- the waiter's acquire. (hold_lib.lua is prepended.)
+--
+-- KEYS[1]  hold hash  <ns>:{name}:lock  (layout in lock_acquire.lua)
+-- KEYS[2]  fencing counter  <ns>:{name}:lock:fence
+-- KEYS[3]  waiting clients (not used here: the keys are lock_acquire.lua's)
+-- ARGV[1]  attempt id of the hold being given up
+-- ARGV[2]  owner id of the waiter it goes to
+-- ARGV[3]  attempt id of that waiter's acquire
+-- ARGV[4]  the waiter's lease in milliseconds
+--
+-- Reply:
+--   {0}  ARGV[1] holds nothing (expired, taken over, released already):
+--        nothing changed; the caller wakes the waiter to try for itself
+--   {1}  an inner hold of a re-entered lock was released; the lock stays
+--        with its owner and nothing is handed over
+--   {2, token, pttl, others}  handed over: the waiter holds the lock under
+--        its own attempt id with a fresh fencing token (strictly larger, as
+--        for any grant), so inspection shows the true holder; others = 1
+--        when a waiter of another client failed a try since the lock was
+--        last free (field x, set by lock_acquire.lua), which makes the
+--        client count this hand-off against its budget
+--   error WRONGTYPE / BADVALUE as in lock_acquire.lua; nothing written
+--
+-- O(1).
+
+local r = hold_release(KEYS[1], ARGV[1])
+if r ~= 2 then
+  return {r}
+end
+-- The fencing counter is read and checked before the first write.
+local last, err = hold_read_fence(KEYS[2])
+if err then
+  return err
+end
+local _, now_us = hold_now()
+local token, stoken = hold_next_token(KEYS[2], last, now_us)
+local others = redis.call('HGET', KEYS[1], 'x') and 1 or 0
+redis.call('HDEL', KEYS[1], 'a:' .. ARGV[1])
+redis.call('HSET', KEYS[1], 'o', ARGV[2], 't', stoken, 'n', 1, 'a:' .. ARGV[3], 1)
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return {2, token, tonumber(ARGV[4]), others}
