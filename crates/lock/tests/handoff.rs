@@ -72,10 +72,11 @@ async fn local_hand_offs_stop_at_the_budget_while_another_client_waits() {
         )
         .await
         .unwrap();
-        let mut t = tokens.lock().unwrap();
-        worst = worst.max(t.len() - before);
-        t.push((g.fencing_token(), true));
-        drop(t);
+        {
+            let mut t = tokens.lock().unwrap();
+            worst = worst.max(t.len() - before);
+            t.push((g.fencing_token(), true));
+        }
         g.unlock().await.unwrap();
     }
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
