@@ -39,10 +39,12 @@ use scripts::{LOCK_ACQUIRE, LOCK_FORCE_UNLOCK, LOCK_PASS, LOCK_RELEASE};
 /// The kind segment of a reentrant lock's keys: `<ns>:{<name>}:lock`.
 pub const KIND: &str = "lock";
 
-/// Marker for the reentrant, unfair lock: every waiter races for a free
-/// lock; a release wakes one waiter per client, and an unlock hands the
-/// lock straight to a waiter of its own client when it can (within
-/// [`Config::local_handoffs`](deadbolt_core::Config::local_handoffs)).
+/// Marker for the reentrant, unfair lock: every waiter may take a free
+/// lock; an unlock hands the lock straight to a waiter of its own client
+/// when it can (within
+/// [`Config::local_handoffs`](deadbolt_core::Config::local_handoffs) while
+/// other clients wait), and a release lets the client that has waited
+/// longest try first (see `docs/architecture.md`).
 #[derive(Debug, Clone, Copy)]
 pub struct Reentrant;
 
