@@ -691,10 +691,12 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         }
     }
     let sweep = v["sweep"].as_array().unwrap();
+    // --plot-waiters 1,2 with --clients 2: every waiter has its own client
+    // already, so there is no second sweep.
     assert_eq!(sweep.len(), 2 * contenders.len());
     assert!(sweep
         .iter()
-        .all(|p| p["acquisitions_per_s"].as_f64().unwrap() > 0.0));
+        .all(|p| p["acquisitions_per_s"].as_f64().unwrap() > 0.0 && p["clients"] == p["waiters"]));
 
     let plot = std::fs::read_to_string(&svg).unwrap();
     std::fs::remove_file(&svg).ok();
@@ -717,6 +719,7 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
             "{c} is not in the contended sweep"
         );
     }
+    assert!(!plot.contains("dashed:"), "a dashed sweep without its runs");
 
     let table = report.table();
     for s in scenarios
@@ -758,6 +761,76 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
             table.contains(&format!("\n  {term}")),
             "legend lacks {term}:\n{table}"
         );
+    }
+}
+
+/// `--plot` with waiter counts above `--clients` runs those again with one
+/// client per waiter (the counts up to `--clients` are not run twice): the
+/// JSON has both sweeps' points, the table a row for each, and the plot a
+/// legend for solid and dashed.
+#[tokio::test]
+async fn the_plot_sweeps_with_one_client_per_waiter_too() {
+    let svg = temp_path("sweep.svg");
+    let args = bench_args(&[
+        "--scenario",
+        "contended",
+        "--contender",
+        "lock",
+        "--duration",
+        "150ms",
+        "--waiters",
+        "2",
+        "--clients",
+        "1",
+        "--plot",
+        svg.to_str().unwrap(),
+        "--plot-waiters",
+        "1,2",
+    ]);
+    let report = tokio::time::timeout(HANG, deadbolt_cli::bench(&args))
+        .await
+        .expect("hang")
+        .expect("bench");
+    report.write_plot(&svg).unwrap();
+
+    let v: serde_json::Value = serde_json::from_str(&report.to_json().unwrap()).unwrap();
+    let points: Vec<(u64, u64)> = v["sweep"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            assert_eq!(p["contender"], "lock");
+            assert!(p["acquisitions_per_s"].as_f64().unwrap() > 0.0, "{p}");
+            (
+                p["waiters"].as_u64().unwrap(),
+                p["clients"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // Over --clients 1, then 2 waiters again over 2 clients.
+    assert_eq!(points, [(1, 1), (2, 1), (2, 2)]);
+
+    let table = report.table();
+    let row = |label: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with("lock") && l.contains(label))
+            .unwrap_or_else(|| panic!("no {label} row:\n{table}"))
+            .to_string()
+    };
+    assert!(table.contains("1 waiter  2 waiters"), "{table}");
+    row("over 1 client");
+    row("one per waiter");
+
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    std::fs::remove_file(&svg).ok();
+    assert!(plot.starts_with("<svg"), "not an SVG");
+    for text in [
+        "solid: over 1 client",
+        "dashed: one client per waiter",
+        "least / most",
+    ] {
+        assert!(plot.contains(text), "the plot lacks {text:?}");
     }
 }
 

@@ -362,7 +362,9 @@ pub struct BenchArgs {
 
     /// Draw throughput against number of waiters per contender as SVG to
     /// FILE (its name must end in .svg: this build has no bitmap backend);
-    /// runs the contended scenario at each of --plot-waiters.
+    /// runs the contended scenario at each W of --plot-waiters with the
+    /// waiters over min(W, --clients) clients (solid lines), and each W above
+    /// --clients again with one client per waiter (dashed lines).
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
 

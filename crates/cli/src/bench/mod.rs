@@ -6,9 +6,11 @@
 //! it at the end, on error and on Ctrl-C), then for each selected scenario run
 //! each contender it measures in turn (see [`ScenarioKind::measures`]), one
 //! after another on the same server, then (with `--plot`) the contended
-//! scenario at several waiter counts. The multi scenario's Redlock rows span
-//! two more servers: started and stopped with the first one, or given with
-//! `--redlock-redis` besides `--redis`.
+//! scenario at several waiter counts: spread over at most `--clients`
+//! clients, and (above `--clients` waiters) again with one client per
+//! waiter. The multi scenario's Redlock rows span two more servers: started
+//! and stopped with the first one, or given with `--redlock-redis` besides
+//! `--redis`.
 
 mod args;
 mod contender;
@@ -35,6 +37,7 @@ pub use report::{
 
 use contender::{Contender, ContenderOptions, REDLOCK_SERVERS};
 use progress::Progress;
+use report::plural;
 use scenario::Env;
 
 /// Run the bench described by `args` and return every figure.
@@ -160,7 +163,9 @@ impl Interrupt {
 }
 
 /// The planned length of every run, in run order: each scenario for each
-/// contender it measures, then (with `--plot`) the sweep.
+/// contender it measures, then (with `--plot`) the sweep: each
+/// `--plot-waiters` count over at most `--clients` clients, and each count
+/// above `--clients` again with one client per waiter.
 fn planned_runs(
     args: &BenchArgs,
     scenarios: &[ScenarioKind],
@@ -177,10 +182,17 @@ fn planned_runs(
     if args.plot.is_some() {
         runs.extend(std::iter::repeat_n(
             args.duration,
-            measured(ScenarioKind::Contended) * args.plot_waiters.len(),
+            measured(ScenarioKind::Contended) * sweep_runs(args),
         ));
     }
     runs
+}
+
+/// Runs of the `--plot` sweep per contender: every `--plot-waiters` count,
+/// and those above `--clients` a second time with one client per waiter.
+fn sweep_runs(args: &BenchArgs) -> usize {
+    let own = args.plot_waiters.iter().filter(|&&w| w > args.clients);
+    args.plot_waiters.len() + own.count()
 }
 
 /// The contenders of a run, in run order.
@@ -486,10 +498,20 @@ async fn run_scenarios(env: &mut Env<'_>, plan: &Plan, report: &mut Report) -> a
             .iter()
             .filter(|c| ScenarioKind::Contended.measures(c.kind()));
         for c in measured {
-            for &w in &args.plot_waiters {
-                let r = scenario::contended(env, c.as_ref(), w, args.clients.min(w))
+            // The waiters over at most --clients clients, then one client
+            // per waiter; up to --clients waiters the two are the same run.
+            let spread = args.plot_waiters.iter().map(|&w| (w, args.clients.min(w)));
+            let own = args.plot_waiters.iter().filter(|&&w| w > args.clients);
+            for (w, clients) in spread.chain(own.map(|&w| (w, w))) {
+                let r = scenario::contended(env, c.as_ref(), w, clients)
                     .await
-                    .with_context(|| format!("sweep at {w} waiters / {}", c.kind().name()))?;
+                    .with_context(|| {
+                        format!(
+                            "sweep at {w} waiters over {clients} client{} / {}",
+                            plural(clients),
+                            c.kind().name()
+                        )
+                    })?;
                 report.sweep.push(SweepPoint {
                     contender: r.contender,
                     waiters: w,
@@ -508,6 +530,35 @@ async fn run_scenarios(env: &mut Env<'_>, plan: &Plan, report: &mut Report) -> a
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_plan_counts_both_sweeps() {
+        use clap::Parser as _;
+        let args = |extra: &[&str]| {
+            let all = [
+                "deadbolt",
+                "bench",
+                "--scenario",
+                "contended",
+                "--clients",
+                "2",
+            ];
+            match crate::Cli::try_parse_from(all.iter().chain(extra)) {
+                Ok(crate::Cli {
+                    command: crate::Command::Bench(b),
+                    ..
+                }) => b,
+                other => panic!("expected bench arguments, got {other:?}"),
+            }
+        };
+        let kinds = [ContenderKind::Lock, ContenderKind::Fair];
+        let scenarios = [ScenarioKind::Contended];
+        let plain = args(&[]);
+        assert_eq!(planned_runs(&plain, &scenarios, &kinds).len(), 2);
+        // 1, 2, 4 and 8 over at most 2 clients, then 4 and 8 over 4 and 8.
+        let plot = args(&["--plot", "x.svg", "--plot-waiters", "1,2,4,8"]);
+        assert_eq!(planned_runs(&plot, &scenarios, &kinds).len(), 2 + 2 * 6);
+    }
 
     #[test]
     fn redacts_passwords() {

@@ -1,6 +1,8 @@
 //! `--plot FILE.svg`: throughput against number of waiters, one line per
-//! contender, and below it what that throughput costs: the least-served
-//! waiter's share of the most-served one's (least/most; 0 = someone starved).
+//! contender (solid: the waiters spread over at most `--clients` clients;
+//! dashed, in the same colour: one client per waiter), and below it what
+//! that throughput costs: the least-served waiter's share of the most-served
+//! one's (least/most; 0 = someone starved).
 //!
 //! plotters' SVG backend writes text as SVG `<text>` elements, and without the
 //! `ttf` feature it lays text out with a crude estimate instead of font files:
@@ -9,10 +11,12 @@
 use std::path::Path;
 
 use anyhow::anyhow;
+use plotters::coord::types::RangedCoordf64;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use super::args::ContenderKind;
-use super::report::Report;
+use super::report::{Report, Sweep};
 
 /// Refuse a plot file whose name does not end in `.svg` (any case): plotters
 /// is built here with its SVG backend only, and writing SVG into `x.png`
@@ -50,17 +54,19 @@ fn colour(kind: ContenderKind) -> RGBColor {
     }
 }
 
-/// One contender's points: (waiters, acquisitions/s, least/most).
-type Series = Vec<(ContenderKind, Vec<(f64, f64, f64)>)>;
+/// One line: a contender in one sweep, its points (waiters,
+/// acquisitions/s, least/most).
+type Series = Vec<(ContenderKind, Sweep, Vec<(f64, f64, f64)>)>;
 
-/// Series to draw: the sweep when there is one, else the contended results.
+/// Series to draw: the sweep when there is one (the one-client-per-waiter
+/// sweep apart, when it has runs of its own), else the contended results.
 fn series(report: &Report) -> Series {
     let mut out: Series = Vec::new();
-    let mut add = |kind: ContenderKind, waiters: u32, rate: f64, least_most: f64| {
-        let point = (f64::from(waiters), rate, least_most);
-        match out.iter_mut().find(|(k, _)| *k == kind) {
-            Some((_, points)) => points.push(point),
-            None => out.push((kind, vec![point])),
+    let mut add = |kind: ContenderKind, sweep: Sweep, waiters: u32, rate: f64, lm: f64| {
+        let point = (f64::from(waiters), rate, lm);
+        match out.iter_mut().find(|(k, s, _)| *k == kind && *s == sweep) {
+            Some((_, _, points)) => points.push(point),
+            None => out.push((kind, sweep, vec![point])),
         }
     };
     if report.sweep.is_empty() {
@@ -68,28 +74,74 @@ fn series(report: &Report) -> Series {
             if let Some(rate) = r.acquisitions_per_s {
                 if r.scenario == super::args::ScenarioKind::Contended {
                     let lm = r.fairness.as_ref().map_or(0.0, |f| f.min_max_ratio);
-                    add(r.contender, r.workers, rate, lm);
+                    add(r.contender, Sweep::Spread, r.workers, rate, lm);
                 }
             }
         }
     } else {
-        for p in &report.sweep {
-            add(
-                p.contender,
-                p.waiters,
-                p.acquisitions_per_s,
-                p.min_max_ratio,
-            );
+        let sweeps: &[Sweep] = if report.has_own_client_sweep() {
+            &[Sweep::Spread, Sweep::OwnClient]
+        } else {
+            &[Sweep::Spread]
+        };
+        for &sweep in sweeps {
+            for p in report.sweep_points(sweep) {
+                add(
+                    p.contender,
+                    sweep,
+                    p.waiters,
+                    p.acquisitions_per_s,
+                    p.min_max_ratio,
+                );
+            }
         }
     }
-    for (_, points) in &mut out {
+    for (_, _, points) in &mut out {
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     out
 }
 
+/// Dash and gap lengths of the one-client-per-waiter lines, in pixels.
+const DASH: (i32, i32) = (8, 5);
+
+/// Draw one series on `chart`: a solid line with filled dots for the
+/// waiters spread over `--clients` clients, a dashed one with open dots for
+/// one client per waiter (dots only above `--clients` waiters: below, the
+/// points are the solid line's). `y` picks the value drawn.
+fn draw_line<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    (sweep, c, points): (Sweep, RGBColor, &[(f64, f64, f64)]),
+    y: fn(&(f64, f64, f64)) -> f64,
+    shared_up_to: f64,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let line: Vec<(f64, f64)> = points.iter().map(|p| (p.0, y(p))).collect();
+    match sweep {
+        Sweep::Spread => {
+            chart.draw_series(LineSeries::new(line.iter().copied(), c.stroke_width(2)))?;
+            chart.draw_series(line.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
+        }
+        Sweep::OwnClient => {
+            chart.draw_series(DashedLineSeries::new(
+                line.iter().copied(),
+                DASH.0,
+                DASH.1,
+                c.stroke_width(2),
+            ))?;
+            chart.draw_series(
+                line.iter()
+                    .filter(|p| p.0 > shared_up_to)
+                    .map(|&p| Circle::new(p, 4, c.stroke_width(2))),
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// Draw the plot of `report` to `path`, which must end in `.svg`: acquisitions
 /// per second on top, least/most served below, both against the waiters.
+/// Each contender has one colour: a solid line for the waiters spread over
+/// at most `--clients` clients, a dashed one for one client per waiter.
 ///
 /// The x axis is log2 of the waiter count (1, 2, 4, 8, 16 evenly spaced);
 /// labels are drawn only at whole powers of two.
@@ -97,9 +149,10 @@ pub(crate) fn draw(report: &Report, path: &Path) -> anyhow::Result<()> {
     require_svg(path).map_err(|reason| anyhow!("{}: {reason}", path.display()))?;
     let series: Series = series(report)
         .into_iter()
-        .map(|(k, points)| {
+        .map(|(k, sweep, points)| {
             (
                 k,
+                sweep,
                 points
                     .into_iter()
                     .map(|(w, r, lm)| (w.log2(), r, lm))
@@ -107,15 +160,27 @@ pub(crate) fn draw(report: &Report, path: &Path) -> anyhow::Result<()> {
             )
         })
         .collect();
-    let xs = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.0));
+    // Up to --clients waiters the two sweeps share their runs.
+    let shared_up_to = f64::from(report.settings.clients.max(1)).log2();
+    let two_sweeps = series.iter().any(|(_, s, _)| *s == Sweep::OwnClient);
+    let xs = series.iter().flat_map(|(_, _, p)| p.iter().map(|q| q.0));
     let x_max = xs.clone().fold(0.0_f64, f64::max).max(1.0);
     let x_min = xs.fold(x_max, f64::min).min(x_max - 1.0).max(0.0);
+    // Headroom above the highest point for the legend in the upper right:
+    // about 3.5% of the panel per entry (a contender, and solid and dashed).
+    let entries: f64 = series
+        .iter()
+        .filter(|(_, s, _)| *s == Sweep::Spread)
+        .map(|_| 1.0)
+        .sum::<f64>()
+        + if two_sweeps { 2.0 } else { 0.0 };
+    let legend_share = 0.055 + 0.035 * entries;
     let y_max = series
         .iter()
-        .flat_map(|(_, p)| p.iter().map(|q| q.1))
+        .flat_map(|(_, _, p)| p.iter().map(|q| q.1))
         .fold(0.0_f64, f64::max)
         .max(1.0)
-        * 1.15;
+        * (1.0 / (1.0 - legend_share.min(0.5))).max(1.15);
     let err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
 
     let root = SVGBackend::new(path, (900, 820)).into_drawing_area();
@@ -151,17 +216,34 @@ pub(crate) fn draw(report: &Report, path: &Path) -> anyhow::Result<()> {
         .y_label_formatter(&|y| format!("{y:.0}"))
         .draw()
         .map_err(|e| err(&e))?;
-    for (kind, points) in &series {
+    for (kind, sweep, points) in &series {
         let c = colour(*kind);
-        let line: Vec<(f64, f64)> = points.iter().map(|p| (p.0, p.1)).collect();
+        draw_line(&mut chart, (*sweep, c, points), |p| p.1, shared_up_to).map_err(|e| err(&e))?;
+        if *sweep == Sweep::Spread {
+            // The legend: one entry per contender, by its colour.
+            chart
+                .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
+                .map_err(|e| err(&e))?
+                .label(kind.name())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                });
+        }
+    }
+    if two_sweeps {
+        // And what solid and dashed mean.
         chart
-            .draw_series(LineSeries::new(line.iter().copied(), c.stroke_width(2)))
+            .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
             .map_err(|e| err(&e))?
-            .label(kind.name())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+            .label(format!("solid: {}", report.sweep_label(Sweep::Spread)))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(2)));
         chart
-            .draw_series(line.iter().map(|&p| Circle::new(p, 4, c.filled())))
-            .map_err(|e| err(&e))?;
+            .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
+            .map_err(|e| err(&e))?
+            .label("dashed: one client per waiter")
+            .legend(|(x, y)| {
+                DashedPathElement::new(vec![(x, y), (x + 20, y)], 5, 3, BLACK.stroke_width(2))
+            });
     }
     chart
         .configure_series_labels()
@@ -192,13 +274,14 @@ pub(crate) fn draw(report: &Report, path: &Path) -> anyhow::Result<()> {
         .y_label_formatter(&|y| format!("{y:.1}"))
         .draw()
         .map_err(|e| err(&e))?;
-    for (kind, points) in &series {
-        let c = colour(*kind);
-        let line: Vec<(f64, f64)> = points.iter().map(|p| (p.0, p.2)).collect();
-        fair.draw_series(LineSeries::new(line.iter().copied(), c.stroke_width(2)))
-            .map_err(|e| err(&e))?;
-        fair.draw_series(line.iter().map(|&p| Circle::new(p, 4, c.filled())))
-            .map_err(|e| err(&e))?;
+    for (kind, sweep, points) in &series {
+        draw_line(
+            &mut fair,
+            (*sweep, colour(*kind), points),
+            |p| p.2,
+            shared_up_to,
+        )
+        .map_err(|e| err(&e))?;
     }
     root.present().map_err(|e| err(&e))?;
     Ok(())

@@ -41,7 +41,10 @@ pub const REPORT_SCHEMA: u32 = 1;
 ///                 "plot_waiters": [] },
 ///   "ping": Latency | null,                  // every PING of the run together
 ///   "results": [ RunResult, ... ],           // one per scenario × contender, in run order
-///   "sweep": [ SweepPoint, ... ],            // contended at each --plot-waiters (with --plot)
+///   "sweep": [ SweepPoint, ... ],            // with --plot: contended at each --plot-waiters
+///                                            // count W over min(W, --clients) clients, then
+///                                            // each W above --clients again over W clients
+///                                            // (one client per waiter); per contender
 ///   "skipped": [ { "contender": "fair", "reason": "..." } ]
 /// }
 ///
@@ -120,7 +123,9 @@ pub struct Report {
     pub ping: Option<Latency>,
     /// One entry per scenario and contender, in run order.
     pub results: Vec<RunResult>,
-    /// The contended scenario at each `--plot-waiters` count (only with `--plot`).
+    /// The contended scenario at each `--plot-waiters` count W (only with
+    /// `--plot`), per contender: over `min(W, --clients)` clients, then each
+    /// W above `--clients` again with one client per waiter (`clients` = W).
     pub sweep: Vec<SweepPoint>,
     /// Contenders that were left out, and why.
     pub skipped: Vec<Skipped>,
@@ -315,7 +320,8 @@ pub struct SweepPoint {
     pub contender: ContenderKind,
     /// Waiters on the one name.
     pub waiters: u32,
-    /// Clients they were spread over.
+    /// Clients they were spread over: `min(waiters, --clients)`, or
+    /// `waiters` in the sweep with one client per waiter.
     pub clients: u32,
     /// Acquisitions per second.
     pub acquisitions_per_s: f64,
@@ -357,9 +363,10 @@ impl Report {
         Ok(())
     }
 
-    /// Draw the throughput sweep (acquisitions/s against waiters, one line
-    /// per contender) as SVG to `path`. Without a sweep, the contended
-    /// results are drawn as single points.
+    /// Draw the throughput sweep (acquisitions/s against waiters, one colour
+    /// per contender: a solid line over `--clients` clients, a dashed one
+    /// with one client per waiter) as SVG to `path`. Without a sweep, the
+    /// contended results are drawn as single points.
     ///
     /// # Errors
     /// When `path` does not end in `.svg` (only SVG can be drawn: no bitmap
@@ -747,6 +754,8 @@ impl Report {
             .collect()
     }
 
+    /// The `--plot` sweep as a table: a row per contender and sweep, a
+    /// column per waiter count.
     fn sweep_table(&self) -> String {
         let mut counts: Vec<u32> = self.sweep.iter().map(|p| p.waiters).collect();
         counts.sort_unstable();
@@ -757,31 +766,93 @@ impl Report {
                 contenders.push(p.contender);
             }
         }
-        let header: Vec<String> = std::iter::once("contender".to_string())
-            .chain(
-                counts
-                    .iter()
-                    .map(|&w| format!("{w} waiter{}", if w == 1 { "" } else { "s" })),
-            )
+        let sweeps: &[Sweep] = if self.has_own_client_sweep() {
+            &[Sweep::Spread, Sweep::OwnClient]
+        } else {
+            &[Sweep::Spread]
+        };
+        let header: Vec<String> = ["contender".to_string(), "clients".to_string()]
+            .into_iter()
+            .chain(counts.iter().map(|&w| format!("{w} waiter{}", plural(w))))
             .collect();
         let header: Vec<&str> = header.iter().map(String::as_str).collect();
         let mut table = Table::new(&header);
         for c in contenders {
-            let mut row = vec![c.name().to_string()];
-            for w in &counts {
-                row.push(
-                    self.sweep
-                        .iter()
-                        .find(|p| p.contender == c && p.waiters == *w)
-                        .map_or_else(|| "-".into(), |p| fmt_rate(p.acquisitions_per_s)),
-                );
+            for &sweep in sweeps {
+                let mut row = vec![c.name().to_string(), self.sweep_label(sweep)];
+                for w in &counts {
+                    row.push(
+                        self.sweep_points(sweep)
+                            .find(|p| p.contender == c && p.waiters == *w)
+                            .map_or_else(|| "-".into(), |p| fmt_rate(p.acquisitions_per_s)),
+                    );
+                }
+                table.row(row);
             }
-            table.row(row);
         }
+        let n = self.settings.clients;
+        let note = if sweeps.len() > 1 {
+            format!(
+                "over {n} client{s}: the waiters spread over at most {n} client{s} (--clients)\n\
+                 one per waiter: each waiter its own client (the same runs up to {n} waiter{s})\n",
+                s = plural(n)
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "throughput sweep (contended, acquisitions/s; drawn by --plot)\n{}",
+            "throughput sweep (contended, acquisitions/s; drawn by --plot)\n{}{note}",
             table.render()
         )
+    }
+
+    /// Whether the `--plot` sweep has runs with one client per waiter, apart
+    /// from those over `--clients` clients (waiter counts above it).
+    pub(crate) fn has_own_client_sweep(&self) -> bool {
+        self.sweep
+            .iter()
+            .any(|p| p.clients == p.waiters && p.waiters > self.settings.clients)
+    }
+
+    /// The points of one sweep of `--plot`, in run order. A point of at most
+    /// `--clients` waiters is in both.
+    pub(crate) fn sweep_points(&self, sweep: Sweep) -> impl Iterator<Item = &SweepPoint> {
+        let most = self.settings.clients;
+        self.sweep.iter().filter(move |p| match sweep {
+            Sweep::Spread => p.clients == most.min(p.waiters),
+            Sweep::OwnClient => p.clients == p.waiters,
+        })
+    }
+
+    /// How a sweep spreads its waiters, in a few words ("over 4 clients",
+    /// "one per waiter").
+    pub(crate) fn sweep_label(&self, sweep: Sweep) -> String {
+        match sweep {
+            Sweep::Spread => {
+                let n = self.settings.clients;
+                format!("over {n} client{}", plural(n))
+            }
+            Sweep::OwnClient => "one per waiter".to_string(),
+        }
+    }
+}
+
+/// The two sweeps of `--plot`: the contended scenario at each
+/// `--plot-waiters` count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sweep {
+    /// The waiters spread over at most `--clients` clients.
+    Spread,
+    /// Each waiter its own client.
+    OwnClient,
+}
+
+/// "" for 1, else "s".
+pub(crate) fn plural(n: u32) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
     }
 }
 

@@ -523,6 +523,12 @@ async fn many_waiters(
     let before = env.snapshot().await?;
     let label = match scenario {
         ScenarioKind::Semaphore => format!("semaphore×{waiters}/{limit} · {}", c.kind().name()),
+        // The --plot sweep's runs with one client per waiter, told apart
+        // from those over --clients clients.
+        _ if clients_n > args.clients => format!(
+            "contended×{waiters}, {clients_n} clients · {}",
+            c.kind().name()
+        ),
         _ => format!("contended×{waiters} · {}", c.kind().name()),
     };
     let bar = env.progress.start(&label, planned(args, scenario));
