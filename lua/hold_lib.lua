@@ -160,6 +160,22 @@ local function hold_now()
   return s * 1000 + math.floor(us / 1000), s * 1000000 + us
 end
 
+-- A fresh grant on the hold hash `key` (layout in lock_acquire.lua): the
+-- next fencing token from `fence` (read and checked before the first
+-- write), the owner, a count of 1, the attempt's field and a TTL of `lease`
+-- ms. Returns the token, or nil and an error reply (nothing written).
+local function hold_grant(key, fence, owner, attempt, lease)
+  local last, err = hold_read_fence(fence)
+  if err then
+    return nil, err
+  end
+  local _, now_us = hold_now()
+  local token, stoken = hold_next_token(fence, last, now_us)
+  redis.call('HSET', key, 'o', owner, 't', stoken, 'n', 1, 'a:' .. attempt, 1)
+  redis.call('PEXPIRE', key, lease)
+  return token
+end
+
 -- Re-entry (or replay) by the owner that holds the hold hash `key`
 -- (fields o, t, n, a:<attempt>; layout in lock_acquire.lua). A new attempt
 -- is counted once (HSETNX: a retry of the same attempt after an

@@ -43,14 +43,16 @@ if not owner then
   -- Free: a fresh grant advances the fencing counter (hold_next_token).
   -- The counter is read and checked before the first write: a key of
   -- another type or a value out of range is refused with nothing written.
-  local last, err = hold_read_fence(KEYS[2])
+  local token, err = hold_grant(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
   if err then
     return err
   end
-  local _, now_us = hold_now()
-  local token, stoken = hold_next_token(KEYS[2], last, now_us)
-  redis.call('HSET', KEYS[1], 'o', ARGV[1], 't', stoken, 'n', 1, 'a:' .. ARGV[2], 1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  if ARGV[4] == 'wait' then
+    -- A client that takes the lock leaves the queue of waiting clients:
+    -- a later release must not name it while it no longer waits (best
+    -- effort, as the queueing below).
+    redis.pcall('ZREM', KEYS[3], string.match(ARGV[1], '^(.*):'))
+  end
   return {1, token, tonumber(ARGV[3])}
 end
 

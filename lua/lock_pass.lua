@@ -29,15 +29,12 @@ local r = hold_release(KEYS[1], ARGV[1])
 if r ~= 2 then
   return {r}
 end
--- The fencing counter is read and checked before the first write.
-local last, err = hold_read_fence(KEYS[2])
+local others = redis.call('HGET', KEYS[1], 'x') and 1 or 0
+-- A grant as on a free lock (the fencing counter is read and checked
+-- before the first write); the marker x stays, the old attempt's field goes.
+local token, err = hold_grant(KEYS[1], KEYS[2], ARGV[2], ARGV[3], ARGV[4])
 if err then
   return err
 end
-local _, now_us = hold_now()
-local token, stoken = hold_next_token(KEYS[2], last, now_us)
-local others = redis.call('HGET', KEYS[1], 'x') and 1 or 0
 redis.call('HDEL', KEYS[1], 'a:' .. ARGV[1])
-redis.call('HSET', KEYS[1], 'o', ARGV[2], 't', stoken, 'n', 1, 'a:' .. ARGV[3], 1)
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return {2, token, tonumber(ARGV[4]), others}

@@ -14,10 +14,12 @@
 -- Reply:
 --   0  nothing released: the hold expired, was taken over, or was already released
 --   1  an inner hold released; the lock is still held (its TTL is left alone)
---   2  the last hold released: key deleted and waiters woken. The message
---      is 'c:<client id>' when a client of another than the releasing one
---      is queued (the one that has waited longest goes first; the others
---      try a moment later), '1' otherwise (one waiter per client tries).
+--   2  the last hold released: key deleted, '1' published (one waiter per
+--      client tries)
+--   3  the last hold released: key deleted, 'c:<client id>' published: a
+--      client other than the releasing one is queued, and the one that has
+--      waited longest goes first (the others, the releasing client's new
+--      acquires included, try a moment later)
 --
 -- O(log n) in the waiting clients.
 
@@ -50,4 +52,7 @@ end
 -- hold untouched, instead of a hold deleted with nobody woken.
 redis.call('PUBLISH', ARGV[2], msg)
 redis.call('DEL', KEYS[1])
+if msg ~= '1' then
+  return 3
+end
 return 2

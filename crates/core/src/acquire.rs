@@ -280,6 +280,12 @@ impl Client {
             LeaseMode::Fixed(d) => lease_ms(d)?,
         };
         let attempt_id = new_attempt_id();
+        // Counted until the hold is registered: shutdown waits for running
+        // acquires and then retires every registered hold, so a grant that
+        // lands during shutdown is retired too. (A hold registered after the
+        // retiring step stayed in Redis until its lease ended: the likely
+        // cause of one torture failure, a semaphore permit left taken.)
+        let _running = self.inner.acquiring.enter();
         let got = self
             .run_acquire(spec, owner, ms, wait, &attempt_id, true)
             .await?;

@@ -413,9 +413,14 @@ impl Hold {
                 inner.finish(LeaseState::Lost);
                 Err(Error::NotHeld)
             }
-            Ok(_) => {
+            Ok(n) => {
                 self.armed = false;
                 inner.state.send_replace(LeaseState::Released);
+                if let (3, Some(p)) = (n, &inner.spec.pass) {
+                    // The release named another client's waiter: this
+                    // client's next acquires let it try first.
+                    inner.client.inner.engine.yield_to_others(&p.channel);
+                }
                 Ok(())
             }
             // Shut down (or shutting down): shutdown releases what is
@@ -455,9 +460,6 @@ impl Hold {
         // clients waited, release to them instead (the release names the
         // client that has waited longest; this one's waiters hold back).
         let want = budget > 0 && chain < budget && client.check_open().is_ok();
-        if budget > 0 && chain >= budget {
-            engine.yield_to_others(&p.channel);
-        }
         let claim = engine.claim(&p.channel, p.class, inner.id, want)?;
         let w = claim.waiter();
         let call = ScriptCall::new(

@@ -533,9 +533,8 @@ impl Engine {
         }
     }
 
-    /// This client is releasing `channel` after spending its local
-    /// hand-off budget: its release names another client, whose waiter
-    /// needs a moment to land its try. Waiters of this client that come
+    /// This client released `channel` with a message that names another
+    /// client, whose waiter needs a moment to land its try. Waiters of this client that come
     /// within [`HOLD_BACK`] wait that long before their first try (the
     /// ones already waiting are held back by the message itself).
     pub(crate) fn yield_to_others(&self, channel: &str) {
