@@ -74,7 +74,7 @@ async fn local_hand_offs_stop_at_the_budget_while_another_client_waits() {
         let before = tokens.lock().unwrap().len();
         let g = within(
             "the other client's waiter",
-            Lock::new(&other, "budget").lock(),
+            Lock::new(other, "budget").lock(),
         )
         .await
         .unwrap();
