@@ -668,10 +668,11 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
                 assert_eq!(m["read_acquire"]["samples"], reads, "{what}");
                 assert_eq!(m["write_acquire"]["samples"], writes, "{what}");
                 assert_eq!(r["acquire"]["samples"], ops, "{what}");
-                // At least an acquire and a release per operation, and no
+                // At least one call per operation (a Lock's local hand-off
+                // is a release and the next acquire in one script), and no
                 // SCRIPT LOAD: the scripts were loaded at connect.
                 let per = r["commands"]["per_acquisition"].as_f64().unwrap();
-                assert!(per >= 2.0, "{what}");
+                assert!(per >= 1.0, "{what}");
                 assert!(
                     r["commands"]["by_command"].get("script|load").is_none(),
                     "{what}"
