@@ -577,10 +577,11 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
                 let jain = f["jain_index"].as_f64().unwrap();
                 assert!((1.0 / 3.0 - 1e-9..=1.0 + 1e-9).contains(&jain), "{what}");
                 assert!(f["longest_wait_us"].as_f64().unwrap() > 0.0, "{what}");
-                // An acquire and a release at least, and no SCRIPT LOAD: both
+                // One call at least (a Lock's local hand-off is a release
+                // and an acquire in one script), and no SCRIPT LOAD: both
                 // load their scripts at connect.
                 let per = r["commands"]["per_acquisition"].as_f64().unwrap();
-                assert!(per >= 2.0, "{what}");
+                assert!(per >= 1.0, "{what}");
                 let by_command = &r["commands"]["by_command"];
                 assert!(by_command.get("script|load").is_none(), "{what}");
                 if c == "sem-poll" {
