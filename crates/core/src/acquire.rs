@@ -17,7 +17,10 @@
 //! waiter's current entry: a late grant for an entry the waiter already lost
 //! (purged, re-enqueued) or a forged one is ignored, and the waiter asks the
 //! server instead. Release scripts take `ARGV = [attempt, extra...]` and
-//! reply 0 when the attempt held nothing.
+//! reply 0 when the attempt held nothing; a reply of 3 (specs with
+//! [`AcquireSpec::pass`]) means released with a message that names another
+//! client's waiter, and this client's next acquires hold back a moment so
+//! that waiter tries first.
 //!
 //! Every acquire carries an attempt id. While a request of the attempt may
 //! have been recorded by the server (in flight, `Indeterminate`, or queued),
@@ -91,7 +94,7 @@ pub struct AcquireSpec {
     /// server-side queue).
     pub heartbeat: Option<HeartbeatSpec>,
     /// Local hand-off script, for primitives whose waiters may be served in
-    /// any order (an unfair lock): an unlock that finds a sleeping waiter of
+    /// any order (no server-side queue): an unlock that finds a sleeping waiter of
     /// this client on the channel hands its hold to that waiter in one
     /// call, instead of a release, a message and the waiter's acquire.
     /// `KEYS` = [`AcquireSpec::keys`]; `ARGV` = `[attempt of the releasing
@@ -284,7 +287,7 @@ impl Client {
         // acquires and then retires every registered hold, so a grant that
         // lands during shutdown is retired too. (A hold registered after the
         // retiring step stayed in Redis until its lease ended: the likely
-        // cause of one torture failure, a semaphore permit left taken.)
+        // cause of one torture failure: a hold left after shutdown.)
         let _running = self.inner.acquiring.enter();
         let got = self
             .run_acquire(spec, owner, ms, wait, &attempt_id, true)
@@ -383,17 +386,12 @@ impl Client {
         records: bool,
     ) -> Result<Option<Granted>> {
         let deadline = wait.deadline();
-        let local = (records && spec.pass.is_some() && wait != WaitMode::Try).then(|| {
-            Arc::new(LocalWaiter::new(
-                owner,
-                attempt_id,
-                ms,
-                release_call(spec, attempt_id),
-            ))
-        });
+        let release = release_call(spec, attempt_id);
+        let local = (records && spec.pass.is_some() && wait != WaitMode::Try)
+            .then(|| Arc::new(LocalWaiter::new(owner, attempt_id, ms, release.clone())));
         let mut attempt = Attempt {
             client: self,
-            release: release_call(spec, attempt_id),
+            release,
             records,
             in_doubt: false,
             queued: false,
@@ -556,7 +554,6 @@ impl Client {
                     crate::config::later(now, self.config().watchdog_timeout)
                 };
                 let mut until = deadline.map_or(by_ttl, |d| d.min(by_ttl));
-                sub.local_sleep();
                 let passed: Option<LocalGrant> = loop {
                     while let Woke::Hint(h) = sub.wait(until).await {
                         until = deadline.map_or(h, |d| d.min(h));

@@ -24,7 +24,8 @@ pub struct Config {
     /// How many times in a row an unlock may hand a lock straight to a
     /// waiter of the same client while waiters of other clients wait, before
     /// it releases to them (default 8; 0 turns local hand-off off). Only
-    /// primitives that support it (the reentrant `Lock`) hand off locally;
+    /// primitives that give a hand-off script
+    /// ([`AcquireSpec::pass`](crate::AcquireSpec::pass)) hand off locally;
     /// see `docs/architecture.md`.
     pub local_handoffs: u32,
 }

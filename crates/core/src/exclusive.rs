@@ -207,7 +207,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// # Cancel safety
     /// As [`Self::lock`].
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
-        self.acquire_with(LeaseMode::Watchdog, wait_mode(wait))
+        self.acquire_with(LeaseMode::Watchdog, WaitMode::up_to(wait))
             .await
     }
 
@@ -237,7 +237,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<LockGuard>> {
-        self.acquire_with(LeaseMode::Fixed(lease), wait_mode(wait))
+        self.acquire_with(LeaseMode::Fixed(lease), WaitMode::up_to(wait))
             .await
     }
 
@@ -404,8 +404,4 @@ pub struct LockInfo {
     pub fence: Option<u64>,
     /// Waiters in the queue (fair lock; always 0 for a plain lock).
     pub queued: u64,
-}
-
-fn wait_mode(wait: Duration) -> WaitMode {
-    WaitMode::up_to(wait)
 }

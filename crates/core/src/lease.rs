@@ -76,7 +76,9 @@ pub struct HoldSpec {
     pub renew: &'static LuaScript,
     /// This hold's keys for the renew script.
     pub renew_keys: Vec<String>,
-    /// Release-by-attempt call (reply 0 = not held, > 0 = released).
+    /// Release-by-attempt call (reply 0 = not held, > 0 = released; 3 =
+    /// released, and its message named another client, whose waiter this
+    /// client's next acquires let try first: see [`PassSpec`]).
     pub release: ScriptCall,
     /// Local hand-off on unlock, for primitives that support it.
     pub pass: Option<PassSpec>,

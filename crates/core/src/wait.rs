@@ -108,10 +108,8 @@ pub(crate) enum Delivered {
 /// holding it (after: a replay of the same hold, same token).
 #[derive(Debug)]
 enum Local {
-    /// Trying, or between steps: an unlock may claim it.
-    Busy,
-    /// Asleep on the channel: an unlock may claim it.
-    Sleeping,
+    /// Waiting (asleep, or trying): an unlock may claim it.
+    Waiting,
     /// An unlock is handing its hold to this waiter.
     Claimed,
     /// Handed over; the waiter has not taken it yet.
@@ -141,7 +139,7 @@ impl LocalWaiter {
             attempt: attempt.to_string(),
             lease_ms,
             release,
-            state: Mutex::new(Local::Busy),
+            state: Mutex::new(Local::Waiting),
         }
     }
 
@@ -201,7 +199,7 @@ impl Claim {
         let mut st = self.waiter().state.lock();
         if matches!(*st, Local::Claimed) {
             // Asleep or not, the waiter treats a wake-up as a prompt to try.
-            *st = Local::Sleeping;
+            *st = Local::Waiting;
             drop(st);
             if wake {
                 self.slot.wake();
@@ -563,7 +561,7 @@ impl Engine {
                 s.class == class
                     && s.local.as_ref().is_some_and(|l| {
                         let mut st = l.state.lock();
-                        let free = matches!(*st, Local::Sleeping | Local::Busy);
+                        let free = matches!(*st, Local::Waiting);
                         if free {
                             *st = Local::Claimed;
                         }
@@ -855,20 +853,8 @@ impl Subscription {
         self.slot.grant.lock().take()
     }
 
-    /// The waiter goes to sleep: from now on an unlock in this client may
-    /// claim it for a local hand-off.
-    pub(crate) fn local_sleep(&self) {
-        if let Some(l) = &self.slot.local {
-            let mut st = l.state.lock();
-            if matches!(*st, Local::Busy) {
-                *st = Local::Sleeping;
-            }
-        }
-    }
-
-    /// After a wake-up: whether a local hand-off claimed this waiter.
-    /// A waiter that is not claimed can no longer be (until its next
-    /// [`local_sleep`](Subscription::local_sleep)).
+    /// After a wake-up: whether a local hand-off claimed this waiter (a
+    /// waiter that goes on to try may still be claimed: see [`Local`]).
     pub(crate) fn local_wake(&self) -> LocalNow {
         let Some(l) = &self.slot.local else {
             return LocalNow::Go;
@@ -880,11 +866,7 @@ impl Subscription {
                 *st = Local::Left;
                 LocalNow::Passed(g)
             }
-            Local::Sleeping | Local::Busy => {
-                *st = Local::Busy;
-                LocalNow::Go
-            }
-            Local::Took | Local::Left => LocalNow::Go,
+            Local::Waiting | Local::Took | Local::Left => LocalNow::Go,
         }
     }
 

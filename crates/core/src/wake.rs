@@ -110,8 +110,8 @@ impl WakePolicy for OnePerClient {
 
 /// `c:<client id>` names the client whose waiter goes first
 /// ([`Wake::ClientFirst`]); any other message wakes one waiter per client,
-/// as [`OnePerClient`]. The unfair lock's policy: its release names the
-/// client that has waited longest, when it knows one.
+/// as [`OnePerClient`]. For primitives whose release names the client that
+/// has waited longest, when it knows one.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClientFirst;
 
