@@ -124,6 +124,38 @@ impl Client {
         ClientBuilder::from_redis(client).preload(&primitive_scripts())
     }
 
+    /// A builder for a Redis Cluster reached through `seeds` (URLs of some
+    /// of its nodes). Every primitive works there: its keys and channel
+    /// share one hash slot, and unlock messages go by sharded Pub/Sub.
+    /// See `docs/topologies.md`.
+    ///
+    /// ```no_run
+    /// # async fn f() -> deadbolt::Result<()> {
+    /// let client = deadbolt::Client::cluster(&["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/"])
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn cluster<S: AsRef<str>>(seeds: &[S]) -> ClientBuilder {
+        ClientBuilder::cluster(seeds).preload(&primitive_scripts())
+    }
+
+    /// A builder for the master that the sentinels at `sentinels` monitor
+    /// as `master`; after a failover the client reconnects to the new
+    /// master. See `docs/topologies.md`.
+    ///
+    /// ```no_run
+    /// # async fn f() -> deadbolt::Result<()> {
+    /// let client = deadbolt::Client::sentinel(&["redis://10.0.0.1:26379/"], "mymaster")
+    ///     .sentinel_master_settings("redis://:secret@master/0")
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn sentinel<S: AsRef<str>>(sentinels: &[S], master: &str) -> ClientBuilder {
+        ClientBuilder::sentinel(sentinels, master).preload(&primitive_scripts())
+    }
+
     /// A new handle (a new owner) on the reentrant lock `name`.
     pub fn lock(&self, name: &str) -> Lock {
         Lock::new(&self.core, name)

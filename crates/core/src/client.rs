@@ -14,7 +14,7 @@ use redis::FromRedisValue;
 use tokio::time::Instant;
 
 use crate::config::Config;
-use crate::conn::{with_resp3, Conn};
+use crate::conn::{resp3_info, with_resp3, Conn, Target};
 use crate::error::{Error, Result};
 use crate::heartbeat::Heartbeat;
 use crate::keys::Keys;
@@ -115,7 +115,7 @@ impl Drop for ClientInner {
 
 /// Builds a [`Client`] with settings other than the defaults.
 pub struct ClientBuilder<C = Client> {
-    target: Result<redis::Client>,
+    target: Result<Target>,
     config: Config,
     preload: Vec<&'static LuaScript>,
     out: PhantomData<fn() -> C>,
@@ -124,13 +124,7 @@ pub struct ClientBuilder<C = Client> {
 impl<C> std::fmt::Debug for ClientBuilder<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientBuilder")
-            .field(
-                "target",
-                &self
-                    .target
-                    .as_ref()
-                    .map(|c| c.get_connection_info().addr().to_string()),
-            )
+            .field("target", &self.target.as_ref().map(Target::describe))
             .field("config", &self.config)
             .finish()
     }
@@ -142,21 +136,91 @@ impl<C: From<Client>> ClientBuilder<C> {
     /// feature, `unix:///path`). A bad URL is reported by
     /// [`build`](ClientBuilder::build).
     pub fn new(url: &str) -> Self {
-        ClientBuilder {
-            target: crate::tls::check_url(url).and_then(|()| {
-                redis::Client::open(url).map_err(|e| Error::InvalidArgument(url_error(url, &e)))
-            }),
-            config: Config::default(),
-            preload: Vec::new(),
-            out: PhantomData,
-        }
+        ClientBuilder::to(open_url(url).map(Target::Single))
     }
 
     /// A builder over a redis-rs client configured by the caller (TLS with
     /// a private CA, ACL); deadbolt switches it to RESP3.
     pub fn from_redis(client: redis::Client) -> Self {
+        ClientBuilder::to(Ok(Target::Single(client)))
+    }
+
+    /// A builder for a Redis Cluster reached through `seeds`, URLs of some
+    /// of its nodes (one that answers is enough; the rest of the cluster is
+    /// discovered). Each primitive keeps its keys and channel in one hash
+    /// slot; unlock messages go through sharded Pub/Sub (SPUBLISH and
+    /// SSUBSCRIBE, Redis 7), delivered by the node that owns the slot.
+    /// See `docs/topologies.md`.
+    pub fn cluster<S: AsRef<str>>(seeds: &[S]) -> Self {
+        let target = if seeds.is_empty() {
+            Err(Error::InvalidArgument("no cluster seed node given".into()))
+        } else {
+            seeds
+                .iter()
+                .map(|u| open_url(u.as_ref()).map(|c| c.get_connection_info().clone()))
+                .collect::<Result<Vec<_>>>()
+                .map(Target::Cluster)
+        };
+        ClientBuilder::to(target)
+    }
+
+    /// A builder for the master that the Sentinel set at `sentinels` (URLs
+    /// of sentinels) monitors as `master`. The master is asked of the
+    /// sentinels at every connection and reconnection, so after a failover
+    /// the client reconnects to the new master. The master is reached
+    /// without credentials on database 0 unless
+    /// [`sentinel_master_settings`](ClientBuilder::sentinel_master_settings)
+    /// says otherwise. See `docs/topologies.md`.
+    pub fn sentinel<S: AsRef<str>>(sentinels: &[S], master: &str) -> Self {
+        let target = if sentinels.is_empty() {
+            Err(Error::InvalidArgument("no sentinel given".into()))
+        } else if master.is_empty() {
+            Err(Error::InvalidArgument("the master name is empty".into()))
+        } else {
+            sentinels
+                .iter()
+                .map(|u| open_url(u.as_ref()))
+                .collect::<Result<Vec<_>>>()
+                .map(|clients| {
+                    let mut node = clients[0].get_connection_info().clone();
+                    node = node.set_redis_settings(redis::RedisConnectionInfo::default());
+                    Target::Sentinel {
+                        sentinels: clients,
+                        master: master.to_string(),
+                        node,
+                    }
+                })
+        };
+        ClientBuilder::to(target)
+    }
+
+    /// For a [`sentinel`](ClientBuilder::sentinel) builder: the settings of
+    /// the connection to the master, as a URL whose host and port are
+    /// ignored (`redis://user:password@master/2` for credentials and database 2;
+    /// `rediss://` for TLS). Elsewhere it is an `InvalidArgument`.
+    pub fn sentinel_master_settings(mut self, url: &str) -> Self {
+        self.target = match (self.target, open_url(url)) {
+            (
+                Ok(Target::Sentinel {
+                    sentinels, master, ..
+                }),
+                Ok(c),
+            ) => Ok(Target::Sentinel {
+                sentinels,
+                master,
+                node: c.get_connection_info().clone(),
+            }),
+            (Ok(_), Ok(_)) => Err(Error::InvalidArgument(
+                "sentinel_master_settings applies to a Sentinel target only".into(),
+            )),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
+        self
+    }
+
+    fn to(target: Result<Target>) -> Self {
         ClientBuilder {
-            target: Ok(client),
+            target,
             config: Config::default(),
             preload: Vec::new(),
             out: PhantomData,
@@ -222,22 +286,37 @@ impl<C: From<Client>> ClientBuilder<C> {
     }
 
     async fn build_core(self) -> Result<Client> {
-        let client = self.target?;
+        let target = prepare(self.target?)?;
         self.config.validate()?;
-        crate::tls::prepare(&client)?;
-        let client = with_resp3(client)?;
         let timeout = self.config.command_timeout;
-        let conn = Conn::connect("command", client.clone(), timeout, None).await?;
+        let conn = Conn::connect("command", target.clone(), timeout, None).await?;
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let engine = Engine::start(client, timeout, id.clone()).await?;
+        let engine = Engine::start(target, timeout, id.clone()).await?;
         let (mut c, epoch) = conn.get()?;
-        let mut pipe = redis::pipe();
-        for s in ALL.iter().chain(&self.preload) {
-            pipe.cmd("SCRIPT").arg("LOAD").arg(s.source()).ignore();
+        let sharded = conn.sharded();
+        let sources = ALL
+            .iter()
+            .chain(&self.preload)
+            .map(|s| s.source_for(sharded));
+        if sharded {
+            // One SCRIPT LOAD at a time: redis-rs sends each to every master.
+            for src in sources {
+                redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(src)
+                    .exec_async(&mut c)
+                    .await
+                    .map_err(|e| conn.sent_error(epoch, e))?;
+            }
+        } else {
+            let mut pipe = redis::pipe();
+            for src in sources {
+                pipe.cmd("SCRIPT").arg("LOAD").arg(src).ignore();
+            }
+            pipe.query_async::<()>(&mut c)
+                .await
+                .map_err(|e| conn.sent_error(epoch, e))?;
         }
-        pipe.query_async::<()>(&mut c)
-            .await
-            .map_err(|e| conn.sent_error(epoch, e))?;
         let watchdog = Watchdog::start(conn.clone(), self.config.watchdog_timeout);
         let heartbeat = Heartbeat::start(conn.clone(), id.clone(), self.config.waiter_timeout);
         let inner = Arc::new(ClientInner {
@@ -297,6 +376,17 @@ impl Client {
     /// ```
     pub fn from_redis(client: redis::Client) -> ClientBuilder {
         ClientBuilder::from_redis(client)
+    }
+
+    /// A builder for a Redis Cluster; see [`ClientBuilder::cluster`].
+    pub fn cluster<S: AsRef<str>>(seeds: &[S]) -> ClientBuilder {
+        ClientBuilder::cluster(seeds)
+    }
+
+    /// A builder for a Sentinel-monitored master; see
+    /// [`ClientBuilder::sentinel`].
+    pub fn sentinel<S: AsRef<str>>(sentinels: &[S], master: &str) -> ClientBuilder {
+        ClientBuilder::sentinel(sentinels, master)
     }
 
     /// This client's uuid (the first half of every owner id it makes).
@@ -399,6 +489,17 @@ impl Client {
         self.inner.engine.channel_count()
     }
 
+    /// Whether one script call may touch every key of `keys`: always on a
+    /// single server; on a Redis Cluster only when they share a hash slot
+    /// (keys of one primitive always do; keys of different names seldom).
+    pub fn one_call_for(&self, keys: &[&str]) -> bool {
+        let conn = &self.inner.conn;
+        keys.split_first().is_none_or(|(first, rest)| {
+            let g = conn.batch_group(first);
+            rest.iter().all(|k| conn.batch_group(k) == g)
+        })
+    }
+
     /// Number of local acquires currently waiting on a channel.
     pub fn waiters(&self) -> usize {
         self.inner.engine.waiter_count()
@@ -460,6 +561,44 @@ impl Client {
     }
 }
 
+/// A redis-rs client for `url`, or why the URL is not usable.
+fn open_url(url: &str) -> Result<redis::Client> {
+    crate::tls::check_url(url)?;
+    redis::Client::open(url).map_err(|e| Error::InvalidArgument(url_error(url, &e)))
+}
+
+/// Refuse TLS targets in a build without TLS, and switch every connection
+/// to RESP3 (Pub/Sub on a multiplexed connection needs it).
+fn prepare(target: Target) -> Result<Target> {
+    Ok(match target {
+        Target::Single(client) => {
+            crate::tls::prepare(client.get_connection_info().addr())?;
+            Target::Single(with_resp3(client)?)
+        }
+        Target::Cluster(seeds) => Target::Cluster(
+            seeds
+                .into_iter()
+                .map(|s| crate::tls::prepare(s.addr()).map(|()| resp3_info(s)))
+                .collect::<Result<_>>()?,
+        ),
+        Target::Sentinel {
+            sentinels,
+            master,
+            node,
+        } => {
+            for s in &sentinels {
+                crate::tls::prepare(s.get_connection_info().addr())?;
+            }
+            crate::tls::prepare(node.addr())?;
+            Target::Sentinel {
+                sentinels,
+                master,
+                node,
+            }
+        }
+    })
+}
+
 /// The error for a URL redis-rs cannot parse, with a hint.
 fn url_error(url: &str, e: &redis::RedisError) -> String {
     let scheme = url.split("://").next().unwrap_or("");
@@ -475,7 +614,7 @@ fn url_error(url: &str, e: &redis::RedisError) -> String {
 /// Run `call` on `conn` (shared by the client and the releaser).
 pub(crate) async fn run_on<T: FromRedisValue>(conn: &Arc<Conn>, call: &ScriptCall) -> Result<T> {
     let (mut c, epoch) = conn.get()?;
-    let mut inv = call.script.script().prepare_invoke();
+    let mut inv = call.script.script_for(conn.sharded()).prepare_invoke();
     for k in &call.keys {
         inv.key(k);
     }

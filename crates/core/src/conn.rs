@@ -1,18 +1,33 @@
-//! One managed connection: its own health view and its own reconnection.
+//! One managed connection: its own health view and its own reconnection,
+//! to whichever topology the client was built for.
 //!
 //! redis-rs's `MultiplexedConnection` never reconnects, and its
 //! `ConnectionManager` makes callers wait out a backoff while they get errors.
 //! deadbolt keeps its own view instead: while the connection is known down,
 //! new commands fail at once with [`Error::Unavailable`] (nothing was sent), a
 //! background task reconnects, and waiters can await the moment it is up.
+//!
+//! Three targets ([`Target`]):
+//! - one server: one multiplexed connection;
+//! - a Sentinel set: the same, to the master the sentinels name, asked
+//!   again at every (re)connection, so a reconnection after a failover
+//!   reaches the new master; a `READONLY` reply (a demoted master whose
+//!   connection survived) counts as a broken connection;
+//! - a Redis Cluster: redis-rs's cluster connection, which keeps one
+//!   connection per node, follows MOVED/ASK and reconnects nodes itself. It
+//!   is never "known down" as a whole; a node's disconnection instead moves
+//!   the epoch on (so that waiters try again, see `wait.rs`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, PushInfo, PushKind};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster_async::ClusterConnection;
+use redis::{
+    AsyncConnectionConfig, Cmd, ConnectionInfo, Pipeline, PushInfo, PushKind, RedisFuture, Value,
+};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -20,6 +35,99 @@ use crate::error::{Error, Result};
 
 /// Called with every push message (Pub/Sub messages, subscribe confirmations).
 pub(crate) type PushHandler = Arc<dyn Fn(PushInfo) + Send + Sync>;
+
+/// Where a client's connections go.
+#[derive(Clone, Debug)]
+pub(crate) enum Target {
+    /// One server.
+    Single(redis::Client),
+    /// A Redis Cluster, reached through seed nodes (RESP3 is set on each).
+    Cluster(Vec<ConnectionInfo>),
+    /// The master that a Sentinel set names as `master`. The master is
+    /// reached with `node`'s settings (credentials, database, protocol).
+    Sentinel {
+        sentinels: Vec<redis::Client>,
+        master: String,
+        node: ConnectionInfo,
+    },
+}
+
+impl Target {
+    /// Whether the server shards keys by hash slot.
+    pub(crate) fn sharded(&self) -> bool {
+        matches!(self, Target::Cluster(_))
+    }
+
+    /// The address a log line names.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Target::Single(c) => c.get_connection_info().addr().to_string(),
+            Target::Cluster(seeds) => format!(
+                "cluster [{}]",
+                seeds
+                    .iter()
+                    .map(|s| s.addr().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Target::Sentinel { master, .. } => format!("sentinel master {master:?}"),
+        }
+    }
+}
+
+/// A live connection of either kind; clones share it.
+#[derive(Clone)]
+pub(crate) enum Handle {
+    Single(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Handle {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Handle::Single(c) => c.req_packed_command(cmd),
+            Handle::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Handle::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Handle::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Handle::Single(c) => c.get_db(),
+            Handle::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+impl Handle {
+    /// Subscribe to unlock channels: SUBSCRIBE on one server, SSUBSCRIBE
+    /// (to the node owning each channel's slot) on a cluster.
+    pub(crate) async fn subscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+        match self {
+            Handle::Single(c) => c.subscribe(channels).await,
+            Handle::Cluster(c) => c.ssubscribe(channels).await,
+        }
+    }
+
+    /// The reverse of [`subscribe`](Handle::subscribe).
+    pub(crate) async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+        match self {
+            Handle::Single(c) => c.unsubscribe(channels).await,
+            Handle::Cluster(c) => c.sunsubscribe(channels).await,
+        }
+    }
+}
 
 /// Health as seen by waiters: `epoch` grows by one at every (re)connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +140,7 @@ pub(crate) struct Health {
 /// handler or a broken command move Up → Down, `close` moves anything to Closed.
 enum State {
     Up {
-        conn: MultiplexedConnection,
+        conn: Handle,
         epoch: u64,
     },
     /// Known down; a reconnect task is running.
@@ -42,16 +150,12 @@ enum State {
 
 pub(crate) struct Conn {
     label: &'static str,
-    client: redis::Client,
+    target: Target,
     command_timeout: Duration,
     push: Option<PushHandler>,
     state: Mutex<State>,
     health: watch::Sender<Health>,
     closed: AtomicBool,
-    /// The server shards keys by hash slot (Redis Cluster): batched work is
-    /// grouped per slot. False for a standalone server, the only topology
-    /// so far.
-    sharded: bool,
     rt: tokio::runtime::Handle,
 }
 
@@ -68,7 +172,7 @@ impl Conn {
     /// Connect once; fails with `Unavailable` when the server cannot be reached.
     pub(crate) async fn connect(
         label: &'static str,
-        client: redis::Client,
+        target: Target,
         command_timeout: Duration,
         push: Option<PushHandler>,
     ) -> Result<Arc<Conn>> {
@@ -78,13 +182,12 @@ impl Conn {
         });
         let conn = Arc::new(Conn {
             label,
-            client,
+            target,
             command_timeout,
             push,
             state: Mutex::new(State::Down),
             health,
             closed: AtomicBool::new(false),
-            sharded: false,
             rt: tokio::runtime::Handle::current(),
         });
         let c = Conn::open(&conn, 1).await?;
@@ -92,30 +195,92 @@ impl Conn {
         Ok(conn)
     }
 
-    async fn open(this: &Arc<Conn>, epoch: u64) -> Result<MultiplexedConnection> {
+    async fn open(this: &Arc<Conn>, epoch: u64) -> Result<Handle> {
         let weak = Arc::downgrade(this);
         let push = this.push.clone();
         let sender = move |info: PushInfo| -> std::result::Result<(), std::convert::Infallible> {
             if info.kind == PushKind::Disconnection {
                 if let Some(conn) = weak.upgrade() {
-                    conn.mark_down(epoch);
+                    conn.disconnected(epoch);
                 }
             } else if let Some(handler) = &push {
                 handler(info);
             }
             Ok(())
         };
-        let cfg = AsyncConnectionConfig::new()
-            .set_response_timeout(Some(this.command_timeout.min(crate::config::FAR)))
-            .set_connection_timeout(Some(this.command_timeout.min(crate::config::FAR)))
-            .set_push_sender(sender);
-        this.client
-            .get_multiplexed_async_connection_with_config(&cfg)
-            .await
-            .map_err(|e| Error::unavailable(format!("{} connection: {e}", this.label)))
+        let timeout = this.command_timeout.min(crate::config::FAR);
+        let unavailable = |e: &dyn std::fmt::Display| {
+            Error::unavailable(format!(
+                "{} connection to {}: {e}",
+                this.label,
+                this.target.describe()
+            ))
+        };
+        match &this.target {
+            Target::Single(client) => {
+                let cfg = AsyncConnectionConfig::new()
+                    .set_response_timeout(Some(timeout))
+                    .set_connection_timeout(Some(timeout))
+                    .set_push_sender(sender);
+                client
+                    .get_multiplexed_async_connection_with_config(&cfg)
+                    .await
+                    .map(Handle::Single)
+                    .map_err(|e| unavailable(&e))
+            }
+            Target::Sentinel {
+                sentinels,
+                master,
+                node,
+            } => {
+                let client = resolve_master(sentinels, master, node, timeout)
+                    .await
+                    .map_err(|e| unavailable(&e))?;
+                let cfg = AsyncConnectionConfig::new()
+                    .set_response_timeout(Some(timeout))
+                    .set_connection_timeout(Some(timeout))
+                    .set_push_sender(sender);
+                let mut c = client
+                    .get_multiplexed_async_connection_with_config(&cfg)
+                    .await
+                    .map_err(|e| unavailable(&e))?;
+                // A sentinel's answer may be stale for a moment around a
+                // failover: connect only to a server that says it is a master.
+                let role: Vec<Value> = redis::cmd("ROLE")
+                    .query_async(&mut c)
+                    .await
+                    .map_err(|e| unavailable(&e))?;
+                match role.first() {
+                    Some(Value::BulkString(r)) if r == b"master" => Ok(Handle::Single(c)),
+                    Some(Value::SimpleString(r)) if r == "master" => Ok(Handle::Single(c)),
+                    _ => Err(unavailable(&format!(
+                        "the server named master of {master:?} is not a master (yet)"
+                    ))),
+                }
+            }
+            Target::Cluster(seeds) => {
+                let client = redis::cluster::ClusterClientBuilder::new(seeds.clone())
+                    .use_protocol(redis::ProtocolVersion::RESP3)
+                    .connection_timeout(timeout)
+                    .response_timeout(timeout)
+                    // Redirections (MOVED, ASK, TRYAGAIN) are retried inside
+                    // one command timeout; a dead node fails within it.
+                    .retries(4)
+                    .min_retry_wait(5)
+                    .max_retry_wait(100)
+                    .push_sender(sender)
+                    .build()
+                    .map_err(|e| Error::InvalidArgument(format!("cluster seeds: {e}")))?;
+                client
+                    .get_async_connection()
+                    .await
+                    .map(Handle::Cluster)
+                    .map_err(|e| unavailable(&e))
+            }
+        }
     }
 
-    fn set_up(&self, conn: MultiplexedConnection, epoch: u64) {
+    fn set_up(&self, conn: Handle, epoch: u64) {
         let mut st = self.state.lock();
         if matches!(*st, State::Closed) {
             return;
@@ -129,7 +294,7 @@ impl Conn {
     ///
     /// # Errors
     /// `Unavailable` while known down (nothing is sent), `Shutdown` once closed.
-    pub(crate) fn get(&self) -> Result<(MultiplexedConnection, u64)> {
+    pub(crate) fn get(&self) -> Result<(Handle, u64)> {
         match &*self.state.lock() {
             State::Up { conn, epoch } => Ok((conn.clone(), *epoch)),
             State::Down => Err(Error::unavailable(format!(
@@ -140,8 +305,33 @@ impl Conn {
         }
     }
 
+    /// A connection of `epoch` reported a disconnection. One server's
+    /// connection is then down (reconnect); a cluster connection reconnects
+    /// the node itself, and the epoch moves on so that the engine
+    /// subscribes again and wakes every waiter (a message may have been
+    /// lost with the node).
+    fn disconnected(self: &Arc<Self>, epoch: u64) {
+        if !self.target.sharded() {
+            self.mark_down(epoch);
+            return;
+        }
+        let mut st = self.state.lock();
+        let State::Up { epoch: e, .. } = &mut *st else {
+            return;
+        };
+        *e += 1;
+        let epoch = *e;
+        drop(st);
+        tracing::info!(connection = self.label, "a cluster node disconnected");
+        self.health.send_replace(Health { epoch, up: true });
+    }
+
     /// The connection of `epoch` broke: stop handing it out and reconnect.
     pub(crate) fn mark_down(self: &Arc<Self>, epoch: u64) {
+        if self.target.sharded() {
+            // redis-rs reconnects a cluster's nodes itself.
+            return;
+        }
         let mut st = self.state.lock();
         match &*st {
             State::Up { epoch: e, .. } if *e == epoch => {}
@@ -159,9 +349,12 @@ impl Conn {
     }
 
     /// Classify a redis-rs error of a command sent on the connection of
-    /// `epoch`, marking the connection down when the error says it broke.
+    /// `epoch`, marking the connection down when the error says it broke
+    /// (or, behind Sentinel, that the server is no longer the master).
     pub(crate) fn sent_error(self: &Arc<Self>, epoch: u64, err: redis::RedisError) -> Error {
-        if err.is_connection_dropped() || (err.is_io_error() && !err.is_timeout()) {
+        let demoted = matches!(self.target, Target::Sentinel { .. })
+            && err.code().is_some_and(|c| c == "READONLY");
+        if demoted || err.is_connection_dropped() || (err.is_io_error() && !err.is_timeout()) {
             self.mark_down(epoch);
         }
         Error::from_sent(err)
@@ -171,11 +364,16 @@ impl Conn {
         self.health.subscribe()
     }
 
+    /// Whether the server shards keys by hash slot (Redis Cluster).
+    pub(crate) fn sharded(&self) -> bool {
+        self.target.sharded()
+    }
+
     /// The group a key falls in when core batches work for many keys into
     /// one script call: its hash slot where the server shards by slot (a
-    /// call must not span slots there), one group on a standalone server.
+    /// call must not span slots there), one group on a single server.
     pub(crate) fn batch_group(&self, key: &str) -> u16 {
-        if self.sharded {
+        if self.sharded() {
             crate::keys::hash_slot(key)
         } else {
             0
@@ -252,4 +450,73 @@ pub(crate) fn with_resp3(client: redis::Client) -> Result<redis::Client> {
         .set_protocol(redis::ProtocolVersion::RESP3);
     redis::Client::open(info.set_redis_settings(settings))
         .map_err(|e| Error::InvalidArgument(format!("connection info: {e}")))
+}
+
+/// `info` with RESP3 set.
+pub(crate) fn resp3_info(info: ConnectionInfo) -> ConnectionInfo {
+    let settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(redis::ProtocolVersion::RESP3);
+    info.set_redis_settings(settings)
+}
+
+/// Ask the sentinels, in turn, where the master called `master` is, and
+/// make a client for it with `node`'s settings. The first sentinel that
+/// answers with an address wins.
+async fn resolve_master(
+    sentinels: &[redis::Client],
+    master: &str,
+    node: &ConnectionInfo,
+    timeout: Duration,
+) -> std::result::Result<redis::Client, String> {
+    let mut last = String::from("no sentinel given");
+    for s in sentinels {
+        let ask = async {
+            let mut c = s.get_multiplexed_async_connection().await?;
+            redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(master)
+                .query_async::<Option<(String, u16)>>(&mut c)
+                .await
+        };
+        let addr = match tokio::time::timeout(timeout, ask).await {
+            Ok(Ok(Some(addr))) => addr,
+            Ok(Ok(None)) => {
+                last = format!(
+                    "sentinel {} knows no master {master:?}",
+                    s.get_connection_info().addr()
+                );
+                continue;
+            }
+            Ok(Err(e)) => {
+                last = format!("sentinel {}: {e}", s.get_connection_info().addr());
+                continue;
+            }
+            Err(_) => {
+                last = format!(
+                    "sentinel {} did not answer in time",
+                    s.get_connection_info().addr()
+                );
+                continue;
+            }
+        };
+        let (host, port) = addr;
+        let addr = match node.addr() {
+            redis::ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => redis::ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
+            },
+            _ => redis::ConnectionAddr::Tcp(host, port),
+        };
+        return redis::Client::open(resp3_info(node.clone().set_addr(addr)))
+            .map_err(|e| format!("master address: {e}"));
+    }
+    Err(last)
 }

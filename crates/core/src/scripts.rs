@@ -7,6 +7,11 @@
 //! flush is transparent. Core's scripts and those passed to
 //! [`ClientBuilder::preload`](crate::ClientBuilder::preload) are loaded when
 //! a client connects.
+//!
+//! Scripts publish with `redis.call('PUBLISH', ...)`. On a Redis Cluster a
+//! client runs each script's sharded variant instead, the same text with
+//! every such call made `SPUBLISH`: the message then goes to the subscribers
+//! on the node that owns the channel's slot only, not to every node.
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -16,7 +21,13 @@ pub struct LuaScript {
     name: &'static str,
     source: &'static str,
     script: OnceLock<redis::Script>,
+    sharded: OnceLock<(String, redis::Script)>,
 }
+
+/// How scripts publish; the sharded variant replaces it with [`SHARDED`].
+const PUBLISH: &str = "redis.call('PUBLISH',";
+/// Sharded Pub/Sub (Redis 7): delivered by the node owning the channel's slot.
+const SHARDED: &str = "redis.call('SPUBLISH',";
 
 impl LuaScript {
     /// Declare a script; `source` is its text (use `include_str!`).
@@ -25,6 +36,7 @@ impl LuaScript {
             name,
             source,
             script: OnceLock::new(),
+            sharded: OnceLock::new(),
         }
     }
 
@@ -46,6 +58,33 @@ impl LuaScript {
     pub(crate) fn script(&self) -> &redis::Script {
         self.script.get_or_init(|| redis::Script::new(self.source))
     }
+
+    /// The script a client runs: this one, or on a sharded server (Redis
+    /// Cluster) the variant that publishes with SPUBLISH.
+    pub(crate) fn script_for(&self, sharded: bool) -> &redis::Script {
+        if sharded {
+            &self.sharded_variant().1
+        } else {
+            self.script()
+        }
+    }
+
+    /// The source a client loads (see [`script_for`](Self::script_for)).
+    pub(crate) fn source_for(&self, sharded: bool) -> &str {
+        if sharded {
+            &self.sharded_variant().0
+        } else {
+            self.source
+        }
+    }
+
+    fn sharded_variant(&self) -> &(String, redis::Script) {
+        self.sharded.get_or_init(|| {
+            let text = self.source.replace(PUBLISH, SHARDED);
+            let script = redis::Script::new(&text);
+            (text, script)
+        })
+    }
 }
 
 /// Check that a script's file starts with its contract (a `KEYS` and a
@@ -66,6 +105,11 @@ pub fn check_header(s: &LuaScript) {
         s.name
     );
     assert_eq!(s.sha().len(), 40);
+    assert!(
+        !s.source.contains("redis.call(\"PUBLISH\"") && !s.source.contains("redis.call('PUBLISH' "),
+        "{} publishes in a form the sharded variant does not rewrite; write redis.call('PUBLISH', ...)",
+        s.name
+    );
 }
 
 impl fmt::Debug for LuaScript {

@@ -44,13 +44,10 @@ pub(crate) fn check_url(url: &str) -> Result<()> {
     check(is_tls_url(url), ENABLED)
 }
 
-/// Get ready to connect `client`: refuse TLS in a build without it, and make
-/// sure rustls has a crypto provider when the target is TLS.
-pub(crate) fn prepare(client: &redis::Client) -> Result<()> {
-    let tls_target = matches!(
-        client.get_connection_info().addr(),
-        ConnectionAddr::TcpTls { .. }
-    );
+/// Get ready to connect to `addr`: refuse TLS in a build without it, and
+/// make sure rustls has a crypto provider when the target is TLS.
+pub(crate) fn prepare(addr: &ConnectionAddr) -> Result<()> {
+    let tls_target = matches!(addr, ConnectionAddr::TcpTls { .. });
     check(tls_target, ENABLED)?;
     #[cfg(feature = "tls")]
     if tls_target {

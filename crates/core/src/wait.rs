@@ -291,6 +291,30 @@ struct Shared {
 }
 
 impl Shared {
+    /// The server ended the subscription of `channel` on its own (a
+    /// cluster node whose slot moved away does so). Subscribe again, to
+    /// the slot's new owner, and let every waiter try at once: a message
+    /// may have been missed in between.
+    fn dropped(&self, channel: &[u8]) {
+        let Ok(channel) = std::str::from_utf8(channel) else {
+            return;
+        };
+        let mut table = self.table.lock();
+        let Some(ch) = table.get_mut(channel) else {
+            return;
+        };
+        if ch.confirmed.take().is_none() {
+            return;
+        }
+        tracing::info!(
+            channel,
+            "subscription ended by the server; subscribing again"
+        );
+        ch.slots.iter().for_each(|s| s.wake());
+        drop(table);
+        let _ = self.ops.send(());
+    }
+
     fn deliver(&self, channel: &[u8], payload: &[u8]) {
         let Ok(channel) = std::str::from_utf8(channel) else {
             return;
@@ -390,7 +414,7 @@ pub(crate) struct Engine {
 impl Engine {
     /// Open the subscriber connection and start the engine's task.
     pub(crate) async fn start(
-        client: redis::Client,
+        target: crate::conn::Target,
         command_timeout: std::time::Duration,
         client_id: String,
     ) -> crate::Result<Arc<Engine>> {
@@ -404,19 +428,20 @@ impl Engine {
         });
         let weak = Arc::downgrade(&shared);
         let handler = Arc::new(move |info: PushInfo| {
-            if info.kind != PushKind::Message {
-                return;
-            }
-            let (Some(Value::BulkString(ch)), Some(Value::BulkString(payload))) =
-                (info.data.first(), info.data.get(1))
-            else {
-                return;
-            };
-            if let Some(shared) = weak.upgrade() {
-                shared.deliver(ch, payload);
+            let Some(shared) = weak.upgrade() else { return };
+            match (info.kind, info.data.first(), info.data.get(1)) {
+                (
+                    PushKind::Message | PushKind::SMessage,
+                    Some(Value::BulkString(ch)),
+                    Some(Value::BulkString(payload)),
+                ) => shared.deliver(ch, payload),
+                // On a cluster the server ends shard-channel subscriptions
+                // itself when their slot moves to another node.
+                (PushKind::SUnsubscribe, Some(Value::BulkString(ch)), _) => shared.dropped(ch),
+                _ => {}
             }
         });
-        let conn = Conn::connect("subscriber", client, command_timeout, Some(handler)).await?;
+        let conn = Conn::connect("subscriber", target, command_timeout, Some(handler)).await?;
         tokio::spawn(run(Arc::downgrade(&shared), conn.clone(), ops_rx));
         Ok(Arc::new(Engine {
             shared,
@@ -731,7 +756,7 @@ async fn run(weak: std::sync::Weak<Shared>, conn: Arc<Conn>, mut ops: mpsc::Unbo
 /// `SubscribeRefused`); the others are confirmed as usual.
 async fn refuse(
     shared: &Shared,
-    c: &mut redis::aio::MultiplexedConnection,
+    c: &mut crate::conn::Handle,
     channels: &[String],
     first: redis::RedisError,
     epoch: u64,
@@ -741,7 +766,7 @@ async fn refuse(
     for k in channels {
         let r = match (channels.len(), first.take()) {
             (1, Some(e)) => Err(e),
-            _ => c.subscribe(k).await,
+            _ => c.subscribe(std::slice::from_ref(k)).await,
         };
         let mut table = shared.table.lock();
         let Some(ch) = table.get_mut(k) else { continue };

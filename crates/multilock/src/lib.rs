@@ -122,8 +122,18 @@ impl MultiLock {
         }
         let parts: Vec<Arc<dyn Lockable>> = keyed.into_iter().map(|(_, l)| l).collect();
         let plain: Option<Vec<PlainLock>> = parts.iter().map(|p| p.plain()).collect();
+        // One script for the whole set needs one client, and keys that one
+        // call may touch (on a cluster: one hash slot).
         let plain = plain
-            .filter(|ps| ps.len() > 1 && ps.iter().all(|p| p.client.id() == ps[0].client.id()))
+            .filter(|ps| {
+                ps.len() > 1
+                    && ps.iter().all(|p| p.client.id() == ps[0].client.id())
+                    && ps[0].client.one_call_for(
+                        &ps.iter()
+                            .flat_map(|p| [p.key.as_str(), p.fence.as_str()])
+                            .collect::<Vec<_>>(),
+                    )
+            })
             .map(Arc::new);
         MultiLock {
             parts: Arc::new(parts),
