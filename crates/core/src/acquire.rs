@@ -292,6 +292,13 @@ impl Client {
         let got = self
             .run_acquire(spec, owner, ms, wait, &attempt_id, true)
             .await?;
+        if got.is_some() {
+            if let Err(e) = self.await_replicas(&spec.key).await {
+                // Granted, but not known to survive a failover: give it back.
+                self.release_in_background(release_call(spec, &attempt_id));
+                return Err(e);
+            }
+        }
         Ok(got.map(|g| {
             let hold = Hold::with_id(
                 g.hold_id,

@@ -271,6 +271,24 @@ impl<C: From<Client>> ClientBuilder<C> {
         self
     }
 
+    /// Wait for `n` replicas to acknowledge every grant, up to `timeout`
+    /// (under `command_timeout`): each successful acquire is followed by
+    /// `WAIT n timeout` on the same connection (on a cluster, to the node
+    /// that owns the primitive's slot). When fewer replicas acknowledge in
+    /// time, the acquire fails with [`Error::Indeterminate`] and its grant
+    /// is released in the background: a failover then cannot silently lose
+    /// a hold that was reported taken, beyond what the replicas that
+    /// acknowledged lose. Off by default.
+    ///
+    /// A WAIT holds back the commands queued behind it on the shared
+    /// connection until it returns: about one replica round trip when the
+    /// replicas keep up, `timeout` when they do not. docs/topologies.md has
+    /// the measured cost.
+    pub fn sync_replicas(mut self, n: u32, timeout: Duration) -> Self {
+        self.config.sync_replicas = Some((n, timeout));
+        self
+    }
+
     /// Connect, open the subscriber connection and preload every script.
     ///
     /// # Errors
@@ -535,6 +553,32 @@ impl Client {
             .releaser
             .drain(crate::config::after(timeout))
             .await
+    }
+
+    /// With [`ClientBuilder::sync_replicas`] set: wait until that many
+    /// replicas acknowledged this client's writes so far, which include a
+    /// grant just made on `key` (on a cluster: on the node owning `key`'s
+    /// slot). Returns at once when the option is off. For composites that
+    /// grant with scripts of their own; [`Client::acquire`] calls it itself.
+    ///
+    /// # Errors
+    /// [`Error::Indeterminate`] when fewer replicas acknowledged in time
+    /// (the caller must release what it was granted), or the command's
+    /// own error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: WAIT writes nothing.
+    pub async fn await_replicas(&self, key: &str) -> Result<()> {
+        let Some((n, timeout)) = self.inner.config.sync_replicas else {
+            return Ok(());
+        };
+        let acked = self.inner.conn.wait_replicas(key, n, timeout).await?;
+        if acked < i64::from(n) {
+            return Err(Error::Indeterminate(crate::error::Cause::msg(format!(
+                "{acked} of {n} replicas acknowledged the grant on {key} within {timeout:?}"
+            ))));
+        }
+        Ok(())
     }
 
     pub(crate) fn check_open(&self) -> Result<()> {

@@ -28,6 +28,12 @@ pub struct Config {
     /// ([`AcquireSpec::pass`](crate::AcquireSpec::pass)) hand off locally;
     /// see `docs/architecture.md`.
     pub local_handoffs: u32,
+    /// Replica acknowledgement of every grant: after each acquire that
+    /// succeeds, `WAIT n timeout` on the same connection; fewer than `n`
+    /// replicas in time and the acquire answers `Indeterminate` (its grant
+    /// handed to the releaser). Off (`None`) by default, and then free. See
+    /// [`ClientBuilder::sync_replicas`](crate::ClientBuilder::sync_replicas).
+    pub sync_replicas: Option<(u32, Duration)>,
 }
 
 impl Default for Config {
@@ -39,6 +45,7 @@ impl Default for Config {
             waiter_timeout: Duration::from_secs(5),
             release_timeout: None,
             local_handoffs: 8,
+            sync_replicas: None,
         }
     }
 }
@@ -84,6 +91,15 @@ impl Config {
             return Err(Error::InvalidArgument(
                 "command_timeout must not be zero".into(),
             ));
+        }
+        if let Some((n, t)) = self.sync_replicas {
+            if n == 0 || t.is_zero() || t >= self.command_timeout {
+                return Err(Error::InvalidArgument(
+                    "sync_replicas needs at least one replica and a timeout above zero \
+                     and under command_timeout"
+                        .into(),
+                ));
+            }
         }
         if self.waiter_timeout < Duration::from_millis(30) {
             return Err(Error::InvalidArgument(

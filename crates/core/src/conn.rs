@@ -360,6 +360,34 @@ impl Conn {
         Error::from_sent(err)
     }
 
+    /// `WAIT n timeout` on the connection that wrote `key` (for a cluster,
+    /// the connection to the master of its slot): how many replicas
+    /// acknowledged the writes sent on it so far.
+    pub(crate) async fn wait_replicas(
+        self: &Arc<Self>,
+        key: &str,
+        n: u32,
+        timeout: Duration,
+    ) -> Result<i64> {
+        let (c, epoch) = self.get()?;
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(n).arg(ms);
+        let r = match c {
+            Handle::Single(mut m) => cmd.query_async::<i64>(&mut m).await,
+            Handle::Cluster(mut cc) => {
+                use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+                let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
+                    Route::new(crate::keys::hash_slot(key), SlotAddr::Master),
+                ));
+                cc.route_command(cmd, route)
+                    .await
+                    .and_then(|v| redis::from_redis_value(v).map_err(Into::into))
+            }
+        };
+        r.map_err(|e| self.sent_error(epoch, e))
+    }
+
     pub(crate) fn health(&self) -> watch::Receiver<Health> {
         self.health.subscribe()
     }

@@ -185,6 +185,11 @@ impl MultiLock {
                 return Err(e);
             }
         };
+        if reply.first() == Some(&1) {
+            // Granted: with `sync_replicas`, not kept unless replicated
+            // (on an error the armed undo gives the set back).
+            client.await_replicas(&plain[0].key).await?;
+        }
         undo.call = None;
         match reply.as_slice() {
             [1, rest @ ..] if rest.len() == 2 * plain.len() => {

@@ -1,0 +1,84 @@
+//! `sync_replicas`: a grant that too few replicas acknowledged is reported
+//! `Indeterminate` and given back; with the replicas it asks for, acquires
+//! work as usual.
+
+use std::time::Duration;
+
+use deadbolt::Error;
+use deadbolt_testkit::support::{cmd, server, until, within};
+
+#[tokio::test]
+async fn a_grant_without_its_replica_is_indeterminate_and_given_back() {
+    let srv = server();
+    let client = deadbolt::Client::builder(&srv.url())
+        .sync_replicas(1, Duration::from_millis(50))
+        .build()
+        .await
+        .unwrap();
+    for (what, r) in [
+        (
+            "lock",
+            client.lock("a").try_lock().await.map(|g| g.is_some()),
+        ),
+        (
+            "fair",
+            client.fair_lock("a").try_lock().await.map(|g| g.is_some()),
+        ),
+        (
+            "multi",
+            client
+                .multi_lock(&["a", "b"])
+                .try_lock()
+                .await
+                .map(|g| g.is_some()),
+        ),
+    ] {
+        assert!(matches!(r, Err(Error::Indeterminate(_))), "{what}: {r:?}");
+    }
+    assert!(within("releases", client.releases_settled(Duration::from_secs(10))).await);
+    let keys: Vec<String> = cmd(&srv, &["KEYS", "deadbolt:*"]).await;
+    let held: Vec<&String> = keys
+        .iter()
+        .filter(|k| k.ends_with(":lock") || k.ends_with(":fair"))
+        .collect();
+    assert!(held.is_empty(), "left held: {held:?} (all keys: {keys:?})");
+    client.shutdown().await;
+}
+
+#[tokio::test]
+async fn with_a_replica_acquires_work() {
+    let master = server();
+    let replica = server();
+    let port = master.port().to_string();
+    let () = cmd(&replica, &["REPLICAOF", "127.0.0.1", &port]).await;
+    until("replica in sync", || async {
+        let info: String = cmd(&replica, &["INFO", "replication"]).await;
+        info.contains("master_link_status:up")
+    })
+    .await;
+    let client = deadbolt::Client::builder(&master.url())
+        .sync_replicas(1, Duration::from_millis(500))
+        .build()
+        .await
+        .unwrap();
+    let g = client.lock("a").lock().await.unwrap();
+    let m = client.multi_lock(&["b", "c"]).lock().await.unwrap();
+    // The grant is on the replica already (WAIT returned after it acked).
+    let owner: Option<String> = cmd(&replica, &["HGET", "deadbolt:{a}:lock", "o"]).await;
+    assert!(owner.is_some(), "grant not on the replica");
+    g.unlock().await.unwrap();
+    m.unlock().await.unwrap();
+    // Off by the builder's rules: no replica count, or a timeout not under
+    // command_timeout.
+    for (n, t) in [(0, 10), (1, 1000), (1, 0)] {
+        let r = deadbolt::Client::builder(&master.url())
+            .sync_replicas(n, Duration::from_millis(t))
+            .build()
+            .await;
+        assert!(
+            matches!(r, Err(Error::InvalidArgument(_))),
+            "{n} {t}: {r:?}"
+        );
+    }
+    client.shutdown().await;
+}
