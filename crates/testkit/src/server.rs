@@ -118,6 +118,8 @@ impl Drop for TempDir {
 #[derive(Debug, Clone, Default)]
 pub struct RedisServerBuilder {
     persistence: bool,
+    cluster: bool,
+    sentinel: Option<String>,
     args: Vec<(String, String)>,
     #[cfg(feature = "tls")]
     tls: bool,
@@ -140,6 +142,32 @@ impl RedisServerBuilder {
         let name = name.into();
         let name = name.trim_start_matches("--").to_owned();
         self.args.push((name, value.into()));
+        self
+    }
+
+    /// Run as a Redis Cluster node: `--cluster-enabled yes`, the cluster configuration in
+    /// `nodes.conf` in the server's [`dir`](RedisServer::dir) (so a
+    /// [`restart`](RedisServer::restart) keeps the node's identity), and the cluster bus on a
+    /// second free loopback port ([`RedisServer::cluster_port`], passed as `--cluster-port`).
+    ///
+    /// The bus port is chosen like the client port rather than left at the default
+    /// client port + 10000: ports from the ephemeral range (32768 and up on Linux) plus 10000
+    /// are often above 65535, and redis-server refuses to start then. Off by default.
+    pub fn cluster(mut self, on: bool) -> Self {
+        self.cluster = on;
+        self
+    }
+
+    /// Run as a Redis Sentinel (`redis-server <config file> --sentinel`) whose configuration
+    /// file starts out as `config` (for example `sentinel monitor ...` lines).
+    ///
+    /// The file is `sentinel.conf` in the server's [`dir`](RedisServer::dir); it is written on
+    /// the first start only, because Sentinel rewrites it with what it learns (its id, the
+    /// current master, known replicas and sentinels) and a
+    /// [`restart`](RedisServer::restart) should keep that. `--port`, `--bind` and the other
+    /// defaults are passed on the command line as for a plain server.
+    pub fn sentinel(mut self, config: impl Into<String>) -> Self {
+        self.sentinel = Some(config.into());
         self
     }
 
@@ -195,6 +223,7 @@ impl RedisServerBuilder {
             exe,
             config: self,
             port: 0,
+            cluster_port: None,
             dir,
             child: None,
             #[cfg(feature = "tls")]
@@ -203,6 +232,9 @@ impl RedisServerBuilder {
         let mut last_err = None;
         for _ in 0..PORT_ATTEMPTS {
             server.port = free_port();
+            if server.config.cluster {
+                server.cluster_port = Some(free_port());
+            }
             #[cfg(feature = "tls")]
             if let Some(tls) = &mut server.tls {
                 tls.port = free_port();
@@ -227,6 +259,7 @@ pub struct RedisServer {
     exe: PathBuf,
     config: RedisServerBuilder,
     port: u16,
+    cluster_port: Option<u16>,
     dir: TempDir,
     child: Option<Child>,
     #[cfg(feature = "tls")]
@@ -266,6 +299,12 @@ impl RedisServer {
     /// The TCP port the server listens on (stays the same across [`restart`](Self::restart)).
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The cluster bus port of a server built with [`RedisServerBuilder::cluster`] (stays the
+    /// same across [`restart`](Self::restart)); `None` otherwise.
+    pub fn cluster_port(&self) -> Option<u16> {
+        self.cluster_port
     }
 
     /// `127.0.0.1:<port>`.
@@ -499,6 +538,13 @@ impl RedisServer {
         debug_assert!(self.child.is_none());
         let dir = self.dir.0.to_string_lossy().into_owned();
         let mut cmd = Command::new(&self.exe);
+        if let Some(config) = &self.config.sentinel {
+            let path = self.dir.0.join("sentinel.conf");
+            if !path.exists() {
+                fs::write(&path, config)?;
+            }
+            cmd.arg(path).arg("--sentinel");
+        }
         cmd.arg("--port")
             .arg(self.port.to_string())
             .args(["--bind", "127.0.0.1"])
@@ -513,6 +559,13 @@ impl RedisServer {
             cmd.args(["--appendonly", "yes", "--appendfsync", "always"]);
         } else {
             cmd.args(["--appendonly", "no"]);
+        }
+        if let Some(bus) = self.cluster_port {
+            cmd.args(["--cluster-enabled", "yes"])
+                .arg("--cluster-config-file")
+                .arg(self.dir.0.join("nodes.conf"))
+                .arg("--cluster-port")
+                .arg(bus.to_string());
         }
         #[cfg(feature = "tls")]
         if let Some(tls) = &self.tls {
@@ -601,9 +654,15 @@ impl RedisServer {
 
     /// The last few KiB of stderr and the log file, for error messages.
     fn logs(&self) -> String {
+        self.log_tail(4096)
+    }
+
+    /// The last `max` bytes (or a little less) of stderr and of the log file, for error
+    /// messages.
+    pub(crate) fn log_tail(&self, max: usize) -> String {
         let tail = |p: PathBuf| {
             let s = fs::read_to_string(&p).unwrap_or_default();
-            let cut = s.len().saturating_sub(4096);
+            let cut = s.len().saturating_sub(max);
             let cut = (cut..=s.len())
                 .find(|&i| s.is_char_boundary(i))
                 .unwrap_or(s.len());
