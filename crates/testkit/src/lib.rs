@@ -2,22 +2,28 @@
 //!
 //! * [`RedisServer`] starts a throw-away `redis-server` child process on a free loopback port
 //!   and can stop, restart, pause (SIGSTOP) and resume it.
+//! * [`RedisCluster`] starts a local Redis Cluster (three masters, three replicas) and can
+//!   migrate slots, fail masters over, and pause or kill nodes.
 //! * [`FaultProxy`] sits between a client and a server and can delay replies, withhold the
 //!   reply to a chosen request, blackhole traffic, reset connections and refuse new ones.
 //!
-//! `redis-server` must be installed (`apt-get install -y redis-server`).
+//! `redis-server` must be installed (`apt-get install -y redis-server`); [`RedisCluster`] also
+//! needs `redis-cli` (`redis-tools`, which `redis-server` depends on).
 //!
 //! The `tls` feature adds `RedisServerBuilder::tls`: a TLS listener with a CA
 //! and certificates generated at start (`TlsCerts`; needs a redis-server
 //! built with TLS, as Debian's is).
 
+mod cluster;
 mod proxy;
 mod resp;
 mod server;
 pub mod support;
 #[cfg(feature = "tls")]
 mod tls;
+mod topology;
 
+pub use cluster::{RedisCluster, SlotMigration};
 pub use proxy::FaultProxy;
 pub use server::{
     free_port, parse_commandstats, redis_server_path, RedisServer, RedisServerBuilder,
