@@ -4,6 +4,8 @@
 //!   and can stop, restart, pause (SIGSTOP) and resume it.
 //! * [`RedisCluster`] starts a local Redis Cluster (three masters, three replicas) and can
 //!   migrate slots, fail masters over, and pause or kill nodes.
+//! * [`RedisSentinelSet`] starts a master, a replica and three Sentinels watching them, and can
+//!   fail the master over and pause or kill nodes.
 //! * [`FaultProxy`] sits between a client and a server and can delay replies, withhold the
 //!   reply to a chosen request, blackhole traffic, reset connections and refuse new ones.
 //!
@@ -17,6 +19,7 @@
 mod cluster;
 mod proxy;
 mod resp;
+mod sentinel;
 mod server;
 pub mod support;
 #[cfg(feature = "tls")]
@@ -25,6 +28,7 @@ mod topology;
 
 pub use cluster::{RedisCluster, SlotMigration};
 pub use proxy::FaultProxy;
+pub use sentinel::RedisSentinelSet;
 pub use server::{
     free_port, parse_commandstats, redis_server_path, RedisServer, RedisServerBuilder,
 };

@@ -1,4 +1,4 @@
-//! What [`RedisCluster`](crate::RedisCluster) and other topologies
+//! What [`RedisCluster`](crate::RedisCluster) and [`RedisSentinelSet`](crate::RedisSentinelSet)
 //! share: a set of server processes that can be paused and killed, commands with a bound on
 //! every step, and bounded waits for states the servers announce no event for.
 
@@ -59,6 +59,11 @@ impl Processes {
                 self.servers.len()
             )
         })
+    }
+
+    /// Index of the server listening on `port`.
+    pub(crate) fn index_of_port(&self, port: u16) -> Option<usize> {
+        self.servers.iter().position(|s| s.port() == port)
     }
 
     /// Running and not paused: it answers.

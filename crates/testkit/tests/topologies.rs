@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use deadbolt_testkit::support::{cmd, within};
-use deadbolt_testkit::{RedisCluster, RedisServer};
+use deadbolt_testkit::{RedisCluster, RedisSentinelSet, RedisServer};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 
@@ -287,4 +287,73 @@ async fn failover_force_replaces_a_paused_master() {
         t.elapsed()
     );
     assert_eq!(cluster.replica_of(new).await.unwrap(), master);
+}
+
+#[tokio::test]
+async fn sentinel_failover_moves_the_master() {
+    let t = Instant::now();
+    let set = RedisSentinelSet::start().expect("start Sentinels");
+    eprintln!("sentinel set ready after {:?}", t.elapsed());
+    assert_eq!(set.sentinel_urls().len(), 3);
+    assert_eq!(set.sentinel_addrs().len(), 3);
+    assert_eq!(set.master().await.unwrap(), 0);
+    for s in set.sentinels() {
+        let addr: (String, u16) = cmd(
+            s,
+            &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", set.master_name()],
+        )
+        .await;
+        assert_eq!(addr, ("127.0.0.1".to_owned(), set.node(0).port()));
+    }
+
+    let mut old = set.node(0).conn().await;
+    let () = redis::cmd("SET")
+        .arg("k")
+        .arg("before")
+        .query_async(&mut old)
+        .await
+        .unwrap();
+    set.wait_replicated().await.unwrap();
+
+    let t = Instant::now();
+    let new = set.failover().await.unwrap();
+    eprintln!("SENTINEL FAILOVER took {:?}", t.elapsed());
+    assert_eq!(new, 1);
+    assert_eq!(set.master().await.unwrap(), 1);
+    let mut conn = set.node(1).conn().await;
+    let v: Option<String> = redis::cmd("GET")
+        .arg("k")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(v.as_deref(), Some("before"));
+    let () = redis::cmd("SET")
+        .arg("k")
+        .arg("after")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    // Sentinel closed the old master's client connections when it made it a replica.
+    assert!(redis::cmd("PING")
+        .query_async::<()>(&mut old)
+        .await
+        .is_err());
+    let mut old = set.node(0).conn().await;
+    let err = redis::cmd("SET")
+        .arg("k")
+        .arg("stale")
+        .query_async::<()>(&mut old)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some("READONLY"), "{err}");
+    let v: Option<String> = redis::cmd("GET")
+        .arg("k")
+        .query_async(&mut old)
+        .await
+        .unwrap();
+    assert_eq!(
+        v.as_deref(),
+        Some("after"),
+        "the old master replicates the new one"
+    );
 }
