@@ -531,8 +531,10 @@ impl RedisCluster {
     /// layout as the others, every slot is served by a node that answers, and every answering
     /// replica's link to its master is up.
     ///
-    /// Useful after [`resume_node`](Self::resume_node) of a master that was failed over
-    /// meanwhile (it rejoins as a replica), or after an automatic failover.
+    /// After [`pause_node`](Self::pause_node) or [`kill_node`](Self::kill_node) of a master
+    /// this waits out the automatic failover (the slots must be served by a node that
+    /// answers); after [`resume_node`](Self::resume_node) of a master that was failed over
+    /// meanwhile, until it has rejoined as a replica.
     ///
     /// # Errors
     ///
@@ -553,11 +555,13 @@ impl RedisCluster {
     }
 
     /// Freeze node `i` (SIGSTOP): its connections stay open but it answers nothing, neither
-    /// clients nor the cluster bus, so after about 2 s the others flag it as failing. If it is
-    /// a master, its replica does **not** take over on its own (a replica only starts an
-    /// election after the master is flagged `fail` and a majority of masters agree, which
-    /// takes a few seconds more); use [`failover_force`](Self::failover_force) to promote it
-    /// at once. Does nothing if the node is paused or killed already.
+    /// clients nor the cluster bus, so after about 2 s the others flag it as failing.
+    ///
+    /// If it is a master, its replica takes over on its own once the master is flagged
+    /// failing and the replica has won an election (a few seconds after the pause;
+    /// [`wait_stable`](Self::wait_stable) waits for that), unless
+    /// [`failover_force`](Self::failover_force) promotes it first. Does nothing if the node is
+    /// paused or killed already.
     ///
     /// # Panics
     ///

@@ -193,14 +193,48 @@ impl RedisSentinelSet {
             &cmd(&["SENTINEL", "FAILOVER", MASTER_NAME]),
         )
         .await?;
-        wait(
+        self.wait_switched(
             &format!("SENTINEL FAILOVER from node {old} to node {new}"),
+            new,
+        )
+        .await?;
+        Ok(new)
+    }
+
+    /// Wait until node `i` is the master all agree on: every Sentinel reports its address,
+    /// it reports `role:master`, and the other node, if it answers, reports it is a replica
+    /// of node `i` with its link up.
+    ///
+    /// After [`pause_node`](Self::pause_node) of the master this waits out the automatic
+    /// failover to the replica; after [`resume_node`](Self::resume_node) of a master that was
+    /// failed over meanwhile, until Sentinel has made it a replica (some 10 s, see
+    /// [`failover`](Self::failover)).
+    ///
+    /// # Errors
+    ///
+    /// If that is not so within 30 s; the message then includes the end of every log.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: read-only.
+    ///
+    /// # Panics
+    ///
+    /// If `i` is not 0 or 1.
+    pub async fn wait_master(&self, i: usize) -> io::Result<()> {
+        self.node(i);
+        self.wait_switched(&format!("node {i} master"), i).await
+    }
+
+    async fn wait_switched(&self, what: &str, new: usize) -> io::Result<()> {
+        let old = 1 - new;
+        wait(
+            what,
             FAILOVER_TIMEOUT,
             || self.logs(),
             || async move { self.check_switched(old, new).await },
         )
-        .await?;
-        Ok(new)
+        .await
     }
 
     async fn check_switched(&self, old: usize, new: usize) -> Check {
@@ -257,7 +291,8 @@ impl RedisSentinelSet {
 
     /// Freeze data node `i` (SIGSTOP): connections stay open but nothing is answered. A
     /// paused master counts as down after 1 s, and the Sentinels fail it over on their own a
-    /// few seconds later. Does nothing if the node is paused or killed already.
+    /// few seconds later ([`wait_master`](Self::wait_master) waits for that). Does nothing if
+    /// the node is paused or killed already.
     ///
     /// # Panics
     ///

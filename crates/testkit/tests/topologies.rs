@@ -290,6 +290,34 @@ async fn failover_force_replaces_a_paused_master() {
 }
 
 #[tokio::test]
+async fn paused_master_is_failed_over_automatically() {
+    let cluster = start_cluster();
+    let mut conn = cluster_conn(&cluster).await;
+    set(&mut conn, "{auto}:k", "v").await;
+    let slot = RedisCluster::keyslot("{auto}");
+    let master = cluster.master_of_slot(slot).await.unwrap();
+    let replica = cluster.replica_of(master).await.unwrap();
+    cluster.wait_replicated(master).await.unwrap();
+
+    cluster.pause_node(master);
+    let t = Instant::now();
+    cluster.wait_stable().await.unwrap();
+    eprintln!(
+        "automatic failover of a paused master took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(cluster.master_of_slot(slot).await.unwrap(), replica);
+
+    let mut cluster = cluster;
+    cluster.kill_node(master);
+    cluster.wait_stable().await.unwrap();
+    drop(conn);
+    let mut conn = cluster_conn(&cluster).await;
+    assert_eq!(get(&mut conn, "{auto}:k").await.as_deref(), Some("v"));
+    assert!(cluster.replica_of(replica).await.is_err());
+}
+
+#[tokio::test]
 async fn sentinel_failover_moves_the_master() {
     let t = Instant::now();
     let set = RedisSentinelSet::start().expect("start Sentinels");
@@ -346,6 +374,7 @@ async fn sentinel_failover_moves_the_master() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Some("READONLY"), "{err}");
+    set.wait_replicated().await.unwrap();
     let v: Option<String> = redis::cmd("GET")
         .arg("k")
         .query_async(&mut old)
@@ -355,5 +384,42 @@ async fn sentinel_failover_moves_the_master() {
         v.as_deref(),
         Some("after"),
         "the old master replicates the new one"
+    );
+}
+
+#[tokio::test]
+async fn sentinels_fail_a_paused_master_over_on_their_own() {
+    let set = RedisSentinelSet::start().expect("start Sentinels");
+    let mut conn = set.node(0).conn().await;
+    let () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    set.wait_replicated().await.unwrap();
+
+    set.pause_node(0);
+    let t = Instant::now();
+    set.wait_master(1).await.unwrap();
+    eprintln!(
+        "automatic Sentinel failover of a paused master took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(set.master().await.unwrap(), 1);
+    let mut new = set.node(1).conn().await;
+    let v: Option<String> = redis::cmd("GET")
+        .arg("k")
+        .query_async(&mut new)
+        .await
+        .unwrap();
+    assert_eq!(v.as_deref(), Some("v"));
+
+    set.resume_node(0);
+    let t = Instant::now();
+    set.wait_master(1).await.unwrap();
+    eprintln!(
+        "resumed old master became a replica after {:?}",
+        t.elapsed()
     );
 }
