@@ -310,6 +310,7 @@ impl<C: From<Client>> ClientBuilder<C> {
         let conn = Conn::connect("command", target.clone(), timeout, None).await?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let engine = Engine::start(target, timeout, id.clone()).await?;
+        conn.set_peer(engine.conn());
         let (mut c, epoch) = conn.get()?;
         let sharded = conn.sharded();
         let sources = ALL

@@ -156,6 +156,11 @@ pub(crate) struct Conn {
     state: Mutex<State>,
     health: watch::Sender<Health>,
     closed: AtomicBool,
+    /// A cluster connection being rebuilt (see [`Conn::rebuild`]).
+    rebuilding: AtomicBool,
+    /// Another connection to rebuild with this one (the command
+    /// connection's is the subscriber's: both follow the same topology).
+    peer: std::sync::OnceLock<Weak<Conn>>,
     rt: tokio::runtime::Handle,
 }
 
@@ -188,10 +193,22 @@ impl Conn {
             state: Mutex::new(State::Down),
             health,
             closed: AtomicBool::new(false),
+            rebuilding: AtomicBool::new(false),
+            peer: std::sync::OnceLock::new(),
             rt: tokio::runtime::Handle::current(),
         });
         let c = Conn::open(&conn, 1).await?;
         conn.set_up(c, 1);
+        if let Target::Sentinel {
+            sentinels, master, ..
+        } = &conn.target
+        {
+            conn.rt.spawn(watch_sentinels(
+                Arc::downgrade(&conn),
+                sentinels.clone(),
+                master.clone(),
+            ));
+        }
         Ok(conn)
     }
 
@@ -263,11 +280,12 @@ impl Conn {
                     .use_protocol(redis::ProtocolVersion::RESP3)
                     .connection_timeout(timeout)
                     .response_timeout(timeout)
-                    // Redirections (MOVED, ASK, TRYAGAIN) are retried inside
-                    // one command timeout; a dead node fails within it.
-                    .retries(4)
-                    .min_retry_wait(5)
-                    .max_retry_wait(100)
+                    // Redirections (MOVED, ASK, TRYAGAIN while a slot's keys
+                    // are half moved) are retried within one command
+                    // timeout (the overall bound); a dead node fails in it.
+                    .retries(16)
+                    .min_retry_wait(2)
+                    .max_retry_wait(50)
                     .push_sender(sender)
                     .build()
                     .map_err(|e| Error::InvalidArgument(format!("cluster seeds: {e}")))?;
@@ -357,7 +375,55 @@ impl Conn {
         if demoted || err.is_connection_dropped() || (err.is_io_error() && !err.is_timeout()) {
             self.mark_down(epoch);
         }
+        if self.sharded() && err.is_timeout() {
+            self.rebuild();
+        }
         Error::from_sent(err)
+    }
+
+    /// Set the connection rebuilt together with this one.
+    pub(crate) fn set_peer(&self, peer: &Arc<Conn>) {
+        let _ = self.peer.set(Arc::downgrade(peer));
+    }
+
+    /// A cluster node timed out. redis-rs learns of a new slot owner only
+    /// from a redirection or a broken connection; a node that hangs (paused,
+    /// cut off) gives neither, and commands for its slots would go to it
+    /// forever, even after its replica took over. So build a new cluster
+    /// connection in the background, which reads the slot map afresh, and
+    /// swap it in (the old one serves meanwhile). The new epoch makes the
+    /// engine subscribe again and wake its waiters. One rebuild at a time.
+    fn rebuild(self: &Arc<Self>) {
+        if self.rebuilding.swap(true, Ordering::SeqCst) || self.is_closed() {
+            return;
+        }
+        if let Some(peer) = self.peer.get().and_then(Weak::upgrade) {
+            peer.rebuild();
+        }
+        let weak = Arc::downgrade(self);
+        self.rt.spawn(async move {
+            let Some(conn) = weak.upgrade() else { return };
+            // The epoch is for the push handler, which on a cluster ignores it.
+            match Conn::open(&conn, conn.epoch() + 1).await {
+                Ok(c) => {
+                    tracing::info!(connection = conn.label, "cluster connection rebuilt");
+                    let mut st = conn.state.lock();
+                    if let State::Up { epoch, .. } = &*st {
+                        let epoch = *epoch + 1;
+                        *st = State::Up { conn: c, epoch };
+                        drop(st);
+                        conn.health.send_replace(Health { epoch, up: true });
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(connection = conn.label, error = %e.report(), "rebuild failed");
+                }
+            }
+            // Not again at once: a hung node keeps timing out until its
+            // replica takes over.
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            conn.rebuilding.store(false, Ordering::SeqCst);
+        });
     }
 
     /// `WAIT n timeout` on the connection that wrote `key` (for a cluster,
@@ -547,4 +613,56 @@ async fn resolve_master(
             .map_err(|e| format!("master address: {e}"));
     }
     Err(last)
+}
+
+/// Behind Sentinel: listen for `+switch-master` on one sentinel after
+/// another, and when the sentinels move `master`, drop the connection (and
+/// its peer) so that both reconnect to the new master at once. Without it a
+/// client would keep writing to the old master, which goes on accepting
+/// writes until the sentinels demote it (some seconds later), writes the
+/// new master never sees.
+async fn watch_sentinels(conn: Weak<Conn>, sentinels: Vec<redis::Client>, master: String) {
+    use futures::StreamExt;
+    let mut backoff = Duration::from_millis(50);
+    for s in sentinels.iter().cycle() {
+        if conn.upgrade().is_none_or(|c| c.is_closed()) {
+            return;
+        }
+        let listen = async {
+            let mut ps = s.get_async_pubsub().await?;
+            ps.subscribe("+switch-master").await?;
+            let mut messages = ps.on_message();
+            while let Some(msg) = messages.next().await {
+                let text: String = msg.get_payload().unwrap_or_default();
+                if text.split(' ').next() != Some(master.as_str()) {
+                    continue;
+                }
+                let Some(c) = conn.upgrade() else { break };
+                tracing::info!(master = %master, "sentinels switched the master; reconnecting");
+                for c in std::iter::once(c.clone()).chain(c.peer.get().and_then(Weak::upgrade)) {
+                    let epoch = c.epoch();
+                    c.mark_down(epoch);
+                }
+            }
+            Ok::<(), redis::RedisError>(())
+        };
+        let stop = async {
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                if conn.upgrade().is_none_or(|c| c.is_closed()) {
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            r = listen => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "sentinel watch failed; trying the next sentinel");
+                }
+            }
+            () = stop => return,
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
 }

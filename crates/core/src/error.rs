@@ -207,9 +207,13 @@ impl Error {
                         detail: what.to_string(),
                     };
                 }
-                // The server refused the command before running it.
+                // The server refused the command before running it (on a
+                // cluster: redirected it elsewhere, or asked to retry while
+                // its slot migrates).
                 "BUSY" | "LOADING" | "READONLY" | "MASTERDOWN" | "NOREPLICAS" | "TRYAGAIN"
-                | "CLUSTERDOWN" | "NOSCRIPT" => return Error::Unavailable(Cause::redis(err)),
+                | "CLUSTERDOWN" | "NOSCRIPT" | "ASK" | "MOVED" => {
+                    return Error::Unavailable(Cause::redis(err))
+                }
                 _ => return Error::Redis(err),
             }
         }

@@ -451,6 +451,11 @@ impl Engine {
         }))
     }
 
+    /// The subscriber connection.
+    pub(crate) fn conn(&self) -> &Arc<Conn> {
+        &self.conn
+    }
+
     /// Register a waiter on `channel` and ask for the subscription.
     ///
     /// Returns at once; [`Subscription::confirmed`] waits for the server.
