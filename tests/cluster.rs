@@ -295,7 +295,18 @@ async fn failovers(cluster: &RedisCluster) {
         lock.lock().await.unwrap().unlock().await.unwrap();
     }
     cluster.wait_replicated(master).await.unwrap();
+    // Cut the replica off: stopped, and its link dropped by the master (a
+    // stopped replica alone would still read what the master had sent when
+    // it resumes).
     cluster.pause_node(replica);
+    let mut raw = cluster.node(master).conn().await;
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
     let mut highest = 0;
     for _ in 0..5 {
         let g = lock.lock().await.unwrap();
@@ -310,6 +321,20 @@ async fn failovers(cluster: &RedisCluster) {
     cluster.failover_takeover(master).await.unwrap();
     let lost = within("the old holder hears of the loss", g.lost()).await;
     assert_eq!(lost, LeaseState::Lost);
+    // The new master really missed the last grants: its counter is behind.
+    let new_master = cluster
+        .master_of_slot(RedisCluster::keyslot(&name))
+        .await
+        .unwrap();
+    let mut raw = cluster.node(new_master).conn().await;
+    let counter: Option<u64> = raw
+        .get(format!("deadbolt:{{{name}}}:lock:fence"))
+        .await
+        .unwrap();
+    assert!(
+        counter.is_some_and(|c| c < highest),
+        "the replica was not behind: counter {counter:?}, highest token {highest}"
+    );
     let g2 = within("the lock on the new master", other.lock(&name).lock())
         .await
         .unwrap();
