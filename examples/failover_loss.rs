@@ -39,38 +39,16 @@ async fn client(cluster: &RedisCluster, sync: bool) -> deadbolt::Client {
     b.build().await.expect("cluster client")
 }
 
-async fn name_on(cluster: &RedisCluster, master: usize, round: u32) -> String {
-    for i in 0.. {
-        let name = format!("loss{round}-{i}");
-        if cluster
-            .master_of_slot(RedisCluster::keyslot(&name))
-            .await
-            .unwrap()
-            == master
-        {
-            return name;
-        }
-    }
-    unreachable!()
-}
-
 async fn round(cluster: &RedisCluster, sync: bool, lagging: bool, n: u32, tally: &mut Tally) {
     cluster.wait_stable().await.unwrap();
     let c = client(cluster, sync).await;
     let master = cluster.masters().await.unwrap()[0];
-    let replica = cluster.replica_of(master).await.unwrap();
-    let name = name_on(cluster, master, n).await;
-    if lagging {
-        cluster.pause_node(replica);
-        let mut raw = cluster.node(master).conn().await;
-        let _: i64 = redis::cmd("CLIENT")
-            .arg("KILL")
-            .arg("TYPE")
-            .arg("replica")
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-    }
+    let name = cluster.key_on(master, &format!("loss{n}-")).await.unwrap();
+    let replica = if lagging {
+        cluster.cut_off_replica(master).await.unwrap()
+    } else {
+        cluster.replica_of(master).await.unwrap()
+    };
     let got = c.lock(&name).lock_with_lease(Duration::from_secs(60)).await;
     cluster.pause_node(master);
     cluster.resume_node(replica);

@@ -35,18 +35,7 @@ async fn client(cluster: &RedisCluster) -> deadbolt::Client {
 /// A name whose slot master `master` serves (the hash tag of every key of a
 /// name is the name itself when it has no `%` or `}`).
 async fn name_on(cluster: &RedisCluster, master: usize, prefix: &str) -> String {
-    for i in 0.. {
-        let name = format!("{prefix}{i}");
-        if cluster
-            .master_of_slot(RedisCluster::keyslot(&name))
-            .await
-            .unwrap()
-            == master
-        {
-            return name;
-        }
-    }
-    unreachable!()
+    cluster.key_on(master, prefix).await.unwrap()
 }
 
 /// `waiter` (of another client) must wait while the hold lasts and finish
@@ -289,24 +278,12 @@ async fn failovers(cluster: &RedisCluster) {
         .master_of_slot(RedisCluster::keyslot(&name))
         .await
         .unwrap();
-    let replica = cluster.replica_of(master).await.unwrap();
     let lock = holder.lock(&name);
     for _ in 0..3 {
         lock.lock().await.unwrap().unlock().await.unwrap();
     }
     cluster.wait_replicated(master).await.unwrap();
-    // Cut the replica off: stopped, and its link dropped by the master (a
-    // stopped replica alone would still read what the master had sent when
-    // it resumes).
-    cluster.pause_node(replica);
-    let mut raw = cluster.node(master).conn().await;
-    let _: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("replica")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    let replica = cluster.cut_off_replica(master).await.unwrap();
     let mut highest = 0;
     for _ in 0..5 {
         let g = lock.lock().await.unwrap();

@@ -554,6 +554,52 @@ impl RedisCluster {
         .await
     }
 
+    /// The first of `<prefix>0`, `<prefix>1`, ... whose hash slot master `master` serves
+    /// now (for a key, or for a hash tag: a deadbolt primitive's keys all carry its name as
+    /// their tag).
+    ///
+    /// # Errors
+    ///
+    /// If a node does not answer.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: read-only.
+    pub async fn key_on(&self, master: usize, prefix: &str) -> io::Result<String> {
+        for i in 0u32.. {
+            let key = format!("{prefix}{i}");
+            if self.master_of_slot(Self::keyslot(&key)).await? == master {
+                return Ok(key);
+            }
+        }
+        unreachable!("some key of every prefix falls in every master's slots")
+    }
+
+    /// Cut the replica of master `master` off, as a partition would: freeze it
+    /// ([`pause_node`](Self::pause_node)) and have the master drop its replication link
+    /// (`CLIENT KILL TYPE replica`). A frozen replica alone would still read, once resumed,
+    /// what the master had sent it; cut off, it misses every write from now on until it
+    /// reconnects (after [`resume_node`](Self::resume_node), if the master answers). Returns
+    /// the replica's index.
+    ///
+    /// # Errors
+    ///
+    /// If `master` has no replica or does not answer.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped half-way, the replica stays frozen with its link up.
+    pub async fn cut_off_replica(&self, master: usize) -> io::Result<usize> {
+        let replica = self.replica_of(master).await?;
+        self.pause_node(replica);
+        let _: i64 = query(
+            self.node(master),
+            &cmd(&["CLIENT", "KILL", "TYPE", "replica"]),
+        )
+        .await?;
+        Ok(replica)
+    }
+
     /// Freeze node `i` (SIGSTOP): its connections stay open but it answers nothing, neither
     /// clients nor the cluster bus, so after about 2 s the others flag it as failing.
     ///
