@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 use tokio::time::{timeout, timeout_at, Instant};
 
 use super::args::{BenchArgs, ScenarioKind};
-use super::contender::{Contender, ContenderClient, Held};
+use super::contender::{Contender, ContenderClient, Held, LockHandle};
 use super::progress::Progress;
 use super::report::{fmt_rate, fmt_us, Commands, Fairness, Latency, ReadWrite, RunResult};
 use super::stats::{self, float, histogram, record, summarize, Pinger};
@@ -39,7 +39,7 @@ const IDLE_SETTLE: Duration = Duration::from_millis(250);
 /// so the waiter is waiting when the release comes.
 const HANDOFF_HOLD: Duration = Duration::from_millis(3);
 /// Hand-off: random extra hold for contenders that do not poll.
-const EVENT_JITTER: Duration = Duration::from_millis(2);
+pub(crate) const EVENT_JITTER: Duration = Duration::from_millis(2);
 /// Read-mostly: waiter `i` draws reads and writes from a generator seeded
 /// with this plus `i`, so every contender gets the same sequences.
 const READ_MOSTLY_SEED: u64 = 0x6465_6164_626f_6c74;
@@ -73,7 +73,7 @@ pub(crate) struct Env<'a> {
 
 impl Env<'_> {
     /// Server 1's URL.
-    fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         &self.urls[0]
     }
 
@@ -166,7 +166,10 @@ impl Env<'_> {
     }
 
     /// Stop `pinger`, keep its samples, and return its p50 and PING count.
-    async fn finish_pinger(&mut self, pinger: Pinger) -> anyhow::Result<(Option<f64>, u64)> {
+    pub(crate) async fn finish_pinger(
+        &mut self,
+        pinger: Pinger,
+    ) -> anyhow::Result<(Option<f64>, u64)> {
         let (h, sent) = pinger.finish().await?;
         let p50 = stats::p50_us(&h);
         self.all_pings
@@ -213,11 +216,11 @@ pub(crate) async fn run(
 
 /// One worker's counts.
 #[derive(Debug, Default)]
-struct Tally {
-    acquisitions: u64,
-    errors: u64,
+pub(crate) struct Tally {
+    pub(crate) acquisitions: u64,
+    pub(crate) errors: u64,
     in_a_row: u32,
-    first_error: Option<String>,
+    pub(crate) first_error: Option<String>,
 }
 
 impl Tally {
@@ -256,7 +259,7 @@ impl Tally {
 /// shared ones above, so one atomic step both counts a holder in and sees
 /// who was there.
 #[derive(Debug, Clone, Default)]
-struct Exclusion(Arc<(AtomicU64, AtomicU64)>);
+pub(crate) struct Exclusion(Arc<(AtomicU64, AtomicU64)>);
 
 /// One shared holder in [`Exclusion`]'s counter.
 const SHARED: u64 = 1 << 32;
@@ -296,7 +299,7 @@ impl Exclusion {
         }
     }
 
-    fn violations(&self) -> u64 {
+    pub(crate) fn violations(&self) -> u64 {
         self.0 .1.load(Ordering::SeqCst)
     }
 }
@@ -348,7 +351,9 @@ async fn acquire_bounded(
     }
 }
 
-async fn join_all<T: 'static>(mut set: JoinSet<anyhow::Result<T>>) -> anyhow::Result<Vec<T>> {
+pub(crate) async fn join_all<T: 'static>(
+    mut set: JoinSet<anyhow::Result<T>>,
+) -> anyhow::Result<Vec<T>> {
     let mut out = Vec::new();
     while let Some(r) = set.join_next().await {
         out.push(r.context("a bench worker panicked")??);
@@ -374,21 +379,83 @@ fn commands(
     }
 }
 
-fn per(n: u64, d: u64) -> Option<f64> {
+pub(crate) fn per(n: u64, d: u64) -> Option<f64> {
     (d > 0).then(|| float(n) / float(d))
 }
 
-fn lat_summary(l: Option<&Latency>) -> String {
+pub(crate) fn lat_summary(l: Option<&Latency>) -> String {
     l.map_or_else(String::new, |l| match l.p50_x_ping {
         Some(x) => format!("p50 {} ({x:.1}× PING)", fmt_us(l.p50_us)),
         None => format!("p50 {}", fmt_us(l.p50_us)),
     })
 }
 
-async fn shutdown(clients: &[Arc<dyn ContenderClient>]) {
+pub(crate) async fn shutdown(clients: &[Arc<dyn ContenderClient>]) {
     for c in clients {
         c.shutdown().await;
     }
+}
+
+/// What one lock-and-unlock worker (or all of them, merged) measured.
+#[derive(Debug)]
+pub(crate) struct LockUnlock {
+    pub(crate) tally: Tally,
+    /// Time in acquire.
+    pub(crate) acquire: Histogram<u64>,
+    /// Time of acquire plus release.
+    pub(crate) total: Histogram<u64>,
+}
+
+impl LockUnlock {
+    /// Every worker's figures together.
+    pub(crate) fn merge(workers: &[LockUnlock]) -> anyhow::Result<LockUnlock> {
+        let mut all = LockUnlock {
+            tally: Tally::default(),
+            acquire: histogram(),
+            total: histogram(),
+        };
+        for w in workers {
+            all.tally.merge(&w.tally);
+            all.acquire.add(&w.acquire).map_err(|e| anyhow!("{e}"))?;
+            all.total.add(&w.total).map_err(|e| anyhow!("{e}"))?;
+        }
+        Ok(all)
+    }
+}
+
+/// One worker of the distinct-names scenarios: until `deadline`, take and
+/// give back each of `handles` in turn (all of them owners of names no other
+/// worker uses), timing the acquire and the acquire plus release.
+pub(crate) async fn lock_unlock(
+    handles: Vec<Arc<dyn LockHandle>>,
+    deadline: Instant,
+) -> anyhow::Result<LockUnlock> {
+    let mut w = LockUnlock {
+        tally: Tally::default(),
+        acquire: histogram(),
+        total: histogram(),
+    };
+    for h in handles.iter().cycle() {
+        if Instant::now() >= deadline {
+            break;
+        }
+        let t0 = Instant::now();
+        let Some(held) = acquire_bounded(h.acquire(), deadline, &mut w.tally).await? else {
+            continue;
+        };
+        let t1 = Instant::now();
+        let released = held.release().await;
+        let t2 = Instant::now();
+        match released {
+            Ok(()) => {
+                record(&mut w.acquire, t1 - t0);
+                record(&mut w.total, t2 - t0);
+                w.tally.ok();
+            }
+            Err(e) => w.tally.error(e)?,
+        }
+    }
+    Ok(w)
 }
 
 /// T tasks, one name each, on one client: the uncontended path (scenario
@@ -415,42 +482,16 @@ async fn distinct_names(
     let deadline = start + args.duration;
     let mut set = JoinSet::new();
     for h in handles {
-        set.spawn(async move {
-            let mut tally = Tally::default();
-            let mut acquire = histogram();
-            let mut total = histogram();
-            while Instant::now() < deadline {
-                let t0 = Instant::now();
-                let Some(held) = acquire_bounded(h.acquire(), deadline, &mut tally).await? else {
-                    continue;
-                };
-                let t1 = Instant::now();
-                let released = held.release().await;
-                let t2 = Instant::now();
-                match released {
-                    Ok(()) => {
-                        record(&mut acquire, t1 - t0);
-                        record(&mut total, t2 - t0);
-                        tally.ok();
-                    }
-                    Err(e) => tally.error(e)?,
-                }
-            }
-            Ok((tally, acquire, total))
-        });
+        set.spawn(lock_unlock(vec![h], deadline));
     }
     let (workers, elapsed, after, (ping_p50, sent)) = env
         .finish_run(scenario, set, start, pinger, &clients)
         .await?;
-
-    let mut tally = Tally::default();
-    let mut acquire = histogram();
-    let mut total = histogram();
-    for (t, a, b) in &workers {
-        tally.merge(t);
-        acquire.add(a).map_err(|e| anyhow!("{e}"))?;
-        total.add(b).map_err(|e| anyhow!("{e}"))?;
-    }
+    let LockUnlock {
+        tally,
+        acquire,
+        total,
+    } = LockUnlock::merge(&workers)?;
     let mut cmds = commands(c, &before, &after, sent);
     cmds.per_acquisition = per(cmds.counted, tally.acquisitions);
     let rate = float(tally.acquisitions) / elapsed.as_secs_f64();
@@ -763,6 +804,92 @@ async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
     })
 }
 
+/// What the rounds of a hand-off run measured.
+#[derive(Debug)]
+pub(crate) struct Handoffs {
+    pub(crate) tally: Tally,
+    /// From the start of the holder's release to the waiter holding it.
+    pub(crate) handoffs: Histogram<u64>,
+    /// Rounds that ended with the waiter holding the lock.
+    pub(crate) rounds: u64,
+}
+
+/// The hand-off rounds: `holder` takes the lock, `waiter` (another client's
+/// owner of the same name) starts waiting for it, the holder holds it
+/// [`HANDOFF_HOLD`] plus a random part of `jitter` and releases it; the time
+/// from the release call to the waiter's grant is one sample. Up to
+/// `max_rounds` rounds, and no new round after `deadline` once one is done.
+pub(crate) async fn handoff_rounds(
+    holder: &Arc<dyn LockHandle>,
+    waiter: &Arc<dyn LockHandle>,
+    jitter: Duration,
+    max_rounds: u32,
+    deadline: Instant,
+    exclusion: &Exclusion,
+) -> anyhow::Result<Handoffs> {
+    let mut tally = Tally::default();
+    let mut handoffs = histogram();
+    let mut rounds = 0u64;
+    while rounds < u64::from(max_rounds) && (rounds == 0 || Instant::now() < deadline) {
+        let held = match timeout(HANG, holder.acquire()).await {
+            Err(_) => bail!("the holder did not get a free lock in {HANG:?}"),
+            Ok(Err(e)) => {
+                tally.error(e)?;
+                continue;
+            }
+            Ok(Ok(held)) => held,
+        };
+        exclusion.enter();
+        tally.ok();
+        let waiting = {
+            let waiter = waiter.clone();
+            let exclusion = exclusion.clone();
+            tokio::spawn(async move {
+                let r = waiter.acquire().await;
+                let at = Instant::now();
+                if r.is_ok() {
+                    exclusion.enter();
+                }
+                (at, r)
+            })
+        };
+        let extra = rand::random_range(Duration::ZERO..jitter);
+        tokio::time::sleep(HANDOFF_HOLD + extra).await;
+        let released_at = Instant::now();
+        exclusion.leave();
+        if let Err(e) = held.release().await {
+            waiting.abort();
+            tally.error(e)?;
+            break;
+        }
+        let (acquired_at, r) = match timeout(HANG, waiting).await {
+            Err(_) => bail!("the waiter did not get the lock within {HANG:?} of its release"),
+            Ok(joined) => joined.context("the waiter panicked")?,
+        };
+        match r {
+            Err(e) => tally.error(e)?,
+            Ok(held) => {
+                record(
+                    &mut handoffs,
+                    acquired_at.saturating_duration_since(released_at),
+                );
+                rounds += 1;
+                tally.ok();
+                exclusion.leave();
+                if let Err(e) = held.release().await {
+                    tally.error(e)?;
+                    break;
+                }
+            }
+        }
+    }
+    Ok(Handoffs {
+        tally,
+        handoffs,
+        rounds,
+    })
+}
+
 /// One holder on client A releases while one waiter on client B waits.
 ///
 /// The holder holds for [`HANDOFF_HOLD`] plus a random extra of one poll
@@ -784,72 +911,17 @@ async fn handoff(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResu
     );
     let start = Instant::now();
     let deadline = start + args.duration;
-    let mut tally = Tally::default();
-    let mut handoffs = histogram();
-    let mut rounds = 0u64;
-    let body = async {
-        while rounds < u64::from(args.rounds) && (rounds == 0 || Instant::now() < deadline) {
-            let held = match timeout(HANG, holder.acquire()).await {
-                Err(_) => bail!("the holder did not get a free lock in {HANG:?}"),
-                Ok(Err(e)) => {
-                    tally.error(e)?;
-                    continue;
-                }
-                Ok(Ok(held)) => held,
-            };
-            exclusion.enter();
-            tally.ok();
-            let waiting = {
-                let waiter = waiter.clone();
-                let exclusion = exclusion.clone();
-                tokio::spawn(async move {
-                    let r = waiter.acquire().await;
-                    let at = Instant::now();
-                    if r.is_ok() {
-                        exclusion.enter();
-                    }
-                    (at, r)
-                })
-            };
-            let extra = rand::random_range(Duration::ZERO..jitter);
-            tokio::time::sleep(HANDOFF_HOLD + extra).await;
-            let released_at = Instant::now();
-            exclusion.leave();
-            if let Err(e) = held.release().await {
-                waiting.abort();
-                tally.error(e)?;
-                break;
-            }
-            let (acquired_at, r) = match timeout(HANG, waiting).await {
-                Err(_) => bail!("the waiter did not get the lock within {HANG:?} of its release"),
-                Ok(joined) => joined.context("the waiter panicked")?,
-            };
-            match r {
-                Err(e) => tally.error(e)?,
-                Ok(held) => {
-                    record(
-                        &mut handoffs,
-                        acquired_at.saturating_duration_since(released_at),
-                    );
-                    rounds += 1;
-                    tally.ok();
-                    exclusion.leave();
-                    if let Err(e) = held.release().await {
-                        tally.error(e)?;
-                        break;
-                    }
-                }
-            }
-        }
-        Ok(())
-    };
-    let outcome = body.await;
+    let outcome = handoff_rounds(&holder, &waiter, jitter, args.rounds, deadline, &exclusion).await;
     let elapsed = start.elapsed();
     let after = env.snapshot().await;
     let pings = env.finish_pinger(pinger).await;
     shutdown(&clients).await;
     let (after, (ping_p50, sent)) = (after?, pings?);
-    outcome?;
+    let Handoffs {
+        tally,
+        handoffs,
+        rounds,
+    } = outcome?;
 
     let mut cmds = commands(c, &before, &after, sent);
     cmds.per_acquisition = per(cmds.counted, tally.acquisitions);
