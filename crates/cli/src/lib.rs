@@ -8,7 +8,9 @@
 //!   read-mostly mix on the read-write lock beside the `Lock`,
 //!   deadbolt's `Semaphore` beside a polling ZSET semaphore, and locks over
 //!   many keys or servers (a `MultiLock` over 3 names, deadbolt's `Redlock`
-//!   and rslock over 3 servers) beside a single `Lock`.
+//!   and rslock over 3 servers) beside a single `Lock`; with `--topology
+//!   cluster` or `sentinel`, the `Lock` on a Redis Cluster or a
+//!   Sentinel-managed master beside a standalone server.
 //!   See [`BenchArgs`] for the flags and [`Report`] for the JSON it writes.
 //! * `deadbolt inspect NAME` shows who holds a lock, how often, for how long,
 //!   and its fencing counter (and, for `--kind fair`, its queue; for
@@ -37,7 +39,8 @@ mod inspect;
 pub use bench::{
     bench, bench_with, parse_duration, parse_ratio, BenchArgs, Commands, ContenderKind, Fairness,
     HostInfo, Latency, ReadWrite, RedisInfo, Report, RunResult, ScenarioKind, Settings, Skipped,
-    SweepPoint, REPORT_SCHEMA,
+    SweepPoint, Topology, TopologyInfo, TopologyMeasure, TopologyRow, VsStandalone, REPORT_SCHEMA,
+    TOPOLOGY_NAMES_PER_TASK,
 };
 pub use inspect::{
     force_unlock, inspect, ForceUnlockArgs, InspectArgs, LockState, PermitHolder, PermitWaiter,

@@ -50,11 +50,22 @@ pub enum ScenarioKind {
     /// acquire+release, acquisitions/s, commands per acquisition over all
     /// three servers. The Redlock rows need 3 servers: see `--redlock-redis`.
     Multi,
+    /// deadbolt's `Lock` on a standalone server beside the `--topology`
+    /// (a Redis Cluster or a Sentinel-managed master), in one run: `--tasks`
+    /// tasks on one client, each taking and giving back its own 12 names
+    /// (`TOPOLOGY_NAMES_PER_TASK`) in turn for `--duration`
+    /// (acquisitions/s, lock+unlock latency); on a cluster once with every
+    /// name on one master's slots and once with the names spread evenly over
+    /// the masters. Then hand-off, as in the handoff scenario, on each. Every
+    /// figure also as a ratio to the standalone's. Runs by default only with
+    /// `--topology cluster` or `sentinel`; asked for by name with the
+    /// default topology it measures the standalone rows alone.
+    Topology,
 }
 
 impl ScenarioKind {
     /// Every scenario, in the order they run.
-    pub const ALL: [ScenarioKind; 7] = [
+    pub const ALL: [ScenarioKind; 8] = [
         ScenarioKind::Uncontended,
         ScenarioKind::Contended,
         ScenarioKind::Handoff,
@@ -62,6 +73,7 @@ impl ScenarioKind {
         ScenarioKind::ReadMostly,
         ScenarioKind::Semaphore,
         ScenarioKind::Multi,
+        ScenarioKind::Topology,
     ];
 
     /// The name used on the command line and in the JSON report.
@@ -74,15 +86,16 @@ impl ScenarioKind {
             ScenarioKind::ReadMostly => "read-mostly",
             ScenarioKind::Semaphore => "semaphore",
             ScenarioKind::Multi => "multi",
+            ScenarioKind::Topology => "topology",
         }
     }
 
     /// Whether this scenario measures `contender`: the read-mostly scenario
     /// compares the read-write lock with the `Lock` only, the semaphore
     /// scenario the two semaphores only, the multi scenario the `MultiLock`
-    /// and the two Redlocks with the `Lock`, and the read-write lock, the
-    /// semaphores, the `MultiLock` and the Redlocks take part in no other
-    /// scenario.
+    /// and the two Redlocks with the `Lock`, the topology scenario the `Lock`
+    /// alone, and the read-write lock, the semaphores, the `MultiLock` and
+    /// the Redlocks take part in no other scenario.
     ///
     /// # Examples
     /// ```
@@ -98,6 +111,8 @@ impl ScenarioKind {
     /// assert!(ScenarioKind::Multi.measures(ContenderKind::Rslock3));
     /// assert!(!ScenarioKind::Multi.measures(ContenderKind::Rslock));
     /// assert!(!ScenarioKind::Uncontended.measures(ContenderKind::Redlock));
+    /// assert!(ScenarioKind::Topology.measures(ContenderKind::Lock));
+    /// assert!(!ScenarioKind::Topology.measures(ContenderKind::Fair));
     /// ```
     pub fn measures(self, contender: ContenderKind) -> bool {
         use ContenderKind::{Lock, Multi, Redlock, Rslock3, Rw, Sem, SemPoll};
@@ -105,6 +120,7 @@ impl ScenarioKind {
             ScenarioKind::ReadMostly => matches!(contender, Lock | Rw),
             ScenarioKind::Semaphore => matches!(contender, Sem | SemPoll),
             ScenarioKind::Multi => matches!(contender, Lock | Multi | Redlock | Rslock3),
+            ScenarioKind::Topology => contender == Lock,
             _ => !matches!(contender, Rw | Sem | SemPoll | Multi | Redlock | Rslock3),
         }
     }
@@ -118,6 +134,51 @@ impl ScenarioKind {
             .map(ContenderKind::name)
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+/// The names each task of the topology scenario's throughput rows takes in
+/// turn: a multiple of 3, so a cluster's 3 masters get the same share of
+/// every task's names.
+pub const TOPOLOGY_NAMES_PER_TASK: u32 = 12;
+
+/// How the Redis of `deadbolt bench --topology` is deployed.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    ValueEnum,
+    Serialize,
+    Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Topology {
+    /// One server (`Client::builder`): what every scenario runs on.
+    #[default]
+    Standalone,
+    /// A Redis Cluster (`Client::cluster`): keys spread over the masters'
+    /// hash slots, sharded Pub/Sub. Embedded: 3 masters with a replica each.
+    Cluster,
+    /// A master found through Redis Sentinel (`Client::sentinel`).
+    /// Embedded: a master, a replica and 3 Sentinels.
+    Sentinel,
+}
+
+impl Topology {
+    /// The name used on the command line and in the JSON report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Topology::Standalone => "standalone",
+            Topology::Cluster => "cluster",
+            Topology::Sentinel => "sentinel",
+        }
     }
 }
 
@@ -268,9 +329,26 @@ pub struct BenchArgs {
     /// Redis to run against. Without it a throwaway redis-server (no
     /// persistence) is started on a free loopback port and stopped at the end.
     /// Against a shared server, other clients' traffic shows up in the command
-    /// counts.
-    #[arg(long, value_name = "URL")]
+    /// counts. With --topology cluster: seed URLs of the cluster, and with
+    /// --topology sentinel: URLs of Sentinels (comma-separated; see
+    /// --sentinel-master); the standalone server beside them is then the
+    /// embedded one.
+    #[arg(long, value_name = "URL[,URL..]")]
     pub redis: Option<String>,
+
+    /// Deployment the topology scenario puts beside a standalone server:
+    /// without --redis, `cluster` starts a Redis Cluster of 3 masters and 3
+    /// replicas, `sentinel` a master, a replica and 3 Sentinels (with redis-cli
+    /// and redis-server, on free loopback ports, stopped at the end), besides
+    /// the standalone server. Any value but `standalone` adds the topology
+    /// scenario to the default selection.
+    #[arg(long, value_enum, default_value_t = Topology::Standalone, value_name = "TOPOLOGY")]
+    pub topology: Topology,
+
+    /// With --topology sentinel and --redis: the name the Sentinels know the
+    /// master by. (The embedded set's master is `deadbolt`.)
+    #[arg(long, value_name = "NAME")]
+    pub sentinel_master: Option<String>,
 
     /// With --redis: the two more servers the multi scenario's Redlock rows
     /// (redlock, rslock-3) spread their lock over, besides --redis (repeat
@@ -280,7 +358,8 @@ pub struct BenchArgs {
     #[arg(long = "redlock-redis", value_name = "URL")]
     pub redlock_redis: Vec<String>,
 
-    /// Scenarios to run (repeat or comma-separate). Default: all.
+    /// Scenarios to run (repeat or comma-separate). Default: all but
+    /// topology, which joins them with --topology cluster or sentinel.
     #[arg(
         long = "scenario",
         value_enum,
@@ -300,13 +379,13 @@ pub struct BenchArgs {
     pub contenders: Vec<ContenderKind>,
 
     /// How long each contender runs the uncontended, contended, read-mostly,
-    /// semaphore and multi scenarios, and the time bound of its hand-off
-    /// rounds.
+    /// semaphore and multi scenarios (and each throughput row of the topology
+    /// scenario), and the time bound of its hand-off rounds.
     #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
     pub duration: Duration,
 
-    /// Uncontended and multi: number of tasks, each on its own name, sharing
-    /// one client.
+    /// Uncontended, multi and topology: number of tasks, each on its own
+    /// names, sharing one client.
     #[arg(long, default_value_t = 4, value_name = "T")]
     pub tasks: u32,
 
@@ -335,7 +414,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 4, value_name = "P")]
     pub permits: u32,
 
-    /// Hand-off: number of rounds (bounded by --duration too).
+    /// Hand-off (and the topology scenario's hand-off rows): number of
+    /// rounds (bounded by --duration too).
     #[arg(long, default_value_t = 200, value_name = "N")]
     pub rounds: u32,
 
@@ -430,12 +510,45 @@ fn check_writable(flag: &str, path: &Path) -> anyhow::Result<()> {
 }
 
 impl BenchArgs {
-    /// The scenarios to run, in their fixed order, without duplicates.
+    /// The scenarios to run, in their fixed order, without duplicates: those
+    /// of `--scenario`, or by default every one but the topology scenario,
+    /// which joins them with a `--topology` other than `standalone`.
     pub fn selected_scenarios(&self) -> Vec<ScenarioKind> {
         ScenarioKind::ALL
             .into_iter()
-            .filter(|s| self.scenarios.is_empty() || self.scenarios.contains(s))
+            .filter(|s| {
+                if self.scenarios.is_empty() {
+                    *s != ScenarioKind::Topology || self.topology != Topology::Standalone
+                } else {
+                    self.scenarios.contains(s)
+                }
+            })
             .collect()
+    }
+
+    /// The standalone server given with `--redis`: its value with the
+    /// default topology; with another, `--redis` names that topology's
+    /// servers and the standalone server is embedded.
+    pub(crate) fn standalone_redis(&self) -> Option<&str> {
+        match self.topology {
+            Topology::Standalone => self.redis.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The URLs `--redis` gives for a `--topology` other than standalone
+    /// (cluster seeds or Sentinels); empty without `--redis` (the bench then
+    /// starts the topology itself) or with the default topology.
+    pub(crate) fn topology_urls(&self) -> Vec<String> {
+        match (self.topology, &self.redis) {
+            (Topology::Standalone, _) | (_, None) => Vec::new(),
+            (_, Some(urls)) => urls
+                .split(',')
+                .map(str::trim)
+                .filter(|u| !u.is_empty())
+                .map(str::to_string)
+                .collect(),
+        }
     }
 
     /// The selected scenarios that measure at least one of `contenders`.
@@ -494,7 +607,15 @@ impl BenchArgs {
         if extra.is_empty() {
             return Ok(());
         }
-        let Some(first) = &self.redis else {
+        let Some(first) = self.standalone_redis() else {
+            if self.redis.is_some() {
+                bail!(
+                    "--redlock-redis needs --redis to name the standalone server, but with \
+                     --topology {t} --redis names the {t}'s servers (the bench starts the \
+                     standalone servers itself; leave --redlock-redis out)",
+                    t = self.topology.name()
+                );
+            }
             bail!(
                 "--redlock-redis needs --redis (without --redis the bench starts all \
                  {REDLOCK_SERVERS} servers itself)"
@@ -507,11 +628,43 @@ impl BenchArgs {
                 extra.len()
             );
         }
-        let mut all: Vec<&String> = std::iter::once(first).chain(extra).collect();
+        let mut all: Vec<&str> = std::iter::once(first)
+            .chain(extra.iter().map(String::as_str))
+            .collect();
         all.sort();
         all.dedup();
         if all.len() != REDLOCK_SERVERS {
             bail!("--redis and --redlock-redis must name {REDLOCK_SERVERS} different servers");
+        }
+        Ok(())
+    }
+
+    /// `--topology` with `--redis` and `--sentinel-master`: URLs for a
+    /// cluster or Sentinel set, the master's name with Sentinels given.
+    fn validate_topology(&self) -> anyhow::Result<()> {
+        let t = self.topology;
+        if self.sentinel_master.is_some() && !(t == Topology::Sentinel && self.redis.is_some()) {
+            bail!(
+                "--sentinel-master goes with --topology sentinel and --redis SENTINEL_URLS (the \
+                 embedded Sentinel set names its master itself)"
+            );
+        }
+        if t == Topology::Standalone || self.redis.is_none() {
+            return Ok(());
+        }
+        if self.topology_urls().is_empty() {
+            bail!(
+                "--redis with --topology {}: give the {} URLs, comma-separated",
+                t.name(),
+                if t == Topology::Cluster {
+                    "cluster's seed"
+                } else {
+                    "Sentinels'"
+                }
+            );
+        }
+        if t == Topology::Sentinel && self.sentinel_master.as_deref().is_none_or(str::is_empty) {
+            bail!("--topology sentinel with --redis: name the master with --sentinel-master NAME");
         }
         Ok(())
     }
@@ -535,6 +688,7 @@ impl BenchArgs {
             bail!("--duration must not be zero");
         }
         self.validate_redlock_servers()?;
+        self.validate_topology()?;
         if let Err(reason) = check_ratio(self.write_ratio) {
             bail!("--write-ratio: {reason}");
         }

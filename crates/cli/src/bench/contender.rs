@@ -334,6 +334,61 @@ impl ContenderClient for DeadboltClient {
     }
 }
 
+/// Where the topology scenario's deadbolt clients connect.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    /// One server (`Client::builder`).
+    Standalone(String),
+    /// A Redis Cluster through these seed nodes (`Client::cluster`).
+    Cluster(Vec<String>),
+    /// The master these Sentinels know by `master` (`Client::sentinel`).
+    Sentinel {
+        sentinels: Vec<String>,
+        master: String,
+    },
+}
+
+/// [`DEADBOLT_COMMANDS`] and, for a cluster's sharded Pub/Sub, SSUBSCRIBE
+/// and SUNSUBSCRIBE: what a deadbolt client sends itself on any topology.
+pub(crate) const DEADBOLT_TOPOLOGY_COMMANDS: &[&str] = &[
+    "evalsha",
+    "eval",
+    "script|load",
+    "subscribe",
+    "unsubscribe",
+    "ssubscribe",
+    "sunsubscribe",
+    "ping",
+];
+
+/// One client of deadbolt `Lock`s on `target` (the `lock` contender's
+/// handles, on any topology), with the Lock's scripts loaded at connect.
+pub(crate) async fn connect_lock(
+    target: &Target,
+    namespace: &str,
+    lease: Duration,
+) -> anyhow::Result<Box<dyn ContenderClient>> {
+    let builder = match target {
+        Target::Standalone(url) => deadbolt_core::Client::builder(url),
+        Target::Cluster(seeds) => deadbolt_core::Client::cluster(seeds),
+        Target::Sentinel { sentinels, master } => {
+            deadbolt_core::Client::sentinel(sentinels, master)
+        }
+    };
+    let client = builder
+        .preload(deadbolt_lock::SCRIPTS)
+        .namespace(namespace)
+        .watchdog_timeout(lease)
+        .build()
+        .await
+        .context("connecting a deadbolt client")?;
+    Ok(Box::new(DeadboltClient {
+        clients: vec![client],
+        make: |c, n| Arc::new(deadbolt_lock::Lock::new(&c[0], n)),
+        permits: None,
+    }))
+}
+
 /// Every deadbolt exclusive lock (`Lock`, `FairLock`): `lock()` waits with a
 /// watchdog lease.
 impl<K: deadbolt_core::ExclusiveKind> LockHandle for deadbolt_core::Exclusive<K> {

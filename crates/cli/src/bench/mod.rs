@@ -10,7 +10,9 @@
 //! clients, and (above `--clients` waiters) again with one client per
 //! waiter. The multi scenario's Redlock rows span two more servers: started
 //! and stopped with the first one, or given with `--redlock-redis` besides
-//! `--redis`.
+//! `--redis`. The topology scenario puts a Redis Cluster or a
+//! Sentinel-managed master (`--topology`) beside server 1: started and
+//! stopped with it, or given with `--redis` (server 1 is then embedded).
 
 mod args;
 mod contender;
@@ -19,6 +21,7 @@ mod progress;
 mod report;
 mod scenario;
 mod stats;
+mod topology;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -29,16 +32,20 @@ use deadbolt_testkit::{redis_server_path, RedisServer};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::time::Instant;
 
-pub use args::{parse_duration, parse_ratio, BenchArgs, ContenderKind, ScenarioKind};
+pub use args::{
+    parse_duration, parse_ratio, BenchArgs, ContenderKind, ScenarioKind, Topology,
+    TOPOLOGY_NAMES_PER_TASK,
+};
 pub use report::{
     Commands, Fairness, HostInfo, Latency, ReadWrite, RedisInfo, Report, RunResult, Settings,
-    Skipped, SweepPoint, REPORT_SCHEMA,
+    Skipped, SweepPoint, TopologyInfo, TopologyMeasure, TopologyRow, VsStandalone, REPORT_SCHEMA,
 };
 
 use contender::{Contender, ContenderOptions, REDLOCK_SERVERS};
 use progress::Progress;
 use report::plural;
 use scenario::Env;
+use topology::{Embedded, Site};
 
 /// Run the bench described by `args` and return every figure.
 ///
@@ -52,11 +59,15 @@ use scenario::Env;
 /// folder, a `--plot` name not ending in `.svg`), a `--redlock-redis`
 /// without `--redis` or not naming two more servers, a contender that is not
 /// available in this build (or, asked for by name, needs servers the run
-/// lacks), or a scenario asked for that none of the contenders takes part in
-/// (all before anything starts); redis-server not installed (the message
-/// says how to install it); an unreachable `--redis` or `--redlock-redis`;
-/// a run that failed (too many errors in a row, a hang). The embedded servers
-/// are stopped in every case.
+/// lacks), a scenario asked for that none of the contenders takes part in,
+/// a `--topology` other than standalone without the topology scenario, or
+/// with `--redis` but no URL (or, for Sentinel, no `--sentinel-master`)
+/// (all before anything starts); redis-server (or, for an embedded cluster,
+/// redis-cli) not installed (the message says how to install it); an
+/// unreachable `--redis` or `--redlock-redis`, a cluster that does not serve
+/// every slot, Sentinels that do not know the master; a run that failed (too
+/// many errors in a row, a hang). The embedded servers (and cluster or
+/// Sentinel set) are stopped in every case.
 ///
 /// # Cancel safety
 /// Dropping the future drops the embedded server handles, which kills the
@@ -86,6 +97,17 @@ pub async fn bench_with(
     let (mut contenders, mut skipped) = resolve_contenders(args)?;
     let kinds: Vec<ContenderKind> = contenders.iter().map(|c| c.kind()).collect();
     let scenarios = args.scenarios_for(&kinds)?;
+    if args.topology != Topology::Standalone && !scenarios.contains(&ScenarioKind::Topology) {
+        bail!(
+            "--topology {} is measured by the topology scenario only, which {}",
+            args.topology.name(),
+            if args.scenarios.is_empty() {
+                "measures the lock contender only: add --contender lock"
+            } else {
+                "is not selected: add --scenario topology"
+            }
+        );
+    }
     // A contender no selected scenario measures is not run (nor listed), and
     // one left out is only noted when a selected scenario measures it.
     contenders.retain(|c| scenarios.iter().any(|s| s.measures(c.kind())));
@@ -102,9 +124,15 @@ pub async fn bench_with(
     let mut interrupt = Interrupt::install()?;
     let started = Instant::now();
     let mut servers: Vec<RedisServer> = Vec::new();
+    let mut deployment: Option<Embedded> = None;
     let mut report: Option<Report> = None;
+    let slots = Slots {
+        servers: &mut servers,
+        deployment: &mut deployment,
+        report: &mut report,
+    };
     let outcome = tokio::select! {
-        r = run(args, &plan, progress.clone(), skipped, &mut servers, &mut report, on_ready) => r,
+        r = run(args, &plan, progress.clone(), skipped, slots, on_ready) => r,
         () = interrupt.recv() => {
             progress.note("interrupted; stopping");
             Err(Interrupted.into())
@@ -114,6 +142,11 @@ pub async fn bench_with(
     for mut s in servers {
         s.stop();
         progress.note(&format!("stopped redis-server on 127.0.0.1:{}", s.port()));
+    }
+    if let Some(d) = deployment {
+        let what = d.describe();
+        drop(d);
+        progress.note(&format!("stopped {what}"));
     }
     match outcome {
         Ok(()) => {}
@@ -174,10 +207,12 @@ fn planned_runs(
     let measured = |s: ScenarioKind| contenders.iter().filter(|c| s.measures(**c)).count();
     let mut runs = Vec::new();
     for &scenario in scenarios {
-        runs.extend(std::iter::repeat_n(
-            scenario::planned(args, scenario),
-            measured(scenario),
-        ));
+        let n = if scenario == ScenarioKind::Topology {
+            measured(scenario) * topology::planned_rows(args.topology)
+        } else {
+            measured(scenario)
+        };
+        runs.extend(std::iter::repeat_n(scenario::planned(args, scenario), n));
     }
     if args.plot.is_some() {
         runs.extend(std::iter::repeat_n(
@@ -215,7 +250,7 @@ fn resolve_contenders(args: &BenchArgs) -> anyhow::Result<(Contenders, Vec<Skipp
         lease: args.lease,
         poll_interval: args.poll_interval,
         permits: args.permits,
-        servers: if args.redis.is_some() {
+        servers: if args.standalone_redis().is_some() {
             1 + args.redlock_redis.len()
         } else {
             REDLOCK_SERVERS
@@ -253,8 +288,16 @@ pub(crate) fn redact(url: &str) -> String {
 }
 
 /// Start the embedded redis-server, or say how to install it.
-async fn start_server() -> anyhow::Result<RedisServer> {
+async fn start_server(args: &BenchArgs) -> anyhow::Result<RedisServer> {
     if redis_server_path().is_none() {
+        if args.topology != Topology::Standalone {
+            bail!(
+                "redis-server is not installed (looked in PATH, /usr/bin, /usr/local/bin, \
+                 /usr/sbin); with --topology {} the bench starts the standalone server it \
+                 compares with itself.\nInstall it with `apt-get install -y redis-server`.",
+                args.topology.name()
+            );
+        }
         bail!(
             "redis-server is not installed (looked in PATH, /usr/bin, /usr/local/bin, /usr/sbin).\n\
              Install it with `apt-get install -y redis-server`, or run against a Redis you \
@@ -360,11 +403,14 @@ fn settings(args: &BenchArgs, plan: &Plan) -> Settings {
         } else {
             Vec::new()
         },
+        topology: args.topology,
     }
 }
 
 /// The bench's own connection to `url`, for INFO.
-async fn stats_connection(url: &str) -> anyhow::Result<redis::aio::MultiplexedConnection> {
+pub(crate) async fn stats_connection(
+    url: &str,
+) -> anyhow::Result<redis::aio::MultiplexedConnection> {
     redis::Client::open(url)
         .with_context(|| format!("bad Redis URL {}", redact(url)))?
         .get_multiplexed_async_connection()
@@ -372,22 +418,33 @@ async fn stats_connection(url: &str) -> anyhow::Result<redis::aio::MultiplexedCo
         .with_context(|| format!("connecting to {}", redact(url)))
 }
 
-/// The body of [`bench_with`]: it leaves the servers it started (server 1
-/// first) and the report it made in `servers_slot` and `report_slot`, so they
-/// survive an interrupt.
+/// Where [`run`] leaves what must survive an interrupt: the servers it
+/// started (server 1 first), the cluster or Sentinel set it started, and the
+/// report it made.
+struct Slots<'a> {
+    servers: &'a mut Vec<RedisServer>,
+    deployment: &'a mut Option<Embedded>,
+    report: &'a mut Option<Report>,
+}
+
+/// The body of [`bench_with`]: what it starts and makes goes into `slots`.
 async fn run(
     args: &BenchArgs,
     plan: &Plan,
     progress: Progress,
     skipped: Vec<Skipped>,
-    servers_slot: &mut Vec<RedisServer>,
-    report_slot: &mut Option<Report>,
+    slots: Slots<'_>,
     on_ready: impl FnOnce(&str),
 ) -> anyhow::Result<()> {
-    let first = match &args.redis {
-        Some(url) => url.clone(),
+    let Slots {
+        servers: servers_slot,
+        deployment: deployment_slot,
+        report: report_slot,
+    } = slots;
+    let first = match args.standalone_redis() {
+        Some(url) => url.to_string(),
         None => {
-            let server = start_server().await?;
+            let server = start_server(args).await?;
             let url = server.url();
             servers_slot.push(server);
             url
@@ -409,7 +466,7 @@ async fn run(
     if plan.contenders.iter().any(|c| c.servers() > 1) {
         if embedded {
             for _ in 1..REDLOCK_SERVERS {
-                let server = start_server().await?;
+                let server = start_server(args).await?;
                 urls.push(server.url());
                 servers_slot.push(server);
             }
@@ -434,11 +491,19 @@ async fn run(
                 .context("a server of the Redlock rows")?,
         );
     }
+    let site = if plan.scenarios.contains(&ScenarioKind::Topology)
+        && args.topology != Topology::Standalone
+    {
+        Some(topology_site(args, &progress, deployment_slot).await?)
+    } else {
+        None
+    };
     let cpus = std::thread::available_parallelism()
         .ok()
         .and_then(|n| u32::try_from(n.get()).ok())
         .unwrap_or(1);
-    let server_pids: Vec<u32> = servers_slot.iter().filter_map(RedisServer::pid).collect();
+    let mut server_pids: Vec<u32> = servers_slot.iter().filter_map(RedisServer::pid).collect();
+    server_pids.extend(deployment_slot.iter().flat_map(Embedded::pids));
     let pinned = args.pin && pin(&server_pids, cpus, &progress);
     on_ready(&urls[0]);
 
@@ -452,6 +517,7 @@ async fn run(
             url: redact(&urls[0]),
             embedded,
             redlock_urls: urls[1..].iter().map(|u| redact(u)).collect(),
+            topology: site.as_ref().map(|s| s.info.clone()),
         },
         host: HostInfo { cpus, pinned },
         settings: settings(args, plan),
@@ -469,6 +535,7 @@ async fn run(
         progress,
         run_id,
         all_pings: stats::histogram(),
+        topology: site,
     };
     let outcome = run_scenarios(&mut env, plan, report).await;
     report.ping = stats::summarize(&env.all_pings, None);
@@ -478,13 +545,59 @@ async fn run(
             cleanup(conn, &args.namespace, &env.run_id).await;
         }
     }
+    if let Some(site) = env.topology.as_ref().filter(|s| !s.info.embedded) {
+        site.cleanup(&args.namespace, &env.run_id).await;
+    }
     outcome
+}
+
+/// The cluster or Sentinel-managed master of `--topology`: the one `--redis`
+/// names, or one started now (left in `slot`, so that it is stopped
+/// whatever happens next).
+async fn topology_site(
+    args: &BenchArgs,
+    progress: &Progress,
+    slot: &mut Option<Embedded>,
+) -> anyhow::Result<Site> {
+    let given = args.topology_urls();
+    let (urls, master_name, embedded) = if given.is_empty() {
+        let started = Embedded::start(args.topology).await?;
+        let (urls, master_name) = started.entry();
+        progress.note(&format!(
+            "started {} (no persistence; stopped at the end)",
+            started.describe()
+        ));
+        *slot = Some(started);
+        (urls, master_name, true)
+    } else {
+        (given, args.sentinel_master.clone(), false)
+    };
+    let site = Site::discover(args.topology, urls, master_name, embedded)
+        .await
+        .with_context(|| format!("the --topology {} servers", args.topology.name()))?;
+    if !embedded {
+        progress.note(&format!(
+            "{} master{} found: {}",
+            site.info.masters.len(),
+            plural(u32::try_from(site.info.masters.len()).unwrap_or(u32::MAX)),
+            site.info.masters.join(", ")
+        ));
+    }
+    Ok(site)
 }
 
 async fn run_scenarios(env: &mut Env<'_>, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
     let args = env.args;
     let contenders = &plan.contenders;
     for &scenario in &plan.scenarios {
+        if scenario == ScenarioKind::Topology {
+            let r = topology::run(env, &mut report.results)
+                .await
+                .context("topology / lock");
+            report.ping = stats::summarize(&env.all_pings, None);
+            r?;
+            continue;
+        }
         for c in contenders.iter().filter(|c| scenario.measures(c.kind())) {
             let r = scenario::run(env, c.as_ref(), scenario)
                 .await

@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
-use super::args::{ContenderKind, ScenarioKind};
+use super::args::{ContenderKind, ScenarioKind, Topology, TOPOLOGY_NAMES_PER_TASK};
 use super::contender::{MULTI_PARTS, REDLOCK_SERVERS};
 
 /// Version of the JSON layout of [`Report`]. It changes only when a field is
@@ -30,15 +30,17 @@ pub const REPORT_SCHEMA: u32 = 1;
 ///   "elapsed_s": 27.3,                       // wall time of the whole bench
 ///   "interrupted": false,                    // true after Ctrl-C (partial results)
 ///   "redis": { "version": "7.0.15", "url": "redis://127.0.0.1:40123/", "embedded": true,
-///              "redlock_urls": ["redis://127.0.0.1:40125/", ...] },  // [] without the
+///              "redlock_urls": ["redis://127.0.0.1:40125/", ...],  // [] without the
 ///                                            // multi scenario's Redlock rows
+///              "topology": TopologyInfo | null },  // the --topology beside server 1
+///                                            // (null: standalone, or no topology scenario)
 ///   "host": { "cpus": 2, "pinned": false },
 ///   "settings": { "scenarios": ["uncontended", ...], "contenders": ["lock", ...],
 ///                 "duration_s": 2.0, "tasks": 4, "waiters": 8, "clients": 4,
 ///                 "hold_ms": 0.0, "write_ratio": 0.1, "permits": 4, "rounds": 200,
 ///                 "idle_waiters": 4,
 ///                 "idle_s": 2.0, "poll_interval_ms": 100.0, "lease_ms": 30000.0,
-///                 "plot_waiters": [] },
+///                 "plot_waiters": [], "topology": "standalone" | "cluster" | "sentinel" },
 ///   "ping": Latency | null,                  // every PING of the run together
 ///   "results": [ RunResult, ... ],           // one per scenario × contender, in run order
 ///   "sweep": [ SweepPoint, ... ],            // with --plot: contended at each --plot-waiters
@@ -50,8 +52,8 @@ pub const REPORT_SCHEMA: u32 = 1;
 ///
 /// RunResult = {
 ///   "scenario": "uncontended" | "contended" | "handoff" | "idle" | "read-mostly"
-///             | "semaphore" | "multi",
-///   "contender": "lock" | "fair" | "raw-poll" | "rslock"
+///             | "semaphore" | "multi" | "topology",
+///   "contender": "lock" | "fair" | "raw-poll" | "rslock"   // topology: lock only
 ///              | "rw"                        // read-mostly only
 ///              | "sem" | "sem-poll"          // semaphore only
 ///              | "multi" | "redlock" | "rslock-3",  // multi only
@@ -60,8 +62,8 @@ pub const REPORT_SCHEMA: u32 = 1;
 ///   "acquisitions": 41000,                   // all acquisitions in the window
 ///                                            // (read-mostly: operations, reads and writes)
 ///   "acquisitions_per_s": 20500.0 | null,    // uncontended, contended, read-mostly,
-///                                            // semaphore, multi
-///   "rounds": 200 | null,                    // hand-off rounds (handoff only)
+///                                            // semaphore, multi, topology throughput
+///   "rounds": 200 | null,                    // hand-off rounds (handoff, topology hand-off)
 ///   "errors": 0, "first_error": "..." | null,
 ///   "exclusion_violations": 0,               // two holders seen at once (semaphore:
 ///                                            // more than --permits); must be 0
@@ -69,8 +71,10 @@ pub const REPORT_SCHEMA: u32 = 1;
 ///   "acquire": Latency | null,               // time in acquire (uncontended, contended,
 ///                                            // semaphore, multi; read-mostly: reads and
 ///                                            // writes together)
-///   "acquire_release": Latency | null,       // acquire + release (uncontended, multi)
-///   "handoff": Latency | null,               // release start → next holder (handoff)
+///   "acquire_release": Latency | null,       // acquire + release (uncontended, multi,
+///                                            // topology throughput)
+///   "handoff": Latency | null,               // release start → next holder (handoff,
+///                                            // topology hand-off)
 ///   "fairness": Fairness | null,             // contended, read-mostly and semaphore
 ///   "read_write": ReadWrite | null,          // read-mostly only
 ///   "commands": {
@@ -80,7 +84,8 @@ pub const REPORT_SCHEMA: u32 = 1;
 ///     "per_waiter_per_s": 0.0 | null,        // idle only
 ///     "counted_names": ["evalsha", ...],     // which commandstats entries were counted
 ///     "by_command": { "evalsha": 82000, "hget": 10, ... }  // every command seen, incl.
-///   }                                        // those run inside Lua scripts (not counted)
+///   },                                       // those run inside Lua scripts (not counted)
+///   "topology": TopologyRow | null           // the topology scenario only
 /// }
 ///
 /// Latency = { "samples": 41000, "p50_us": 95.0, "p99_us": 310.0, "max_us": 2100.0,
@@ -90,6 +95,19 @@ pub const REPORT_SCHEMA: u32 = 1;
 /// ReadWrite = { "reads": 36000, "writes": 4000, "reads_per_s": 18000.0,
 ///               "writes_per_s": 2000.0, "read_acquire": Latency | null,
 ///               "write_acquire": Latency | null }   // null: no read (write) done
+/// TopologyInfo = { "topology": "cluster", "embedded": true, "version": "7.0.15",
+///                  "urls": ["redis://127.0.0.1:40130/", ...],  // seeds, or Sentinels
+///                  "master_name": "deadbolt" | null,           // Sentinel only
+///                  "masters": ["redis://127.0.0.1:40130/", ...] }  // found at start
+/// TopologyRow = { "measure": "throughput" | "handoff",
+///                 "topology": "standalone" | "cluster" | "sentinel",
+///                 "label": "cluster, 3 masters",    // the row's name in the table
+///                 "masters": 3,                     // masters its names were on
+///                 "names": 48,                      // distinct names it took
+///                 "vs_standalone": { "acquisitions_per_s": 0.9 | null,  // over the
+///                                    "p50": 1.1 | null, "p99": 1.2 | null } | null }
+///                 // standalone row of the same measure in this run (p50, p99: of
+///                 // lock+unlock, or of the hand-off); null on the standalone rows
 /// SweepPoint = { "contender": "lock", "waiters": 8, "clients": 4,
 ///                "acquisitions_per_s": 9000.0, "jain_index": 0.99, "min_max_ratio": 0.8,
 ///                "errors": 0 }
@@ -101,7 +119,11 @@ pub const REPORT_SCHEMA: u32 = 1;
 /// are `counted` (EVALSHA, SUBSCRIBE… for deadbolt; SET, EVALSHA for the
 /// `SET NX` locks; EVALSHA, ZREM for the polling semaphore); the bench's own
 /// PINGs and INFOs are taken out. The multi scenario adds up the deltas of
-/// its three servers; its PING floor is server 1's.
+/// its three servers; its PING floor is server 1's. The topology scenario's
+/// rows add up the deltas of every master of their deployment (SSUBSCRIBE and
+/// SUNSUBSCRIBE counted too); a cluster or Sentinel row's PING floor is
+/// timed to the master of its first name, and only the standalone rows'
+/// PINGs join the run's `ping`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Report {
@@ -146,6 +168,79 @@ pub struct RedisInfo {
     /// replaced by `***`; empty when those rows did not run.
     #[serde(default)]
     pub redlock_urls: Vec<String>,
+    /// The cluster or Sentinel-managed master that the topology scenario
+    /// measured beside this server; `null` when it measured none.
+    #[serde(default)]
+    pub topology: Option<TopologyInfo>,
+}
+
+/// The cluster or Sentinel-managed master of a `--topology` run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct TopologyInfo {
+    /// Which deployment.
+    pub topology: Topology,
+    /// True when the bench started it itself.
+    pub embedded: bool,
+    /// `redis_version` of its first master.
+    pub version: String,
+    /// What clients were given, passwords replaced by `***`: the cluster's
+    /// seeds, or the Sentinels.
+    pub urls: Vec<String>,
+    /// The name the Sentinels know the master by (Sentinel only).
+    pub master_name: Option<String>,
+    /// The masters found at start (a cluster's in the order of their first
+    /// slot), passwords replaced by `***`.
+    pub masters: Vec<String>,
+}
+
+/// What one row of the topology scenario measured, and where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum TopologyMeasure {
+    /// Lock and unlock of distinct names: `acquisitions_per_s`, `acquire`,
+    /// `acquire_release`.
+    Throughput,
+    /// Release to the next holder on another client: `rounds`, `handoff`.
+    Handoff,
+}
+
+/// A row of the topology scenario: where it ran, and its figures over the
+/// standalone server's in the same run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct TopologyRow {
+    /// Throughput or hand-off.
+    pub measure: TopologyMeasure,
+    /// The deployment the row ran on.
+    pub topology: Topology,
+    /// The row's name in the table: "standalone", "cluster, 1 master",
+    /// "cluster, 3 masters", "cluster" (hand-off), "sentinel".
+    pub label: String,
+    /// The masters the row's names were on (a cluster's names spread over
+    /// these in turn).
+    pub masters: u32,
+    /// Distinct names the row took.
+    pub names: u32,
+    /// Its figures over those of the standalone row of the same measure;
+    /// `null` on the standalone rows themselves.
+    pub vs_standalone: Option<VsStandalone>,
+}
+
+/// A topology row's figures over the standalone row's, measured in the same
+/// run: above 1 for `acquisitions_per_s`, or below 1 for the latencies, is
+/// the topology ahead.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct VsStandalone {
+    /// Acquisitions per second over the standalone's (throughput rows).
+    pub acquisitions_per_s: Option<f64>,
+    /// p50 over the standalone's: of lock+unlock (throughput) or of the
+    /// hand-off.
+    pub p50: Option<f64>,
+    /// p99 over the standalone's, likewise.
+    pub p99: Option<f64>,
 }
 
 /// The machine of a run.
@@ -192,6 +287,9 @@ pub struct Settings {
     pub lease_ms: f64,
     /// Waiter counts of the sweep (empty without `--plot`).
     pub plot_waiters: Vec<u32>,
+    /// `--topology`.
+    #[serde(default)]
+    pub topology: Topology,
 }
 
 /// The figures of one contender in one scenario.
@@ -238,6 +336,10 @@ pub struct RunResult {
     pub read_write: Option<ReadWrite>,
     /// Redis commands.
     pub commands: Commands,
+    /// Where a topology scenario row ran, and its ratios to the standalone
+    /// row (topology scenario; else `null`).
+    #[serde(default)]
+    pub topology: Option<TopologyRow>,
 }
 
 /// The read-mostly scenario's reads and writes, apart.
@@ -432,19 +534,13 @@ impl Report {
                     "mutual exclusion violated".to_string()
                 };
                 notes.push(format!(
-                    "!! {} / {}: {what} {} times",
-                    r.scenario.name(),
-                    r.contender.name(),
+                    "!! {}: {what} {} times",
+                    r.name(),
                     r.exclusion_violations
                 ));
             }
             if let Some(e) = &r.first_error {
-                notes.push(format!(
-                    "{} / {}: {} errors, first: {e}",
-                    r.scenario.name(),
-                    r.contender.name(),
-                    r.errors
-                ));
+                notes.push(format!("{}: {} errors, first: {e}", r.name(), r.errors));
             }
         }
         let multi_shown = self
@@ -473,10 +569,14 @@ impl Report {
     }
 
     fn section(&self, scenario: ScenarioKind, rows: &[&RunResult]) -> String {
+        if scenario == ScenarioKind::Topology {
+            return self.topology_section(rows);
+        }
         let s = &self.settings;
         let (title, header): (String, &[&str]) =
             match scenario {
-                ScenarioKind::Uncontended => (
+                // The topology scenario has its own tables: see above.
+                ScenarioKind::Uncontended | ScenarioKind::Topology => (
                     format!(
                         "uncontended: {} tasks on distinct names, one client, {:.1} s each",
                         s.tasks, s.duration_s
@@ -618,7 +718,7 @@ impl Report {
             let errors = r.errors.to_string();
             let rate = r.acquisitions_per_s.map_or_else(|| "-".into(), fmt_rate);
             let row = match scenario {
-                ScenarioKind::Uncontended => vec![
+                ScenarioKind::Uncontended | ScenarioKind::Topology => vec![
                     name,
                     rate,
                     lat(&r.acquire, p50),
@@ -734,6 +834,161 @@ impl Report {
         out
     }
 
+    /// The topology scenario: a throughput table and a hand-off table, a row
+    /// per deployment, each with its figures over the standalone row's.
+    fn topology_section(&self, rows: &[&RunResult]) -> String {
+        let s = &self.settings;
+        let beside = match &self.redis.topology {
+            Some(t) => {
+                let n = u32::try_from(t.masters.len()).unwrap_or(u32::MAX);
+                let what = match t.topology {
+                    Topology::Cluster => format!("a Redis Cluster of {n} master{}", plural(n)),
+                    _ => format!(
+                        "the master {} ({}) named by {} Sentinel{}",
+                        t.master_name.as_deref().unwrap_or("?"),
+                        t.masters.join(", "),
+                        t.urls.len(),
+                        if t.urls.len() == 1 { "" } else { "s" }
+                    ),
+                };
+                format!(
+                    "beside {what}, Redis {} ({}{}: {})",
+                    t.version,
+                    if t.embedded { "embedded; " } else { "" },
+                    if t.topology == Topology::Cluster {
+                        "seeds"
+                    } else {
+                        "Sentinels"
+                    },
+                    t.urls.join(", ")
+                )
+            }
+            None => "alone (no --topology given)".to_string(),
+        };
+        let mut out =
+            format!("topology: deadbolt's Lock on the standalone server (server 1) {beside}\n");
+        let of = |m: TopologyMeasure| -> Vec<&RunResult> {
+            rows.iter()
+                .copied()
+                .filter(|r| r.topology.as_ref().is_some_and(|t| t.measure == m))
+                .collect()
+        };
+        let label = |r: &RunResult| {
+            r.topology
+                .as_ref()
+                .map_or_else(|| r.contender.name().to_string(), |t| t.label.clone())
+        };
+        let vs = |r: &RunResult, pick: fn(&VsStandalone) -> Option<f64>| {
+            r.topology
+                .as_ref()
+                .and_then(|t| t.vs_standalone.as_ref())
+                .and_then(pick)
+                .map_or_else(|| "-".to_string(), |x| format!("{x:.2}×"))
+        };
+        let lat = |l: Option<Latency>, pick: fn(&Latency) -> (f64, Option<f64>)| {
+            l.map_or_else(
+                || "-".to_string(),
+                |l| {
+                    let (v, x) = pick(&l);
+                    fmt_lat(v, x)
+                },
+            )
+        };
+        let p50 = |l: &Latency| (l.p50_us, l.p50_x_ping);
+        let p99 = |l: &Latency| (l.p99_us, l.p99_x_ping);
+        let max = |l: &Latency| (l.max_us, l.max_x_ping);
+        let common = |r: &RunResult| {
+            [
+                r.commands
+                    .per_acquisition
+                    .map_or_else(|| "-".into(), |c| format!("{c:.2}")),
+                r.ping_p50_us.map_or_else(|| "-".into(), fmt_us),
+                r.errors.to_string(),
+            ]
+        };
+        let throughput = of(TopologyMeasure::Throughput);
+        if !throughput.is_empty() {
+            let mut table = Table::new(&[
+                "where",
+                "acq/s",
+                "vs standalone",
+                "lock+unlock p50",
+                "p99",
+                "p50 vs standalone",
+                "p99 vs standalone",
+                "cmds/acq",
+                "PING p50",
+                "errors",
+            ]);
+            for r in &throughput {
+                let mut row = vec![
+                    label(r),
+                    r.acquisitions_per_s.map_or_else(|| "-".into(), fmt_rate),
+                    vs(r, |v| v.acquisitions_per_s),
+                    lat(r.acquire_release, p50),
+                    lat(r.acquire_release, p99),
+                    vs(r, |v| v.p50),
+                    vs(r, |v| v.p99),
+                ];
+                row.extend(common(r));
+                table.row(row);
+            }
+            let _ = write!(
+                out,
+                "  throughput: {} task{} on one client, each taking and giving back its {} names \
+                 in turn, {:.1} s per row\n{}",
+                s.tasks,
+                plural(s.tasks),
+                TOPOLOGY_NAMES_PER_TASK,
+                s.duration_s,
+                table.render()
+            );
+        }
+        let handoff = of(TopologyMeasure::Handoff);
+        if !handoff.is_empty() {
+            let mut table = Table::new(&[
+                "where",
+                "rounds",
+                "hand-off p50",
+                "p99",
+                "max",
+                "p50 vs standalone",
+                "p99 vs standalone",
+                "cmds/acq",
+                "PING p50",
+                "errors",
+            ]);
+            for r in &handoff {
+                let mut row = vec![
+                    label(r),
+                    r.rounds.unwrap_or(0).to_string(),
+                    lat(r.handoff, p50),
+                    lat(r.handoff, p99),
+                    lat(r.handoff, max),
+                    vs(r, |v| v.p50),
+                    vs(r, |v| v.p99),
+                ];
+                row.extend(common(r));
+                table.row(row);
+            }
+            let _ = write!(
+                out,
+                "  hand-off: release → next holder on another client, up to {} rounds or {:.1} s \
+                 per row\n{}",
+                s.rounds,
+                s.duration_s,
+                table.render()
+            );
+        }
+        if self.redis.topology.is_some() {
+            out.push_str(
+                "a cluster or Sentinel row's PING p50 is to the master of its first name, its \
+                 cmds/acq over every master\n",
+            );
+        }
+        out
+    }
+
     /// One line per reason for the contenders of `scenario` that were left
     /// out ("redlock, rslock-3 skipped: needs 3 servers: ...").
     fn skipped_in(&self, scenario: ScenarioKind) -> String {
@@ -833,6 +1088,25 @@ impl Report {
                 format!("over {n} client{}", plural(n))
             }
             Sweep::OwnClient => "one per waiter".to_string(),
+        }
+    }
+}
+
+impl RunResult {
+    /// The run in a few words, for the notes under the table: "contended /
+    /// lock", or for the topology scenario "topology / lock (cluster, 3
+    /// masters, throughput)".
+    fn name(&self) -> String {
+        let base = format!("{} / {}", self.scenario.name(), self.contender.name());
+        match &self.topology {
+            Some(t) => {
+                let measure = match t.measure {
+                    TopologyMeasure::Throughput => "throughput",
+                    TopologyMeasure::Handoff => "hand-off",
+                };
+                format!("{base} ({}, {measure})", t.label)
+            }
+            None => base,
         }
     }
 }
@@ -945,16 +1219,26 @@ fn rw_over_lock(rows: &[&RunResult]) -> Option<String> {
 
 /// What the columns mean and which way is better, for the scenarios shown.
 fn legend(shown: &[ScenarioKind]) -> String {
-    use ScenarioKind::{Contended, Handoff, Idle, Multi, ReadMostly, Semaphore, Uncontended};
+    use ScenarioKind::{
+        Contended, Handoff, Idle, Multi, ReadMostly, Semaphore, Topology, Uncontended,
+    };
     let any = |kinds: &[ScenarioKind]| kinds.iter().any(|k| shown.contains(k));
-    let entries: [(bool, &str, &str); 17] = [
+    let entries: [(bool, &str, &str); 19] = [
         (
-            any(&[Uncontended, Contended, Handoff, ReadMostly, Semaphore, Multi]),
+            any(&[
+                Uncontended,
+                Contended,
+                Handoff,
+                ReadMostly,
+                Semaphore,
+                Multi,
+                Topology,
+            ]),
             "N.N×",
             "latency over the PING p50 of the same run (1× = one round trip); lower is better",
         ),
         (
-            any(&[Uncontended, Contended, Semaphore, Multi]),
+            any(&[Uncontended, Contended, Semaphore, Multi, Topology]),
             "acq/s",
             "acquisitions per second, all workers together; higher is better (see least/most)",
         ),
@@ -974,13 +1258,13 @@ fn legend(shown: &[ScenarioKind]) -> String {
             "least-served waiter's acquisitions over the most-served's: 0.00 = one starved; higher is better",
         ),
         (
-            any(&[Uncontended, Contended, Handoff, Semaphore, Multi]),
+            any(&[Uncontended, Contended, Handoff, Semaphore, Multi, Topology]),
             "cmds/acq",
             "commands the clients sent per acquisition (not those inside scripts; multi: to all \
              its servers); lower is better",
         ),
         (
-            any(&[Uncontended, Multi]),
+            any(&[Uncontended, Multi, Topology]),
             "lock+unlock",
             "one acquire and its release, back to back; lower is better",
         ),
@@ -996,7 +1280,7 @@ fn legend(shown: &[ScenarioKind]) -> String {
              below 1× for latencies and cmds/acq is deadbolt's ahead",
         ),
         (
-            any(&[Handoff]),
+            any(&[Handoff, Topology]),
             "hand-off",
             "from the start of the release to the waiter holding the lock; lower is better",
         ),
@@ -1035,7 +1319,28 @@ fn legend(shown: &[ScenarioKind]) -> String {
              acq/s, below 1× for latencies and cmds/acq is the Semaphore ahead",
         ),
         (
-            any(&[Uncontended, Contended, Handoff, ReadMostly, Semaphore, Multi]),
+            any(&[Topology]),
+            "where",
+            "the deployment a topology row ran on: standalone is server 1; cluster, 1 master: \
+             every name in one master's slots; cluster, N masters: each task's names spread \
+             evenly over the masters",
+        ),
+        (
+            any(&[Topology]),
+            "vs standalone",
+            "the row's figure over the standalone row's in the same run: above 1× for acq/s, \
+             below 1× for latencies is the topology ahead",
+        ),
+        (
+            any(&[
+                Uncontended,
+                Contended,
+                Handoff,
+                ReadMostly,
+                Semaphore,
+                Multi,
+                Topology,
+            ]),
             "PING p50",
             "the round-trip floor during that run (to server 1); a high one means a loaded \
              machine",

@@ -27,6 +27,7 @@ use super::contender::{Contender, ContenderClient, Held, LockHandle};
 use super::progress::Progress;
 use super::report::{fmt_rate, fmt_us, Commands, Fairness, Latency, ReadWrite, RunResult};
 use super::stats::{self, float, histogram, record, summarize, Pinger};
+use super::topology::Site;
 
 /// Bound on any wait beyond the planned time: catches hangs, never speed.
 const HANG: Duration = Duration::from_secs(20);
@@ -67,8 +68,11 @@ pub(crate) struct Env<'a> {
     pub(crate) progress: Progress,
     /// Unique per bench: part of every lock name.
     pub(crate) run_id: String,
-    /// Every PING of the bench.
+    /// Every PING of the bench to server 1.
     pub(crate) all_pings: Histogram<u64>,
+    /// The topology scenario's cluster or Sentinel-managed master, when
+    /// `--topology` names one and that scenario runs.
+    pub(crate) topology: Option<Site>,
 }
 
 impl Env<'_> {
@@ -191,6 +195,8 @@ pub(crate) async fn run(
 ) -> anyhow::Result<RunResult> {
     match scenario {
         ScenarioKind::Uncontended | ScenarioKind::Multi => distinct_names(env, c, scenario).await,
+        // Several rows, each pushed as it ends: see `topology::run`.
+        ScenarioKind::Topology => bail!("the topology scenario runs through topology::run"),
         ScenarioKind::Contended => {
             let w = env.args.waiters;
             contended(env, c, w, env.args.clients.min(w)).await
@@ -514,6 +520,7 @@ async fn distinct_names(
         fairness: None,
         read_write: None,
         commands: cmds,
+        topology: None,
     };
     bar.finish(format!(
         "{} acq/s, lock+unlock {}",
@@ -647,6 +654,7 @@ async fn many_waiters(
         fairness: Some(fairness),
         read_write: None,
         commands: cmds,
+        topology: None,
     })
 }
 
@@ -801,6 +809,7 @@ async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
         fairness: Some(fairness),
         read_write: Some(read_write),
         commands: cmds,
+        topology: None,
     })
 }
 
@@ -944,6 +953,7 @@ async fn handoff(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResu
         fairness: None,
         read_write: None,
         commands: cmds,
+        topology: None,
     };
     bar.finish(format!(
         "{rounds} rounds, hand-off {}",
@@ -1050,6 +1060,7 @@ async fn idle(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult>
         fairness: None,
         read_write: None,
         commands: cmds,
+        topology: None,
     })
 }
 
