@@ -11,15 +11,20 @@
 -- KEYS[3]  waiting clients  <ns>:{name}:lock:waiters  (ZSET: client id ->
 --          server ms of its first failed try not yet answered by a release
 --          that named it; TTL the longest lease its waiters asked for)
+-- KEYS[4]  reservation  <ns>:{name}:lock:next  (string: the client id a
+--          release named, for a few ms: see lock_release.lua)
 -- ARGV[1]  owner id  <client uuid>:<handle id>
 -- ARGV[2]  attempt id (unique per acquire call; retries of the call reuse it)
 -- ARGV[3]  lease in milliseconds (integer, 1 .. 2^53-1)
--- ARGV[4]  'try' (one attempt) or 'wait' (the caller waits if busy)
+-- ARGV[4]  'try' (one attempt), 'wait' (the first try of an acquire that
+--          waits if busy) or 'again' (a later try of that acquire)
 --
 -- Reply:
 --   {1, token, pttl}  granted: a fresh hold, a re-entry, or a replay of an attempt
 --                     that was already granted (pttl is the key's TTL after the call)
---   {0, pttl}         held by another owner; pttl tells the waiter how long to sleep
+--   {0, pttl}         held by another owner, or reserved for another client
+--                     (waiting tries only); pttl tells the waiter how long
+--                     to sleep at most
 --   error WRONGTYPE <key>  a key of another type is in the way; nothing written
 --   error BADVALUE <key> ...  the fencing counter is not a usable integer;
 --                     nothing written
@@ -27,7 +32,8 @@
 --   it comes from the first write, so nothing is written then either.
 --
 -- O(1) for the hash, O(log n) for the waiting clients. The fresh grant, the
--- hot path, runs six commands (HGET, GET, TIME, SET, HSET, PEXPIRE).
+-- hot path, runs six commands (HGET, GET, TIME, SET, HSET, PEXPIRE), and
+-- one more (GET of the reservation) when the caller waits.
 
 -- pcall: a key of another type comes back as an error table, reported with
 -- its name before anything is written (cheaper than a TYPE call first).
@@ -39,19 +45,63 @@ if type(owner) == 'table' then
   return owner
 end
 
+local client = string.match(ARGV[1], '^(.*):')
+local waits = ARGV[4] ~= 'try'
+
+-- Queue this caller's client (once: NX keeps its place) so that a release
+-- names the client that has waited longest. Best effort (pcall): a
+-- registry refused under maxmemory or of another type must not fail the
+-- wait; the release then wakes one waiter per client as without it.
+local function queue_client()
+  local t = redis.call('TIME')
+  if redis.pcall('ZADD', KEYS[3], 'NX', t[1] * 1000 + math.floor(t[2] / 1000), client) == 1 then
+    hold_touch({KEYS[3]}, ARGV[3])
+  end
+end
+
 if not owner then
-  -- Free: a fresh grant advances the fencing counter (hold_next_token).
-  -- The counter is read and checked before the first write: a key of
-  -- another type or a value out of range is refused with nothing written.
+  -- Free, but a release may have reserved it for the client it named, for
+  -- a few ms: a waiting try of another client is refused until the named
+  -- client's waiter took it (or the reservation ran out), so the client
+  -- that waited longest does get its turn. One-shot tries ignore it (they
+  -- never wait, and never promised order). A reservation without a TTL or
+  -- of another type is not deadbolt's: ignored.
+  local reserved = false
+  if waits and KEYS[4] then
+    local next = redis.pcall('GET', KEYS[4])
+    if type(next) == 'string' then
+      if next ~= client then
+        local left = redis.call('PTTL', KEYS[4])
+        if left > 0 then
+          queue_client()
+          return {0, left}
+        end
+      else
+        reserved = true
+      end
+    end
+  end
+  -- A fresh grant advances the fencing counter (hold_next_token). The
+  -- counter is read and checked before the first write: a key of another
+  -- type or a value out of range is refused with nothing written.
   local token, err = hold_grant(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
   if err then
     return err
   end
-  if ARGV[4] == 'wait' then
-    -- A client that takes the lock leaves the queue of waiting clients:
-    -- a later release must not name it while it no longer waits (best
-    -- effort, as the queueing below).
-    redis.pcall('ZREM', KEYS[3], string.match(ARGV[1], '^(.*):'))
+  if reserved or ARGV[4] == 'again' then
+    -- A client that takes the lock after waiting leaves the queue of
+    -- waiting clients: a later release must not name it while it no
+    -- longer waits (best effort, as the queueing). A first try has not
+    -- queued (unless another waiter of its client did, which still waits).
+    redis.pcall('ZREM', KEYS[3], client)
+  end
+  if reserved then
+    redis.call('DEL', KEYS[4])
+    -- Clients refused during the reservation are queued but could not
+    -- mark a hold that did not exist yet: mark this one for them.
+    if redis.pcall('ZCARD', KEYS[3]) ~= 0 then
+      redis.call('HSET', KEYS[1], 'x', 1)
+    end
   end
   return {1, token, tonumber(ARGV[3])}
 end
@@ -60,18 +110,10 @@ if owner ~= ARGV[1] then
   -- Another owner holds it: tell the caller how long the hold can last at
   -- most. A waiter of another client (owner ids are <client>:<handle>)
   -- marks the hold, so the holder's client stops handing the lock from one
-  -- of its own waiters to the next after its budget, and queues its client
-  -- (once: NX keeps its place) so a release names the client that has
-  -- waited longest. Best effort (pcall): a marker refused under maxmemory
-  -- or a registry of another type must not fail the wait; the release
-  -- then wakes one waiter per client as without it.
-  local client = string.match(ARGV[1], '^(.*):')
-  if ARGV[4] == 'wait' and string.match(owner, '^(.*):') ~= client then
+  -- of its own waiters to the next after its budget, and queues its client.
+  if waits and string.match(owner, '^(.*):') ~= client then
     redis.pcall('HSET', KEYS[1], 'x', 1)
-    local t = redis.call('TIME')
-    if redis.pcall('ZADD', KEYS[3], 'NX', t[1] * 1000 + math.floor(t[2] / 1000), client) == 1 then
-      hold_touch({KEYS[3]}, ARGV[3])
-    end
+    queue_client()
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end

@@ -8,8 +8,10 @@
 -- KEYS[2]  optional: waiting clients  <ns>:{name}:lock:waiters (ZSET, layout
 --          in lock_acquire.lua); composites that release plain locks in
 --          their own scripts leave it out and wake one waiter per client
+-- KEYS[3]  optional (with KEYS[2]): reservation  <ns>:{name}:lock:next
 -- ARGV[1]  attempt id of the hold
 -- ARGV[2]  unlock channel  <ns>:{name}:lock:ch
+-- ARGV[3]  optional (with KEYS[3]): how long a reservation lasts, in ms
 --
 -- Reply:
 --   0  nothing released: the hold expired, was taken over, or was already released
@@ -18,8 +20,10 @@
 --      client tries)
 --   3  the last hold released: key deleted, 'c:<client id>' published: a
 --      client other than the releasing one is queued, and the one that has
---      waited longest goes first (the others, the releasing client's new
---      acquires included, try a moment later)
+--      waited longest goes first: the lock is reserved for it for ARGV[3]
+--      ms (lock_acquire.lua refuses the others' waiting tries meanwhile;
+--      they, the releasing client's new acquires included, hold back as
+--      long), and its waiter's try takes the lock and ends the reservation
 --
 -- O(log n) in the waiting clients.
 
@@ -33,7 +37,7 @@ end
 -- (x) looks at the queue of clients: an uncontended release does not.
 -- The releasing client is skipped (its waiters were served by local
 -- hand-offs; they queue again if they still wait).
-local msg = '1'
+local msg, named = '1', nil
 if KEYS[2] and redis.call('HGET', KEYS[1], 'x') then
   local me = string.match(redis.call('HGET', KEYS[1], 'o'), '^(.*):')
   for _ = 1, 2 do
@@ -42,7 +46,8 @@ if KEYS[2] and redis.call('HGET', KEYS[1], 'x') then
       break
     end
     if head[1] ~= me then
-      msg = 'c:' .. head[1]
+      named = head[1]
+      msg = 'c:' .. named
       break
     end
   end
@@ -52,7 +57,10 @@ end
 -- hold untouched, instead of a hold deleted with nobody woken.
 redis.call('PUBLISH', ARGV[2], msg)
 redis.call('DEL', KEYS[1])
-if msg ~= '1' then
-  return 3
+if not named then
+  return 2
 end
-return 2
+if KEYS[3] and ARGV[3] then
+  redis.call('SET', KEYS[3], named, 'PX', ARGV[3])
+end
+return 3

@@ -6,7 +6,10 @@
 //! holder's remaining TTL, whichever is sooner, and tries again.
 //!
 //! Acquire scripts share one contract:
-//! `ARGV = [owner, attempt, lease_ms, mode ('try' | 'wait'), extra...]`, reply
+//! `ARGV = [owner, attempt, lease_ms, mode, extra...]`, where mode is `'try'`
+//! (one attempt), `'wait'` (the first try of an acquire that waits when
+//! busy) or `'again'` (a later try of that acquire; scripts that need not
+//! tell the two apart treat every mode but `'try'` alike), reply
 //! `{1, token, pttl}` granted, `{0, pttl}` busy (nothing recorded),
 //! `{2, pttl, fresh, secret}` queued (the attempt is recorded and must be
 //! released when the caller gives up; `secret` identifies the queue entry).
@@ -621,7 +624,7 @@ impl Client {
                 break;
             }
             sub.begin_try();
-            let (sent_at, r) = once(self, &mut attempt, &call("wait")).await;
+            let (sent_at, r) = once(self, &mut attempt, &call("again")).await;
             match r {
                 Ok(Reply::Granted { token, pttl }) => {
                     sub.mark_acquired();

@@ -46,7 +46,7 @@ pub use lease::{drift, valid_until, Hold, HoldSpec, LeaseMode, LeaseState, PassS
 pub use lockable::Lockable;
 #[cfg(feature = "tls")]
 pub use tls::ensure_crypto_provider;
-pub use wake::{ClientFirst, Grant, OnePerClient, Signal, Wake, WakePolicy};
+pub use wake::{ClientFirst, Grant, OnePerClient, Signal, Wake, WakePolicy, NAMED_CLIENT_FIRST};
 
 impl Client {
     /// Number of holds the watchdog currently renews.

@@ -217,10 +217,10 @@ impl Drop for Claim {
 }
 
 /// How long the waiters of the clients a release did not name hold back
-/// ([`Wake::ClientFirst`]): long enough for a woken waiter of the named
-/// client to land its try first. They try then anyway, so a named client
-/// that is gone (or no longer waits) costs the others this much once.
-const HOLD_BACK: std::time::Duration = std::time::Duration::from_millis(2);
+/// ([`Wake::ClientFirst`]); the release reserved the primitive for the
+/// named client that long. They try then anyway, so a named client that is
+/// gone (or no longer waits) costs the others this much once.
+const HOLD_BACK: std::time::Duration = crate::wake::NAMED_CLIENT_FIRST;
 
 #[derive(Debug)]
 struct Slot {
@@ -231,6 +231,11 @@ struct Slot {
     /// When the current holder's lease ends, as told by a `t:<tag> <pttl>`
     /// message: the waiter moves its sleep bound without a round trip.
     hint: parking_lot::Mutex<Option<Instant>>,
+    /// Try again by this instant at the latest (a release that named
+    /// another client: this waiter tries once that client's head start is
+    /// over). Only ever moved earlier until the next try clears it, so a
+    /// stream of such releases cannot push the try back for ever.
+    try_by: parking_lot::Mutex<Option<Instant>>,
     /// A hand-off named this waiter. The acquire loop checks the secret
     /// against its queue entry before it trusts it.
     grant: parking_lot::Mutex<Option<Grant>>,
@@ -248,6 +253,7 @@ impl Slot {
             pending: AtomicBool::new(false),
             acquired: AtomicBool::new(false),
             hint: parking_lot::Mutex::new(None),
+            try_by: parking_lot::Mutex::new(None),
             grant: parking_lot::Mutex::new(None),
             notify: Notify::new(),
         })
@@ -335,8 +341,12 @@ impl Shared {
                     // after HOLD_BACK, in case that client is gone.
                     let at = Instant::now() + HOLD_BACK;
                     if let Some(s) = unnamed(ch, class).next() {
-                        *s.hint.lock() = Some(at);
-                        s.notify.notify_one();
+                        let mut by = s.try_by.lock();
+                        if by.is_none_or(|t| at < t) {
+                            *by = Some(at);
+                            drop(by);
+                            s.notify.notify_one();
+                        }
                     }
                 }
             }
@@ -852,6 +862,7 @@ impl Subscription {
     /// Call before each try: forget wake-ups that the try will observe anyway.
     pub(crate) fn begin_try(&self) {
         self.slot.pending.store(false, Ordering::SeqCst);
+        *self.slot.try_by.lock() = None;
     }
 
     /// Sleep until a wake-up that arrived since the last [`begin_try`], or `deadline`.
@@ -865,9 +876,14 @@ impl Subscription {
             if let Some(h) = self.slot.hint.lock().take() {
                 return Woke::Hint(h);
             }
+            let by = (*self.slot.try_by.lock()).map_or(deadline, |t| t.min(deadline));
             tokio::select! {
                 () = self.slot.notify.notified() => {}
-                () = tokio::time::sleep_until(deadline) => {
+                () = tokio::time::sleep_until(by) => {
+                    if by < deadline {
+                        *self.slot.try_by.lock() = None;
+                        return Woke::Notified;
+                    }
                     return if self.slot.pending.swap(false, Ordering::SeqCst) {
                         Woke::Notified
                     } else {

@@ -108,10 +108,19 @@ impl WakePolicy for OnePerClient {
     }
 }
 
+/// How long the waiters of the clients a release did not name hold back
+/// ([`Wake::ClientFirst`]), and so how long such a release should reserve
+/// the primitive for the named client on the server (its scripts refuse
+/// the others' waiting tries meanwhile): long enough for the named
+/// client's waiter to land its try, short enough that a named client that
+/// is gone, or no longer waits, costs the others little.
+pub const NAMED_CLIENT_FIRST: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// `c:<client id>` names the client whose waiter goes first
 /// ([`Wake::ClientFirst`]); any other message wakes one waiter per client,
 /// as [`OnePerClient`]. For primitives whose release names the client that
-/// has waited longest, when it knows one.
+/// has waited longest, when it knows one, and reserves the primitive for it
+/// for [`NAMED_CLIENT_FIRST`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClientFirst;
 

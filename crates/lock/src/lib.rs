@@ -17,7 +17,9 @@
 //! ```
 
 use deadbolt_core::scripts::{ScriptCall, HOLD_RENEW};
-use deadbolt_core::{AcquireSpec, Client, ClientFirst, Exclusive, ExclusiveKind, Keys};
+use deadbolt_core::{
+    AcquireSpec, Client, ClientFirst, Exclusive, ExclusiveKind, Keys, NAMED_CLIENT_FIRST,
+};
 
 /// The lock's Lua scripts (files in the workspace's `lua/`).
 pub mod scripts {
@@ -62,11 +64,16 @@ impl ExclusiveKind for Reentrant {
         AcquireSpec {
             kind: KIND,
             acquire: &LOCK_ACQUIRE,
-            keys: vec![k.main().to_string(), k.sub("fence"), k.sub("waiters")],
+            keys: vec![
+                k.main().to_string(),
+                k.sub("fence"),
+                k.sub("waiters"),
+                k.sub("next"),
+            ],
             extra_args: vec![],
             release: &LOCK_RELEASE,
-            release_keys: vec![k.main().to_string(), k.sub("waiters")],
-            release_extra: vec![k.channel()],
+            release_keys: vec![k.main().to_string(), k.sub("waiters"), k.sub("next")],
+            release_extra: vec![k.channel(), NAMED_CLIENT_FIRST.as_millis().to_string()],
             key: k.main().to_string(),
             renew: &HOLD_RENEW,
             renew_keys: vec![k.main().to_string()],
