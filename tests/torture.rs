@@ -386,7 +386,7 @@ const KINDS: &[Kind] = &[
         name: "Lock",
         make: make_lock,
         capacity: 1,
-        leftovers: &["fence", "waiters"],
+        leftovers: &["fence", "waiters", "next"],
         main_stays: false,
     },
     Kind {
@@ -407,7 +407,14 @@ const KINDS: &[Kind] = &[
         name: "MultiLock",
         make: make_multi_lock,
         capacity: 1,
-        leftovers: &["lock:fence", "fair:fence", "fair:alive", "fair:seq"],
+        leftovers: &[
+            "lock:fence",
+            "lock:waiters",
+            "lock:next",
+            "fair:fence",
+            "fair:alive",
+            "fair:seq",
+        ],
         main_stays: false,
     },
     Kind {

@@ -240,7 +240,12 @@ async fn named_releases_in_a_row_do_not_postpone_a_waiter_for_ever() {
             .unwrap();
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    let tries = srv.commandstats().await.get("evalsha").copied().unwrap_or(0);
+    let tries = srv
+        .commandstats()
+        .await
+        .get("evalsha")
+        .copied()
+        .unwrap_or(0);
     assert!(
         tries >= 5,
         "the waiter tried {tries} times in 300 ms of named releases (every head start 10 ms)"
