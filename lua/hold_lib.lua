@@ -200,15 +200,18 @@ end
 -- already, or a key of another type: pcall), 1 when an inner hold was
 -- released (the outer ones keep their TTL), 2 when it is the last hold: the
 -- caller then deletes the hash or hands it on, after it has published what
--- it must (publishing first means a refused PUBLISH changes nothing).
-local function hold_release(key, attempt)
-  if redis.pcall('HEXISTS', key, 'a:' .. attempt) ~= 1 then
+-- it must (publishing first means a refused PUBLISH changes nothing). With
+-- 2 come the values of the `...` fields (false where missing), read in the
+-- same HMGET: one call for the common case.
+local function hold_release(key, attempt, ...)
+  local v = redis.pcall('HMGET', key, 'a:' .. attempt, 'n', ...)
+  if v.err or not v[1] then
     return 0
   end
-  if tonumber(redis.call('HGET', key, 'n')) > 1 then
+  if tonumber(v[2]) > 1 then
     redis.call('HDEL', key, 'a:' .. attempt)
     redis.call('HINCRBY', key, 'n', -1)
     return 1
   end
-  return 2
+  return 2, unpack(v, 3)
 end

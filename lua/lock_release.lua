@@ -27,7 +27,7 @@
 --
 -- O(log n) in the waiting clients.
 
-local r = hold_release(KEYS[1], ARGV[1])
+local r, marked, holder = hold_release(KEYS[1], ARGV[1], 'x', 'o')
 if r ~= 2 then
   -- 0: not our hold (expired, taken over, never granted, released already);
   -- 1: an inner unlock of a re-entered lock (the outer holds keep their TTL).
@@ -38,8 +38,8 @@ end
 -- The releasing client is skipped (its waiters were served by local
 -- hand-offs; they queue again if they still wait).
 local msg, named = '1', nil
-if KEYS[2] and redis.call('HGET', KEYS[1], 'x') then
-  local me = string.match(redis.call('HGET', KEYS[1], 'o'), '^(.*):')
+if KEYS[2] and marked then
+  local me = string.match(holder, '^(.*):')
   for _ = 1, 2 do
     local head = redis.pcall('ZPOPMIN', KEYS[2])
     if type(head) ~= 'table' or head.err or not head[1] then
