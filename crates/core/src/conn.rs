@@ -233,18 +233,8 @@ impl Conn {
                 this.target.describe()
             ))
         };
-        match &this.target {
-            Target::Single(client) => {
-                let cfg = AsyncConnectionConfig::new()
-                    .set_response_timeout(Some(timeout))
-                    .set_connection_timeout(Some(timeout))
-                    .set_push_sender(sender);
-                client
-                    .get_multiplexed_async_connection_with_config(&cfg)
-                    .await
-                    .map(Handle::Single)
-                    .map_err(|e| unavailable(&e))
-            }
+        let (client, sentinel) = match &this.target {
+            Target::Single(client) => (client.clone(), None),
             Target::Sentinel {
                 sentinels,
                 master,
@@ -253,27 +243,7 @@ impl Conn {
                 let client = resolve_master(sentinels, master, node, timeout)
                     .await
                     .map_err(|e| unavailable(&e))?;
-                let cfg = AsyncConnectionConfig::new()
-                    .set_response_timeout(Some(timeout))
-                    .set_connection_timeout(Some(timeout))
-                    .set_push_sender(sender);
-                let mut c = client
-                    .get_multiplexed_async_connection_with_config(&cfg)
-                    .await
-                    .map_err(|e| unavailable(&e))?;
-                // A sentinel's answer may be stale for a moment around a
-                // failover: connect only to a server that says it is a master.
-                let role: Vec<Value> = redis::cmd("ROLE")
-                    .query_async(&mut c)
-                    .await
-                    .map_err(|e| unavailable(&e))?;
-                match role.first() {
-                    Some(Value::BulkString(r)) if r == b"master" => Ok(Handle::Single(c)),
-                    Some(Value::SimpleString(r)) if r == "master" => Ok(Handle::Single(c)),
-                    _ => Err(unavailable(&format!(
-                        "the server named master of {master:?} is not a master (yet)"
-                    ))),
-                }
+                (client, Some(master))
             }
             Target::Cluster(seeds) => {
                 let client = redis::cluster::ClusterClientBuilder::new(seeds.clone())
@@ -289,13 +259,40 @@ impl Conn {
                     .push_sender(sender)
                     .build()
                     .map_err(|e| Error::InvalidArgument(format!("cluster seeds: {e}")))?;
-                client
+                return client
                     .get_async_connection()
                     .await
                     .map(Handle::Cluster)
-                    .map_err(|e| unavailable(&e))
+                    .map_err(|e| unavailable(&e));
+            }
+        };
+        let cfg = AsyncConnectionConfig::new()
+            .set_response_timeout(Some(timeout))
+            .set_connection_timeout(Some(timeout))
+            .set_push_sender(sender);
+        let mut c = client
+            .get_multiplexed_async_connection_with_config(&cfg)
+            .await
+            .map_err(|e| unavailable(&e))?;
+        if let Some(master) = sentinel {
+            // A sentinel's answer may be stale for a moment around a
+            // failover: connect only to a server that says it is a master.
+            let role: Vec<Value> = redis::cmd("ROLE")
+                .query_async(&mut c)
+                .await
+                .map_err(|e| unavailable(&e))?;
+            let is_master = match role.first() {
+                Some(Value::BulkString(r)) => r == b"master",
+                Some(Value::SimpleString(r)) => r == "master",
+                _ => false,
+            };
+            if !is_master {
+                return Err(unavailable(&format!(
+                    "the server named master of {master:?} is not a master (yet)"
+                )));
             }
         }
+        Ok(Handle::Single(c))
     }
 
     fn set_up(&self, conn: Handle, epoch: u64) {
