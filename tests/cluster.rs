@@ -67,10 +67,55 @@ async fn primitives_on_a_cluster() {
         .await
         .unwrap()
         .expect("start a 3+3 cluster (redis-server and redis-cli installed?)");
+    one_slot_per_primitive(&cluster).await;
     basics(&cluster).await;
     migration_under_contention(&cluster).await;
     failovers(&cluster).await;
     killed_for_good(&mut cluster).await;
+}
+
+/// Every key and channel of a primitive hashes to one slot, by the
+/// server's own CLUSTER KEYSLOT, whatever the name (braces included).
+async fn one_slot_per_primitive(cluster: &RedisCluster) {
+    let c = client(cluster).await;
+    let mut node = cluster.node(0).conn().await;
+    for kind in [
+        deadbolt_lock::KIND,
+        deadbolt_fair::KIND,
+        "rw",
+        "sem",
+        "latch",
+    ] {
+        for name in ["orders:42", "a}b{c", "{x}", "", "%7D"] {
+            let Ok(k) = c.as_core().keys(kind, name) else {
+                assert!(name.is_empty(), "{kind} {name:?} refused");
+                continue;
+            };
+            let names = [
+                k.main().to_string(),
+                k.sub("fence"),
+                k.sub("waiters"),
+                k.sub("next"),
+                k.sub("ch:client-id"),
+                k.channel(),
+            ];
+            let mut slots = Vec::new();
+            for n in &names {
+                let s: u16 = redis::cmd("CLUSTER")
+                    .arg("KEYSLOT")
+                    .arg(n)
+                    .query_async(&mut node)
+                    .await
+                    .unwrap();
+                slots.push(s);
+            }
+            assert!(
+                slots.iter().all(|s| *s == slots[0]),
+                "{kind} {name:?}: {names:?} in slots {slots:?}"
+            );
+        }
+    }
+    c.shutdown().await;
 }
 
 /// Each primitive, on names spread over the three masters.
