@@ -142,7 +142,8 @@ impl ScenarioKind {
 /// every task's names.
 pub const TOPOLOGY_NAMES_PER_TASK: u32 = 12;
 
-/// How the Redis of `deadbolt bench --topology` is deployed.
+/// How the Redis that `--redis` names is deployed: `--topology` of
+/// `deadbolt bench`, `inspect` and `force-unlock`.
 #[derive(
     Debug,
     Clone,
@@ -160,14 +161,14 @@ pub const TOPOLOGY_NAMES_PER_TASK: u32 = 12;
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum Topology {
-    /// One server (`Client::builder`): what every scenario runs on.
+    /// One server (`Client::builder`); `--redis` is its URL.
     #[default]
     Standalone,
     /// A Redis Cluster (`Client::cluster`): keys spread over the masters'
-    /// hash slots, sharded Pub/Sub. Embedded: 3 masters with a replica each.
+    /// hash slots, sharded Pub/Sub; `--redis` lists seed nodes.
     Cluster,
-    /// A master found through Redis Sentinel (`Client::sentinel`).
-    /// Embedded: a master, a replica and 3 Sentinels.
+    /// A master found through Redis Sentinel (`Client::sentinel`); `--redis`
+    /// lists Sentinels, `--sentinel-master` names the master.
     Sentinel,
 }
 
@@ -180,6 +181,27 @@ impl Topology {
             Topology::Sentinel => "sentinel",
         }
     }
+
+    /// Whose URLs `--redis` lists with this topology, for messages ("give
+    /// the cluster's seed URLs").
+    pub(crate) fn urls_of(self) -> &'static str {
+        match self {
+            Topology::Standalone => "server's",
+            Topology::Cluster => "cluster's seed",
+            Topology::Sentinel => "Sentinels'",
+        }
+    }
+}
+
+/// The URLs of a `--redis` that lists a cluster's seeds or Sentinels:
+/// comma-separated, blanks around them and empty entries dropped.
+pub(crate) fn split_urls(redis: &str) -> Vec<String> {
+    redis
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// One lock implementation `deadbolt bench` measures.
@@ -542,12 +564,7 @@ impl BenchArgs {
     pub(crate) fn topology_urls(&self) -> Vec<String> {
         match (self.topology, &self.redis) {
             (Topology::Standalone, _) | (_, None) => Vec::new(),
-            (_, Some(urls)) => urls
-                .split(',')
-                .map(str::trim)
-                .filter(|u| !u.is_empty())
-                .map(str::to_string)
-                .collect(),
+            (_, Some(urls)) => split_urls(urls),
         }
     }
 
@@ -656,11 +673,7 @@ impl BenchArgs {
             bail!(
                 "--redis with --topology {}: give the {} URLs, comma-separated",
                 t.name(),
-                if t == Topology::Cluster {
-                    "cluster's seed"
-                } else {
-                    "Sentinels'"
-                }
+                t.urls_of()
             );
         }
         if t == Topology::Sentinel && self.sentinel_master.as_deref().is_none_or(str::is_empty) {

@@ -348,6 +348,20 @@ pub(crate) enum Target {
     },
 }
 
+impl Target {
+    /// A builder of deadbolt clients for this target (the topology
+    /// scenario's, and `deadbolt inspect`'s and `force-unlock`'s).
+    pub(crate) fn builder(&self) -> deadbolt_core::ClientBuilder {
+        match self {
+            Target::Standalone(url) => deadbolt_core::Client::builder(url),
+            Target::Cluster(seeds) => deadbolt_core::Client::cluster(seeds),
+            Target::Sentinel { sentinels, master } => {
+                deadbolt_core::Client::sentinel(sentinels, master)
+            }
+        }
+    }
+}
+
 /// [`DEADBOLT_COMMANDS`] and, for a cluster's sharded Pub/Sub, SSUBSCRIBE
 /// and SUNSUBSCRIBE: what a deadbolt client sends itself on any topology.
 pub(crate) const DEADBOLT_TOPOLOGY_COMMANDS: &[&str] = &[
@@ -368,14 +382,8 @@ pub(crate) async fn connect_lock(
     namespace: &str,
     lease: Duration,
 ) -> anyhow::Result<Box<dyn ContenderClient>> {
-    let builder = match target {
-        Target::Standalone(url) => deadbolt_core::Client::builder(url),
-        Target::Cluster(seeds) => deadbolt_core::Client::cluster(seeds),
-        Target::Sentinel { sentinels, master } => {
-            deadbolt_core::Client::sentinel(sentinels, master)
-        }
-    };
-    let client = builder
+    let client = target
+        .builder()
         .preload(deadbolt_lock::SCRIPTS)
         .namespace(namespace)
         .watchdog_timeout(lease)
