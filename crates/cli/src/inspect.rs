@@ -1,16 +1,19 @@
 //! `deadbolt inspect` and `deadbolt force-unlock`: lock, fair lock,
-//! read-write lock, and (inspect only) semaphore.
+//! read-write lock, and (inspect only) semaphore; on one server, a Redis
+//! Cluster or a master behind Sentinel (`--topology`, as `deadbolt bench`).
 
 use std::fmt;
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
+use anyhow::{anyhow, bail, Context as _};
 use clap::{Args, ValueEnum};
 use deadbolt_core::scripts::ScriptCall;
 use deadbolt_core::Client;
 use deadbolt_fair::scripts::FAIR_QUEUE;
 use deadbolt_rwlock::RwLock;
 use deadbolt_semaphore::{Semaphore, SEMAPHORE_KIND};
+
+use crate::bench::{redact, split_urls, Target, Topology};
 
 /// The Redis used when `--redis` is not given.
 const DEFAULT_REDIS: &str = "redis://127.0.0.1:6379/";
@@ -84,12 +87,76 @@ pub struct InspectArgs {
     /// Kind of primitive.
     #[arg(long, value_enum, default_value = "lock")]
     pub kind: PrimitiveKind,
-    /// Redis URL.
-    #[arg(long, value_name = "URL", default_value = DEFAULT_REDIS)]
+    /// Redis URL; with --topology cluster, seed URLs of the cluster, and
+    /// with --topology sentinel, URLs of Sentinels (comma-separated).
+    #[arg(long, value_name = "URL[,URL..]", default_value = DEFAULT_REDIS)]
     pub redis: String,
+    /// How the Redis of --redis is deployed. On a cluster each key is read
+    /// on the node that owns its slot; behind Sentinel the master is asked
+    /// of the first Sentinel that answers and reached with the first
+    /// Sentinel URL's scheme, without credentials, on database 0 (as
+    /// `Client::sentinel` reaches it).
+    #[arg(long, value_enum, default_value_t = Topology::Standalone, value_name = "TOPOLOGY")]
+    pub topology: Topology,
+    /// With --topology sentinel: the name the Sentinels know the master by.
+    #[arg(long, value_name = "NAME")]
+    pub sentinel_master: Option<String>,
     /// Namespace (key prefix) the locks were made with.
     #[arg(long, value_name = "NS", default_value = "deadbolt")]
     pub namespace: String,
+}
+
+impl InspectArgs {
+    /// Where `--redis`, `--topology` and `--sentinel-master` lead; checked
+    /// before anything connects.
+    fn target(&self) -> anyhow::Result<Target> {
+        let t = self.topology;
+        if self.sentinel_master.is_some() && t != Topology::Sentinel {
+            bail!("--sentinel-master goes with --topology sentinel");
+        }
+        let urls = || {
+            let urls = split_urls(&self.redis);
+            if urls.is_empty() {
+                bail!(
+                    "--redis with --topology {}: give the {} URLs, comma-separated",
+                    t.name(),
+                    t.urls_of()
+                );
+            }
+            Ok(urls)
+        };
+        Ok(match t {
+            Topology::Standalone => Target::Standalone(self.redis.clone()),
+            Topology::Cluster => Target::Cluster(urls()?),
+            Topology::Sentinel => match self.sentinel_master.as_deref() {
+                Some(master) if !master.is_empty() => Target::Sentinel {
+                    sentinels: urls()?,
+                    master: master.to_string(),
+                },
+                _ => bail!("--topology sentinel: name the master with --sentinel-master NAME"),
+            },
+        })
+    }
+}
+
+/// What `target` is, for messages (passwords hidden).
+fn describe(target: &Target) -> String {
+    let list = |urls: &[String]| {
+        urls.iter()
+            .map(|u| redact(u))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match target {
+        Target::Standalone(url) => redact(url),
+        Target::Cluster(seeds) => format!("the cluster at {}", list(seeds)),
+        Target::Sentinel { sentinels, master } => {
+            format!(
+                "the master {master:?} of the Sentinels at {}",
+                list(sentinels)
+            )
+        }
+    }
 }
 
 /// Arguments of `deadbolt force-unlock`.
@@ -443,7 +510,8 @@ impl fmt::Display for LockState {
     }
 }
 
-/// How long the CLI's own `TYPE` check may take to connect and to answer.
+/// How long the CLI's own `TYPE` check (and, behind Sentinel, each
+/// Sentinel's answer) may take to connect and to answer.
 const TYPE_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Refuse a lock whose hold key is of another type than a hold (a hash;
@@ -452,49 +520,144 @@ const TYPE_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 /// Asks Redis for the `TYPE` of `key` on a connection of its own: `none`
 /// (free) and `hash` (a hold) pass; anything else is refused with the type
 /// found, before anything is written. This does not rely on the library's
-/// scripts refusing a wrong type.
-async fn check_key_type(url: &str, key: &str, kind: PrimitiveKind) -> anyhow::Result<()> {
-    let config = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(TYPE_CHECK_TIMEOUT))
-        .set_response_timeout(Some(TYPE_CHECK_TIMEOUT));
-    let mut conn = redis::Client::open(url)
-        .with_context(|| format!("bad Redis URL {}", crate::bench::redact(url)))?
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-        .with_context(|| format!("connecting to {}", crate::bench::redact(url)))?;
-    let found: String = redis::cmd("TYPE")
-        .arg(key)
-        .query_async(&mut conn)
-        .await
-        .with_context(|| format!("reading the type of {key}"))?;
+/// scripts refusing a wrong type. On a cluster the `TYPE` goes to the node
+/// that owns the key's slot; behind Sentinel to the master the Sentinels
+/// name now.
+async fn check_key_type(target: &Target, key: &str, kind: PrimitiveKind) -> anyhow::Result<()> {
+    let mut type_of = redis::cmd("TYPE");
+    type_of.arg(key);
+    let found: String = match target {
+        Target::Standalone(url) => {
+            let info = redis::IntoConnectionInfo::into_connection_info(url.as_str())
+                .with_context(|| format!("bad Redis URL {}", redact(url)))?;
+            type_of.query_async(&mut node_connection(info).await?).await
+        }
+        Target::Sentinel { sentinels, master } => {
+            let info = sentinel_master(sentinels, master).await?;
+            type_of.query_async(&mut node_connection(info).await?).await
+        }
+        Target::Cluster(seeds) => {
+            let mut conn = redis::cluster::ClusterClient::builder(seeds.iter().map(String::as_str))
+                .connection_timeout(TYPE_CHECK_TIMEOUT)
+                .response_timeout(TYPE_CHECK_TIMEOUT)
+                .build()
+                .with_context(|| format!("bad cluster seed URLs {}", describe(target)))?
+                .get_async_connection()
+                .await
+                .with_context(|| format!("connecting to {}", describe(target)))?;
+            // Routed by its key to the node that owns the slot.
+            type_of.query_async(&mut conn).await
+        }
+    }
+    .with_context(|| format!("reading the type of {key}"))?;
     match found.as_str() {
         "none" | "hash" => Ok(()),
         other => bail!("refused: {key} holds a {other}, not a {}", kind.title()),
     }
 }
 
-async fn connect(url: &str, namespace: &str) -> anyhow::Result<Client> {
-    Client::builder(url)
+/// A connection of the CLI's own to one server, bounded by
+/// [`TYPE_CHECK_TIMEOUT`].
+async fn node_connection(
+    info: redis::ConnectionInfo,
+) -> anyhow::Result<redis::aio::MultiplexedConnection> {
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(TYPE_CHECK_TIMEOUT))
+        .set_response_timeout(Some(TYPE_CHECK_TIMEOUT));
+    let shown = info.addr().to_string();
+    redis::Client::open(info)
+        .with_context(|| format!("bad Redis address {shown}"))?
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .with_context(|| format!("connecting to {shown}"))
+}
+
+/// The master the first Sentinel that answers knows as `master`, with the
+/// settings deadbolt's `Client::sentinel` reaches it with: the first
+/// Sentinel's scheme (and TLS settings), no credentials, database 0.
+async fn sentinel_master(
+    sentinels: &[String],
+    master: &str,
+) -> anyhow::Result<redis::ConnectionInfo> {
+    let mut node: Option<redis::ConnectionInfo> = None;
+    let mut last = anyhow!("no Sentinel URL given");
+    for url in sentinels {
+        let info = redis::IntoConnectionInfo::into_connection_info(url.as_str())
+            .with_context(|| format!("bad Sentinel URL {}", redact(url)))?;
+        let node = node.get_or_insert_with(|| {
+            info.clone()
+                .set_redis_settings(redis::RedisConnectionInfo::default())
+        });
+        let asked = async {
+            let mut conn = node_connection(info).await?;
+            redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(master)
+                .query_async::<Option<(String, u16)>>(&mut conn)
+                .await
+                .with_context(|| format!("SENTINEL GET-MASTER-ADDR-BY-NAME on {}", redact(url)))
+        }
+        .await;
+        let (host, port) = match asked {
+            Ok(Some(addr)) => addr,
+            Ok(None) => {
+                last = anyhow!(
+                    "the Sentinel at {} knows no master named {master:?}",
+                    redact(url)
+                );
+                continue;
+            }
+            Err(e) => {
+                last = e;
+                continue;
+            }
+        };
+        let addr = match node.addr() {
+            redis::ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => redis::ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
+            },
+            _ => redis::ConnectionAddr::Tcp(host, port),
+        };
+        return Ok(node.clone().set_addr(addr));
+    }
+    Err(last)
+}
+
+async fn connect(target: &Target, namespace: &str) -> anyhow::Result<Client> {
+    target
+        .builder()
         .namespace(namespace)
         .build()
         .await
-        .with_context(|| format!("connecting to {}", crate::bench::redact(url)))
+        .with_context(|| format!("connecting to {}", describe(target)))
 }
 
 /// Read the state of a lock, fair lock, read-write lock or semaphore.
 ///
 /// # Errors
-/// An unreachable Redis, a key of another type at the lock's key
-/// ("refused: KEY holds a string, not a lock").
+/// Flags that do not go together (`--sentinel-master` without `--topology
+/// sentinel`, `--topology sentinel` without it, `--topology cluster` or
+/// `sentinel` with no URL in `--redis`: nothing is sent), an unreachable
+/// Redis, a cluster that cannot be mapped, Sentinels that do not know the
+/// master, a key of another type at the lock's key ("refused: KEY holds a
+/// string, not a lock").
 ///
 /// # Cancel safety
 /// Cancel safe: it only reads (a semaphore's inspect gives back ended
 /// leases first, which is due anyway).
 pub async fn inspect(args: &InspectArgs) -> anyhow::Result<LockState> {
-    let client = connect(&args.redis, &args.namespace).await?;
+    let target = args.target()?;
+    let client = connect(&target, &args.namespace).await?;
     let result = async {
         let key = client.keys(args.kind.key_kind(), &args.name)?;
-        check_key_type(&args.redis, key.main(), args.kind).await?;
+        check_key_type(&target, key.main(), args.kind).await?;
         match args.kind {
             PrimitiveKind::Rw => read_rw(&client, &args.name).await,
             PrimitiveKind::Semaphore => read_semaphore(&client, &args.name).await,
@@ -684,9 +847,11 @@ impl fmt::Display for Unlocked {
 ///
 /// # Errors
 /// Without `yes` (nothing is sent), `--kind semaphore` (not supported:
-/// nothing is sent), an unreachable Redis, a key of another type at the lock's key: that is
-/// refused with the type found ("refused: KEY holds a string, not a lock")
-/// and nothing is deleted.
+/// nothing is sent), flags that do not go together (as for [`inspect`]:
+/// nothing is sent), an unreachable Redis, a cluster that cannot be mapped,
+/// Sentinels that do not know the master, a key of another type at the
+/// lock's key: that is refused with the type found ("refused: KEY holds a
+/// string, not a lock") and nothing is deleted.
 ///
 /// # Cancel safety
 /// If dropped, the delete may or may not have happened; running it again is
@@ -701,10 +866,11 @@ pub async fn force_unlock(force: &ForceUnlockArgs) -> anyhow::Result<Unlocked> {
         );
     }
     args.kind.require_force_unlock()?;
-    let client = connect(&args.redis, &args.namespace).await?;
+    let target = args.target()?;
+    let client = connect(&target, &args.namespace).await?;
     let result = async {
         let key = client.keys(args.kind.key_kind(), &args.name)?;
-        check_key_type(&args.redis, key.main(), args.kind).await?;
+        check_key_type(&target, key.main(), args.kind).await?;
         let (hold, read_holds) = match args.kind {
             PrimitiveKind::Fair => deadbolt_fair::FairLock::new(&client, &args.name)
                 .force_unlock()

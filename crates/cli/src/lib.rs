@@ -21,7 +21,10 @@
 //! * `deadbolt force-unlock NAME --yes` deletes a lock whoever holds it
 //!   (for `--kind rw`, the writer and every read hold; a semaphore is
 //!   refused). Both refuse a key of another type at the lock's key, naming
-//!   the type found.
+//!   the type found, and both reach a Redis Cluster (`--topology cluster`,
+//!   `--redis` listing seed nodes) or a master behind Sentinel (`--topology
+//!   sentinel --sentinel-master NAME`, `--redis` listing Sentinels) as
+//!   `bench` does.
 //!
 //! The logic lives here so that tests drive it in-process: parse a [`Cli`]
 //! (or build the argument structs) and call [`run`], [`bench()`],

@@ -988,6 +988,8 @@ async fn inspect_and_force_unlock() {
         name: "orders:42".into(),
         kind: deadbolt_cli::PrimitiveKind::Lock,
         redis: server.url(),
+        topology: deadbolt_cli::Topology::Standalone,
+        sentinel_master: None,
         namespace: "it".into(),
     };
 
@@ -1126,6 +1128,8 @@ async fn inspect_and_force_unlock_a_read_write_lock() {
         name: "catalog".into(),
         kind: PrimitiveKind::Rw,
         redis: server.url(),
+        topology: deadbolt_cli::Topology::Standalone,
+        sentinel_master: None,
         namespace: "it".into(),
     };
     let cli_args = |cmd: &str, extra: &[&str]| -> Vec<String> {
@@ -1310,6 +1314,8 @@ async fn inspect_a_semaphore() {
         name: "pool".into(),
         kind: PrimitiveKind::Semaphore,
         redis: server.url(),
+        topology: deadbolt_cli::Topology::Standalone,
+        sentinel_master: None,
         namespace: "it".into(),
     };
     let cli_args = |cmd: &str, extra: &[&str]| -> Vec<String> {
@@ -1488,6 +1494,8 @@ async fn a_key_of_another_type_is_refused() {
         name: "x".into(),
         kind: deadbolt_cli::PrimitiveKind::Lock,
         redis: server.url(),
+        topology: deadbolt_cli::Topology::Standalone,
+        sentinel_master: None,
         namespace: "it".into(),
     };
     let force = ForceUnlockArgs {

@@ -41,6 +41,9 @@ pub use report::{
     Skipped, SweepPoint, TopologyInfo, TopologyMeasure, TopologyRow, VsStandalone, REPORT_SCHEMA,
 };
 
+pub(crate) use args::split_urls;
+pub(crate) use contender::Target;
+
 use contender::{Contender, ContenderOptions, REDLOCK_SERVERS};
 use progress::Progress;
 use report::plural;
