@@ -82,3 +82,65 @@ async fn with_a_replica_acquires_work() {
     }
     client.shutdown().await;
 }
+
+/// A FairLock grant that another client's release made (the waiter learns
+/// of it by message and sends nothing) is covered too: here the replica
+/// stops between the waiter's enqueue (replicated and acknowledged) and
+/// the hand-off (not), and the waiter must not report a hold the replica
+/// never saw. WAIT is documented to count the caller's own writes only, of
+/// which the enqueue is the last; core writes a marker first so that the
+/// wait covers the grant. (Redis 7.0 in fact waits for the master's whole
+/// offset, so on 7.0 this passes without the marker as well.)
+#[tokio::test]
+async fn a_grant_made_by_another_clients_release_is_covered() {
+    let master = server();
+    let replica = server();
+    let port = master.port().to_string();
+    let () = cmd(&replica, &["REPLICAOF", "127.0.0.1", &port]).await;
+    until("replica in sync", || async {
+        let info: String = cmd(&replica, &["INFO", "replication"]).await;
+        info.contains("master_link_status:up")
+    })
+    .await;
+    let holder = deadbolt::Client::connect(&master.url()).await.unwrap();
+    let waiting = deadbolt::Client::builder(&master.url())
+        .sync_replicas(1, Duration::from_millis(100))
+        .build()
+        .await
+        .unwrap();
+    let g = holder.fair_lock("h").lock().await.unwrap();
+    master.reset_stats().await;
+    let lock = waiting.fair_lock("h");
+    let w = tokio::spawn(async move { lock.lock().await.map(|g| g.fencing_token()) });
+    // The waiter settled: its enqueue and its catch-up try after
+    // subscribing (both write), then it sleeps.
+    until("the waiter's two tries", || async {
+        master.commandstats().await.get("evalsha").copied() == Some(2)
+    })
+    .await;
+    // The replica acknowledges the enqueue's offset now (WAIT asks it to;
+    // its own acknowledgements come once a second), so that a WAIT of the
+    // waiter's own writes alone would pass from here on.
+    let mut c = master.conn().await;
+    let (acked,): (i64,) = redis::pipe()
+        .cmd("SET")
+        .arg("probe")
+        .arg(1)
+        .ignore()
+        .cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(acked, 1);
+    // Stopped but still connected: the master counts it, with the offset
+    // it last acknowledged, so only a wait for a later offset fails.
+    replica.pause();
+    g.unlock().await.unwrap();
+    let r = within("the waiter", w).await.unwrap();
+    replica.resume();
+    assert!(matches!(r, Err(Error::Indeterminate(_))), "{r:?}");
+    holder.shutdown().await;
+    waiting.shutdown().await;
+}

@@ -423,9 +423,14 @@ impl Conn {
         });
     }
 
-    /// `WAIT n timeout` on the connection that wrote `key` (for a cluster,
-    /// the connection to the master of its slot): how many replicas
-    /// acknowledged the writes sent on it so far.
+    /// How many replicas acknowledged everything the server holding `key`
+    /// had done when this was called: a marker write (`SET <key>:sync 1
+    /// PX 1`, in `key`'s slot) and `WAIT n timeout`, pipelined on this
+    /// connection (for a cluster, to the master of `key`'s slot). WAIT
+    /// counts the writes of its own connection only; the marker, written
+    /// after a grant that another client's release made (a hand-off by
+    /// message), makes the wait cover that grant too, since a replica
+    /// applies the master's writes in order.
     pub(crate) async fn wait_replicas(
         self: &Arc<Self>,
         key: &str,
@@ -434,21 +439,34 @@ impl Conn {
     ) -> Result<i64> {
         let (c, epoch) = self.get()?;
         let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        let mut cmd = redis::cmd("WAIT");
-        cmd.arg(n).arg(ms);
+        let mut pipe = redis::pipe();
+        pipe.cmd("SET")
+            .arg(format!("{key}:sync"))
+            .arg(1)
+            .arg("PX")
+            .arg(1)
+            .ignore()
+            .cmd("WAIT")
+            .arg(n)
+            .arg(ms);
         let r = match c {
-            Handle::Single(mut m) => cmd.query_async::<i64>(&mut m).await,
+            Handle::Single(mut m) => pipe.query_async::<(i64,)>(&mut m).await,
             Handle::Cluster(mut cc) => {
-                use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-                let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
-                    Route::new(crate::keys::hash_slot(key), SlotAddr::Master),
+                use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
+                let route = SingleNodeRoutingInfo::SpecificNode(Route::new(
+                    crate::keys::hash_slot(key),
+                    SlotAddr::Master,
                 ));
-                cc.route_command(cmd, route)
-                    .await
-                    .and_then(|v| redis::from_redis_value(v).map_err(Into::into))
+                cc.route_pipeline(pipe, 0, 2, route).await.and_then(|v| {
+                    let acked = v.into_iter().nth(1).unwrap_or(Value::Nil);
+                    redis::from_redis_value::<i64>(acked)
+                        .map(|a| (a,))
+                        .map_err(Into::into)
+                })
             }
         };
-        r.map_err(|e| self.sent_error(epoch, e))
+        r.map(|(acked,)| acked)
+            .map_err(|e| self.sent_error(epoch, e))
     }
 
     pub(crate) fn health(&self) -> watch::Receiver<Health> {
