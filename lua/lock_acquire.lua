@@ -9,8 +9,9 @@
 --                      lock_release.lua)
 -- KEYS[2]  fencing counter  <ns>:{name}:lock:fence  (string, TTL one hour)
 -- KEYS[3]  waiting clients  <ns>:{name}:lock:waiters  (ZSET: client id ->
---          server ms of its first failed try not yet answered by a release
---          that named it; TTL the longest lease its waiters asked for)
+--          server µs of its first failed try not yet answered by a release
+--          that named it, so two clients queued within one ms keep their
+--          order; TTL the longest lease its waiters asked for)
 -- KEYS[4]  reservation  <ns>:{name}:lock:next  (string: the client id a
 --          release named, for a few ms: see lock_release.lua)
 -- ARGV[1]  owner id  <client uuid>:<handle id>
@@ -54,7 +55,7 @@ local waits = ARGV[4] ~= 'try'
 -- wait; the release then wakes one waiter per client as without it.
 local function queue_client()
   local t = redis.call('TIME')
-  if redis.pcall('ZADD', KEYS[3], 'NX', t[1] * 1000 + math.floor(t[2] / 1000), client) == 1 then
+  if redis.pcall('ZADD', KEYS[3], 'NX', t[1] * 1000000 + t[2], client) == 1 then
     hold_touch({KEYS[3]}, ARGV[3])
   end
 end

@@ -920,7 +920,15 @@ impl Subscription {
     /// and a hand-off to it still under way is that same hold.
     pub(crate) fn mark_acquired(&self) {
         if let Some(l) = &self.slot.local {
-            *l.state.lock() = Local::Took;
+            let before = std::mem::replace(&mut *l.state.lock(), Local::Took);
+            if let Local::Passed(g) = before {
+                // The hand-off landed, and this waiter's own try then found
+                // the same hold (a replay of its attempt) and keeps it under
+                // a record of its own: the hand-off's listing must go, or
+                // this client's later waiters would sleep on a hold that
+                // no longer exists until its lease would have ended.
+                self.engine.unlist_hold(&self.channel, g.hold_id);
+            }
         }
         self.slot.acquired.store(true, Ordering::SeqCst);
     }
