@@ -574,60 +574,30 @@ async fn node_connection(
 
 /// The master the first Sentinel that answers knows as `master`, with the
 /// settings deadbolt's `Client::sentinel` reaches it with: the first
-/// Sentinel's scheme (and TLS settings), no credentials, database 0.
+/// Sentinel's scheme (and TLS settings), no credentials, database 0. The
+/// library's own resolution ([`deadbolt_core::sentinel_master`]), so the
+/// check reads the server the library writes to.
 async fn sentinel_master(
     sentinels: &[String],
     master: &str,
 ) -> anyhow::Result<redis::ConnectionInfo> {
-    let mut node: Option<redis::ConnectionInfo> = None;
-    let mut last = anyhow!("no Sentinel URL given");
-    for url in sentinels {
-        let info = redis::IntoConnectionInfo::into_connection_info(url.as_str())
-            .with_context(|| format!("bad Sentinel URL {}", redact(url)))?;
-        let node = node.get_or_insert_with(|| {
-            info.clone()
-                .set_redis_settings(redis::RedisConnectionInfo::default())
-        });
-        let asked = async {
-            let mut conn = node_connection(info).await?;
-            redis::cmd("SENTINEL")
-                .arg("GET-MASTER-ADDR-BY-NAME")
-                .arg(master)
-                .query_async::<Option<(String, u16)>>(&mut conn)
-                .await
-                .with_context(|| format!("SENTINEL GET-MASTER-ADDR-BY-NAME on {}", redact(url)))
-        }
-        .await;
-        let (host, port) = match asked {
-            Ok(Some(addr)) => addr,
-            Ok(None) => {
-                last = anyhow!(
-                    "the Sentinel at {} knows no master named {master:?}",
-                    redact(url)
-                );
-                continue;
-            }
-            Err(e) => {
-                last = e;
-                continue;
-            }
-        };
-        let addr = match node.addr() {
-            redis::ConnectionAddr::TcpTls {
-                insecure,
-                tls_params,
-                ..
-            } => redis::ConnectionAddr::TcpTls {
-                host,
-                port,
-                insecure: *insecure,
-                tls_params: tls_params.clone(),
-            },
-            _ => redis::ConnectionAddr::Tcp(host, port),
-        };
-        return Ok(node.clone().set_addr(addr));
-    }
-    Err(last)
+    let clients = sentinels
+        .iter()
+        .map(|url| {
+            redis::Client::open(url.as_str())
+                .with_context(|| format!("bad Sentinel URL {}", redact(url)))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let Some(first) = clients.first() else {
+        bail!("no Sentinel URL given");
+    };
+    let node = first
+        .get_connection_info()
+        .clone()
+        .set_redis_settings(redis::RedisConnectionInfo::default());
+    deadbolt_core::sentinel_master(&clients, master, &node, TYPE_CHECK_TIMEOUT)
+        .await
+        .map_err(|e| anyhow!("finding the master {master:?}: {e}"))
 }
 
 async fn connect(target: &Target, namespace: &str) -> anyhow::Result<Client> {

@@ -579,6 +579,30 @@ async fn resolve_master(
     node: &ConnectionInfo,
     timeout: Duration,
 ) -> std::result::Result<redis::Client, String> {
+    let info = sentinel_master(sentinels, master, node, timeout).await?;
+    redis::Client::open(resp3_info(info)).map_err(|e| format!("master address: {e}"))
+}
+
+/// Where the Sentinel set at `sentinels` says the master it monitors as
+/// `master` is, as connection settings: `node`'s (credentials, database,
+/// TLS) at the master's address. The sentinels are asked in turn, each
+/// within `timeout`; the first that names an address wins. This is how a
+/// client built with [`ClientBuilder::sentinel`](crate::ClientBuilder::sentinel)
+/// finds the master at every (re)connection; tools that need their own
+/// connection to the same master (`deadbolt inspect`) use it too.
+///
+/// # Errors
+/// Why no sentinel named an address (the last sentinel's answer or
+/// error), as text.
+///
+/// # Cancel safety
+/// Cancel safe: it only reads.
+pub async fn sentinel_master(
+    sentinels: &[redis::Client],
+    master: &str,
+    node: &ConnectionInfo,
+    timeout: Duration,
+) -> std::result::Result<ConnectionInfo, String> {
     let mut last = String::from("no sentinel given");
     for s in sentinels {
         let ask = async {
@@ -624,8 +648,7 @@ async fn resolve_master(
             },
             _ => redis::ConnectionAddr::Tcp(host, port),
         };
-        return redis::Client::open(resp3_info(node.clone().set_addr(addr)))
-            .map_err(|e| format!("master address: {e}"));
+        return Ok(node.clone().set_addr(addr));
     }
     Err(last)
 }

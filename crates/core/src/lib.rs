@@ -37,6 +37,7 @@ mod watchdog;
 pub use acquire::{new_attempt_id, AcquireSpec, WaitMode};
 pub use client::{Client, ClientBuilder};
 pub use config::{lease_ms, Config, MAX_LEASE_MS};
+pub use conn::sentinel_master;
 pub use error::{Cause, Error, Result};
 pub use exclusive::{Exclusive, ExclusiveKind, LockInfo, PlainLock};
 pub use guard::ExclusiveGuard;
