@@ -146,8 +146,19 @@ impl LocalWaiter {
     /// The waiter leaves. Returns the hold handed to it and not taken:
     /// the caller must release it (and take it off the list). A claim
     /// still under way finds the waiter gone and does both itself.
+    ///
+    /// A waiter that took the hold itself (`Took`) stays so: a hand-off
+    /// that lands after it left is that same hold (its own try found it, a
+    /// replay of its attempt), so the claim must see `Took` and keep it,
+    /// not `Left` and release it. (Found in CI: the release of such a late
+    /// hand-off took the hold from under the waiter's `Active` guard, whose
+    /// unlock then said `NotHeld`.)
     pub(crate) fn leave(&self) -> Option<LocalGrant> {
-        match std::mem::replace(&mut *self.state.lock(), Local::Left) {
+        let mut st = self.state.lock();
+        if matches!(*st, Local::Took) {
+            return None;
+        }
+        match std::mem::replace(&mut *st, Local::Left) {
             Local::Passed(g) => Some(g),
             _ => None,
         }
@@ -958,5 +969,71 @@ impl Drop for Subscription {
             // wake-up to the next local waiter of its class.
             wake_any(ch, 1, Some(self.slot.class));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scripts::{ScriptCall, HOLD_RENEW};
+
+    fn waiter() -> (Arc<Slot>, Arc<LocalWaiter>) {
+        let local = Arc::new(LocalWaiter::new(
+            "client:1",
+            "attempt",
+            30_000,
+            ScriptCall::new(&HOLD_RENEW, vec![], vec![]),
+        ));
+        let slot = Slot::new(Waiter {
+            policy: &crate::wake::OnePerClient,
+            class: "",
+            tag: None,
+            local: Some(local.clone()),
+        });
+        (slot, local)
+    }
+
+    fn grant() -> LocalGrant {
+        LocalGrant {
+            token: 7,
+            pttl: 30_000,
+            sent_at: Instant::now(),
+            chain: 0,
+            hold_id: 1,
+        }
+    }
+
+    /// An unlock claims a waiter whose try is in flight; the hand-off
+    /// lands first, the try replays it (the same hold), the waiter takes
+    /// that and leaves, and only then does the unlock deliver: the
+    /// delivery must see the waiter took the hold, so that the unlock does
+    /// not release it.
+    #[test]
+    fn a_hand_off_delivered_after_the_waiter_took_the_hold_itself_is_kept() {
+        let (slot, local) = waiter();
+        *local.state.lock() = Local::Claimed;
+        let claim = Claim {
+            slot: slot.clone(),
+            settled: false,
+        };
+        // The try's reply: mark_acquired.
+        *local.state.lock() = Local::Took;
+        // The acquire returns: its attempt leaves.
+        assert!(local.leave().is_none());
+        assert!(matches!(claim.deliver(grant()), Delivered::Took));
+    }
+
+    /// A waiter that left without the hold (cancelled) still makes a late
+    /// delivery give the hold back.
+    #[test]
+    fn a_hand_off_delivered_after_the_waiter_left_empty_handed_is_released() {
+        let (slot, local) = waiter();
+        *local.state.lock() = Local::Claimed;
+        let claim = Claim {
+            slot: slot.clone(),
+            settled: false,
+        };
+        assert!(local.leave().is_none());
+        assert!(matches!(claim.deliver(grant()), Delivered::Left));
     }
 }
