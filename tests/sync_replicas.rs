@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use deadbolt::Error;
 use deadbolt_testkit::support::{cmd, server, until, within};
+use deadbolt_testkit::RedisServer;
 
 #[tokio::test]
 async fn a_grant_without_its_replica_is_indeterminate_and_given_back() {
@@ -45,8 +46,8 @@ async fn a_grant_without_its_replica_is_indeterminate_and_given_back() {
     client.shutdown().await;
 }
 
-#[tokio::test]
-async fn with_a_replica_acquires_work() {
+/// A master and a replica of it, in sync.
+async fn master_and_replica() -> (RedisServer, RedisServer) {
     let master = server();
     let replica = server();
     let port = master.port().to_string();
@@ -56,6 +57,12 @@ async fn with_a_replica_acquires_work() {
         info.contains("master_link_status:up")
     })
     .await;
+    (master, replica)
+}
+
+#[tokio::test]
+async fn with_a_replica_acquires_work() {
+    let (master, replica) = master_and_replica().await;
     let client = deadbolt::Client::builder(&master.url())
         .sync_replicas(1, Duration::from_millis(500))
         .build()
@@ -93,15 +100,7 @@ async fn with_a_replica_acquires_work() {
 /// offset, so on 7.0 this passes without the marker as well.)
 #[tokio::test]
 async fn a_grant_made_by_another_clients_release_is_covered() {
-    let master = server();
-    let replica = server();
-    let port = master.port().to_string();
-    let () = cmd(&replica, &["REPLICAOF", "127.0.0.1", &port]).await;
-    until("replica in sync", || async {
-        let info: String = cmd(&replica, &["INFO", "replication"]).await;
-        info.contains("master_link_status:up")
-    })
-    .await;
+    let (master, replica) = master_and_replica().await;
     let holder = deadbolt::Client::connect(&master.url()).await.unwrap();
     let waiting = deadbolt::Client::builder(&master.url())
         .sync_replicas(1, Duration::from_millis(100))

@@ -8,36 +8,21 @@
 //!
 //! Nothing asserts speed: the only time bounds catch hangs.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use clap::Parser as _;
 use deadbolt_cli::{Cli, ForceUnlockArgs, InspectArgs, PrimitiveKind, Topology};
+use deadbolt_testkit::support::output_within;
 use deadbolt_testkit::{RedisCluster, RedisSentinelSet};
-
-/// Catches hangs, not speed.
-const HANG: Duration = Duration::from_secs(30);
 
 /// Run the binary off the runtime's thread (the test's clients keep
 /// renewing meanwhile); its stdout, or a panic with its stderr.
 async fn deadbolt_stdout(args: Vec<String>) -> String {
     let out = tokio::task::spawn_blocking(move || {
-        let started = Instant::now();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_deadbolt"))
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run deadbolt");
-        while child.try_wait().unwrap().is_none() {
-            if started.elapsed() > HANG {
-                child.kill().ok();
-                panic!("deadbolt {args:?} hung");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        child.wait_with_output().unwrap()
+        output_within(
+            &format!("deadbolt {args:?}"),
+            Command::new(env!("CARGO_BIN_EXE_deadbolt")).args(&args),
+        )
     })
     .await
     .unwrap();

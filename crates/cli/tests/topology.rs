@@ -8,11 +8,12 @@
 
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use clap::Parser as _;
 use deadbolt_cli::{BenchArgs, Cli, ScenarioKind, Topology, TOPOLOGY_NAMES_PER_TASK};
+use deadbolt_testkit::support::output_within;
 use deadbolt_testkit::RedisCluster;
 use serde_json::Value;
 
@@ -66,24 +67,13 @@ const SHORT: &[&str] = &[
 /// report.
 fn run_binary(args: &[&str]) -> (String, Value) {
     let json = temp_path("report.json");
-    let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_deadbolt"))
-        .arg("bench")
-        .args(args)
-        .args(["--quiet", "--json", json.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run deadbolt");
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > HANG {
-            child.kill().ok();
-            panic!("deadbolt bench {args:?} hung");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = output_within(
+        &format!("deadbolt bench {args:?}"),
+        Command::new(env!("CARGO_BIN_EXE_deadbolt"))
+            .arg("bench")
+            .args(args)
+            .args(["--quiet", "--json", json.to_str().unwrap()]),
+    );
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),

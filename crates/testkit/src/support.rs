@@ -70,3 +70,29 @@ pub async fn cmd<T: redis::FromRedisValue>(srv: &RedisServer, args: &[&str]) -> 
         .await
         .unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
+
+/// Run `cmd` (stdin closed, stdout and stderr captured) to its end; kill it
+/// and panic, naming `what`, if it takes longer than [`HANG`]. Blocking:
+/// call it off an async runtime's threads (`spawn_blocking`) when the test
+/// has tasks that must keep running meanwhile.
+///
+/// # Panics
+/// When the command cannot be started or hangs.
+pub fn output_within(what: &str, cmd: &mut std::process::Command) -> std::process::Output {
+    use std::process::Stdio;
+    let started = std::time::Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    while child.try_wait().expect("wait for the child").is_none() {
+        if started.elapsed() > HANG {
+            child.kill().ok();
+            panic!("{what}: hung for {HANG:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("the child's output")
+}

@@ -427,6 +427,44 @@ impl LockUnlock {
         }
         Ok(all)
     }
+
+    /// The result of a lock+unlock run over distinct names on one client:
+    /// `workers` tasks for `elapsed`, the commands counted, and the PING p50
+    /// timed during the run. Also returns the acquisition rate.
+    pub(crate) fn result(
+        self,
+        scenario: ScenarioKind,
+        contender: super::args::ContenderKind,
+        workers: u32,
+        elapsed: std::time::Duration,
+        ping_p50: Option<f64>,
+        mut cmds: Commands,
+    ) -> (RunResult, f64) {
+        cmds.per_acquisition = per(cmds.counted, self.tally.acquisitions);
+        let rate = float(self.tally.acquisitions) / elapsed.as_secs_f64();
+        let result = RunResult {
+            scenario,
+            contender,
+            workers,
+            clients: 1,
+            elapsed_s: elapsed.as_secs_f64(),
+            acquisitions: self.tally.acquisitions,
+            acquisitions_per_s: Some(rate),
+            rounds: None,
+            errors: self.tally.errors,
+            first_error: self.tally.first_error,
+            exclusion_violations: 0,
+            ping_p50_us: ping_p50,
+            acquire: summarize(&self.acquire, ping_p50),
+            acquire_release: summarize(&self.total, ping_p50),
+            handoff: None,
+            fairness: None,
+            read_write: None,
+            commands: cmds,
+            topology: None,
+        };
+        (result, rate)
+    }
 }
 
 /// One worker of the distinct-names scenarios: until `deadline`, take and
@@ -493,35 +531,14 @@ async fn distinct_names(
     let (workers, elapsed, after, (ping_p50, sent)) = env
         .finish_run(scenario, set, start, pinger, &clients)
         .await?;
-    let LockUnlock {
-        tally,
-        acquire,
-        total,
-    } = LockUnlock::merge(&workers)?;
-    let mut cmds = commands(c, &before, &after, sent);
-    cmds.per_acquisition = per(cmds.counted, tally.acquisitions);
-    let rate = float(tally.acquisitions) / elapsed.as_secs_f64();
-    let result = RunResult {
+    let (result, rate) = LockUnlock::merge(&workers)?.result(
         scenario,
-        contender: c.kind(),
-        workers: args.tasks,
-        clients: 1,
-        elapsed_s: elapsed.as_secs_f64(),
-        acquisitions: tally.acquisitions,
-        acquisitions_per_s: Some(rate),
-        rounds: None,
-        errors: tally.errors,
-        first_error: tally.first_error,
-        exclusion_violations: 0,
-        ping_p50_us: ping_p50,
-        acquire: summarize(&acquire, ping_p50),
-        acquire_release: summarize(&total, ping_p50),
-        handoff: None,
-        fairness: None,
-        read_write: None,
-        commands: cmds,
-        topology: None,
-    };
+        c.kind(),
+        args.tasks,
+        elapsed,
+        ping_p50,
+        commands(c, &before, &after, sent),
+    );
     bar.finish(format!(
         "{} acq/s, lock+unlock {}",
         fmt_rate(rate),

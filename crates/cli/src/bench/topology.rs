@@ -31,7 +31,7 @@ use super::report::{
     VsStandalone,
 };
 use super::scenario::{self, Env, Exclusion, Handoffs, LockUnlock, EVENT_JITTER};
-use super::stats::{self, float, summarize, Pinger};
+use super::stats::{self, summarize, Pinger};
 use super::{redact, stats_connection};
 
 /// Hash slots of a Redis Cluster.
@@ -667,38 +667,18 @@ async fn throughput(env: &mut Env<'_>, p: &Place, row: usize) -> anyhow::Result<
     scenario::shutdown(&clients).await;
     let (workers, after, (ping_p50, sent)) = (workers?, after?, pings?);
 
-    let LockUnlock {
-        tally,
-        acquire,
-        total,
-    } = LockUnlock::merge(&workers)?;
-    let mut cmds = commands(&before, &after, sent);
-    cmds.per_acquisition = scenario::per(cmds.counted, tally.acquisitions);
-    let rate = float(tally.acquisitions) / elapsed.as_secs_f64();
-    let result = RunResult {
-        scenario: ScenarioKind::Topology,
-        contender: ContenderKind::Lock,
-        workers: args.tasks,
-        clients: 1,
-        elapsed_s: elapsed.as_secs_f64(),
-        acquisitions: tally.acquisitions,
-        acquisitions_per_s: Some(rate),
-        rounds: None,
-        errors: tally.errors,
-        first_error: tally.first_error,
-        exclusion_violations: 0,
-        ping_p50_us: ping_p50,
-        acquire: summarize(&acquire, ping_p50),
-        acquire_release: summarize(&total, ping_p50),
-        handoff: None,
-        fairness: None,
-        read_write: None,
-        commands: cmds,
-        topology: Some(p.row(
-            TopologyMeasure::Throughput,
-            args.tasks.saturating_mul(TOPOLOGY_NAMES_PER_TASK),
-        )),
-    };
+    let (mut result, rate) = LockUnlock::merge(&workers)?.result(
+        ScenarioKind::Topology,
+        ContenderKind::Lock,
+        args.tasks,
+        elapsed,
+        ping_p50,
+        commands(&before, &after, sent),
+    );
+    result.topology = Some(p.row(
+        TopologyMeasure::Throughput,
+        args.tasks.saturating_mul(TOPOLOGY_NAMES_PER_TASK),
+    ));
     bar.finish(format!(
         "{} acq/s, lock+unlock {}",
         fmt_rate(rate),
