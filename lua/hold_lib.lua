@@ -160,17 +160,55 @@ local function hold_now()
   return s * 1000 + math.floor(us / 1000), s * 1000000 + us
 end
 
+-- Advance the fencing counter at `fence` to the next token
+-- (hold_token) in one call in the common case: SET ... GET stores the
+-- server time and returns the old counter, which is checked afterwards.
+-- A counter at or ahead of the clock takes a second SET (last + 1); a
+-- value deadbolt cannot use is put back (the script is atomic: nobody sees
+-- the time in between; the key keeps the one-hour TTL, as after a grant)
+-- and reported as BADVALUE. A key of
+-- another type or a refused write (OOM) fails the SET itself, with nothing
+-- written. Returns the token and its string, or nil and an error reply.
+-- For scripts whose first write this is (a later refusal would leave the
+-- counter advanced, which is harmless but wasteful).
+local function hold_advance_fence(fence, now_us)
+  local stoken = string.format('%.0f', now_us)
+  local old = redis.pcall('SET', fence, stoken, 'PX', 3600000, 'GET')
+  if type(old) == 'table' then
+    if old.err and string.find(old.err, '^WRONGTYPE') then
+      return nil, nil, redis.error_reply('WRONGTYPE ' .. fence)
+    end
+    return nil, nil, old
+  end
+  if not old then
+    return now_us, stoken
+  end
+  local last = nil
+  if string.match(old, '^%d+$') and #old <= 16 then
+    last = tonumber(old)
+  end
+  if last == nil or last >= HOLD_MAX_INT then
+    redis.call('SET', fence, old, 'KEEPTTL')
+    return nil, nil, redis.error_reply('BADVALUE ' .. fence .. ' fencing counter '
+      .. string.sub(old, 1, 24) .. ' is not an integer below 2^53-1')
+  end
+  if last < now_us then
+    return now_us, stoken
+  end
+  return hold_next_token(fence, last, now_us)
+end
+
 -- A fresh grant on the hold hash `key` (layout in lock_acquire.lua): the
--- next fencing token from `fence` (read and checked before the first
--- write), the owner, a count of 1, the attempt's field and a TTL of `lease`
--- ms. Returns the token, or nil and an error reply (nothing written).
+-- next fencing token from `fence` (hold_advance_fence: checked, and put
+-- back when unusable), the owner, a count of 1, the attempt's field and a
+-- TTL of `lease` ms. Returns the token, or nil and an error reply (nothing
+-- written).
 local function hold_grant(key, fence, owner, attempt, lease)
-  local last, err = hold_read_fence(fence)
+  local _, now_us = hold_now()
+  local token, stoken, err = hold_advance_fence(fence, now_us)
   if err then
     return nil, err
   end
-  local _, now_us = hold_now()
-  local token, stoken = hold_next_token(fence, last, now_us)
   redis.call('HSET', key, 'o', owner, 't', stoken, 'n', 1, 'a:' .. attempt, 1)
   redis.call('PEXPIRE', key, lease)
   return token

@@ -33,8 +33,9 @@
 --   it comes from the first write, so nothing is written then either.
 --
 -- O(1) for the hash, O(log n) for the waiting clients. The fresh grant, the
--- hot path, runs six commands (HGET, GET, TIME, SET, HSET, PEXPIRE), and
--- one more (GET of the reservation) when the caller waits.
+-- hot path, runs five commands (HGET, TIME, SET ... GET of the fencing
+-- counter, HSET, PEXPIRE), and one more (GET of the reservation) when the
+-- caller waits.
 
 -- pcall: a key of another type comes back as an error table, reported with
 -- its name before anything is written (cheaper than a TYPE call first).
@@ -82,9 +83,9 @@ if not owner then
       end
     end
   end
-  -- A fresh grant advances the fencing counter (hold_next_token). The
-  -- counter is read and checked before the first write: a key of another
-  -- type or a value out of range is refused with nothing written.
+  -- A fresh grant advances the fencing counter (hold_advance_fence): a key
+  -- of another type or a value out of range is refused with nothing
+  -- written (an unusable value is put back).
   local token, err = hold_grant(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
   if err then
     return err

@@ -31,8 +31,9 @@ if r ~= 2 then
   return {r}
 end
 local others = redis.call('HGET', KEYS[1], 'x') and 1 or 0
--- A grant as on a free lock (the fencing counter is read and checked
--- before the first write); the marker x stays, the old attempt's field goes.
+-- A grant as on a free lock (the fencing counter is advanced by the first
+-- write, which a key of another type or an unusable value undoes); the
+-- marker x stays, the old attempt's field goes.
 local token, err = hold_grant(KEYS[1], KEYS[2], ARGV[2], ARGV[3], ARGV[4])
 if err then
   return err
