@@ -370,3 +370,53 @@ async fn shutdown_retires_guards_before_releasing() {
     within("shutdown", shut).await.unwrap();
     bg.unlock().await.unwrap();
 }
+
+/// The queue's keys always carry a TTL (a waiter's touch is skipped while
+/// the queue has half its life left): also when the queue empties and is
+/// created again beside the older `alive` and `seq`; and once nobody waits
+/// they all expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_keys_always_expire() {
+    let srv = server();
+    let wt = Duration::from_millis(400);
+    let a = client(&srv.url(), wt).await;
+    let b = client(&srv.url(), wt).await;
+    let al = FairLock::new(&a, "ttl");
+    let bl = FairLock::new(&b, "ttl");
+    let key = al.key().unwrap().to_string();
+    let keys: Vec<String> = ["q", "qo", "alive", "seq"]
+        .iter()
+        .map(|s| format!("{key}:{s}"))
+        .collect();
+    let all_expire = || async {
+        for k in &keys {
+            let pttl: i64 = cmd(&srv, &["PTTL", k]).await;
+            assert!(pttl > 0, "{k} has PTTL {pttl}");
+        }
+    };
+    let g = al.lock().await.unwrap();
+    let bt = tokio::spawn(async move {
+        let g = bl.lock().await.unwrap();
+        (bl, g)
+    });
+    until_queued(&srv, &al, 1).await;
+    all_expire().await;
+    // The hand-off empties the queue (q and qo go, alive and seq stay)...
+    g.unlock().await.unwrap();
+    let (bl, bg) = within("B acquires", bt).await.unwrap();
+    assert!(queue(&srv, &al).await.is_empty());
+    // ...and A queues again: q and qo are created afresh.
+    let at = tokio::spawn(async move { al.lock().await.map(|g| (al, g)) });
+    until_queued(&srv, &bl, 1).await;
+    all_expire().await;
+    bg.unlock().await.unwrap();
+    let (al, ag) = within("A acquires", at).await.unwrap().unwrap();
+    ag.unlock().await.unwrap();
+    drop((al, bl));
+    // Nobody waits: every queue key is gone within 3 waiter timeouts.
+    until("queue keys expire", || async {
+        let n: i64 = cmd(&srv, &["EXISTS", &keys[0], &keys[1], &keys[2], &keys[3]]).await;
+        n == 0
+    })
+    .await;
+}
