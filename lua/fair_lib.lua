@@ -84,7 +84,9 @@ end
 -- Tell the waiter now first in line when the new holder's lease ends
 -- (`t:<attempt> <pttl>`): it may be sleeping on a claim lease or on the
 -- previous holder's lease. It moves its sleep bound without a round trip.
--- One waiter, one message.
+-- One waiter, one message. Sent when a waiter took the lock by its own
+-- call (a lease ran out, or it picked up a hand-off that came too late),
+-- which is rare; a hand-off does without it (fair_handoff).
 local function fair_wake_next(K, pttl)
   local head = redis.call('ZRANGE', K.q, 0, 0)[1]
   if head then
@@ -102,7 +104,15 @@ end
 -- the token, the claim lease and the entry's secret: the waiter holds the
 -- lock from that message on and extends the claim to its own lease in the
 -- background (or, if the message came too late to trust, picks it up with
--- fair_acquire). The next waiter in line is told when the claim ends.
+-- fair_acquire). Nobody else is told: the next waiter in line sleeps on,
+-- and the hand-off that ends this hold reaches it. Should the head die
+-- with its claim, the claim runs out and the next heartbeat of any client
+-- with a waiter in the queue (every third of its waiter_timeout;
+-- fair_heartbeat.lua) hands the free lock on: the queue is blocked for at
+-- most the claim plus that period. (Telling the next waiter when the claim
+-- ends would save that period after a crash, at one more message on every
+-- hand-off; measured, that message cost about a tenth of the contended
+-- throughput.)
 -- `last` is the fencing counter, already read and checked.
 local function fair_handoff(K, head, e, last, now_us, wt_ms)
   local owner, lease, wt, secret = e[1], e[2], e[3] or wt_ms, e[4]
@@ -122,7 +132,6 @@ local function fair_handoff(K, head, e, last, now_us, wt_ms)
   redis.call('DEL', K.hold)
   redis.call('HSET', K.hold, 'o', owner, 't', stoken, 'n', 1, 'a:' .. head, 1, 'c', head)
   redis.call('PEXPIRE', K.hold, ttl)
-  fair_wake_next(K, ttl)
 end
 
 -- Hand off to the live head if the lock is free and someone waits. When

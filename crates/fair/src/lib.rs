@@ -5,7 +5,9 @@
 //! woken (a message on its client's channel naming its attempt). Waiters stay
 //! in the queue while their client proves it is alive, once per
 //! `waiter_timeout/3` for all of its waiters on the server clock; a dead
-//! waiter is skipped within `waiter_timeout`. `try_lock` never jumps the
+//! waiter is skipped within `waiter_timeout` (one that died just after the
+//! lock was handed to it: within its claim, at most its `waiter_timeout`,
+//! plus one heartbeat period of the clients still waiting). `try_lock` never jumps the
 //! queue. Everything else — reentrancy, leases, the watchdog, fencing tokens,
 //! inspection — is as for `deadbolt_lock::Lock`. See `docs/fair.md`.
 //!
