@@ -8,17 +8,10 @@ use std::time::Duration;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut _server = None;
-    let url = match std::env::args().nth(1) {
-        Some(url) => url,
-        None => {
-            let srv = deadbolt_testkit::RedisServer::start()?;
-            let url = srv.url();
-            println!("started a throwaway redis-server at {url}");
-            _server = Some(srv);
-            url
-        }
-    };
+    let (url, server) = deadbolt_testkit::RedisServer::given_or_started(std::env::args().nth(1))?;
+    if server.is_some() {
+        println!("started a throwaway redis-server at {url}");
+    }
     let client = deadbolt::Client::connect(&url).await?;
     let mut tasks = Vec::new();
     for worker in 0..4 {

@@ -28,16 +28,7 @@ const RUN: Duration = Duration::from_secs(3);
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut _server = None;
-    let url = match std::env::args().nth(1) {
-        Some(url) => url,
-        None => {
-            let srv = deadbolt_testkit::RedisServer::start()?;
-            let url = srv.url();
-            _server = Some(srv);
-            url
-        }
-    };
+    let (url, _server) = deadbolt_testkit::RedisServer::given_or_started(std::env::args().nth(1))?;
     let clients: usize = match std::env::args().nth(2) {
         Some(n) => n.parse()?,
         None => 4,

@@ -12,6 +12,8 @@
 --          a hand-off, its liveness window); stored with the queue entry
 -- ARGV[6]  secret: a fresh random integer (< 2^53) per call, stored with the
 --          queue entry when this call creates it and echoed by the hand-off
+-- ARGV[7]  optional: '1' when the caller's handle still has an active hold
+--          of this lock (a re-entry is expected), '0' when it has none
 --
 -- Reply:
 --   {1, token, pttl}      granted: fresh (queue empty or we are its live head),
@@ -38,6 +40,15 @@ if bad then
 end
 local holder = redis.call('HGET', K.hold, 'o')
 local now_ms, now_us = hold_now()
+-- A hold of this owner that the owner's handle no longer has (ARGV[7] =
+-- '0') and that is neither a replay of this attempt nor its hand-off is
+-- stale (see lock_acquire.lua): dropped, and the lock is free: the live
+-- head of the queue, if any, gets it below.
+if holder == owner and ARGV[7] == '0'
+    and redis.call('HEXISTS', K.hold, 'a:' .. attempt) == 0 then
+  redis.call('DEL', K.hold)
+  holder = false
+end
 
 local function enqueue(pttl)
   local fresh = 0

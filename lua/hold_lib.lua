@@ -37,22 +37,20 @@ local function hold_check_types(keys)
   return nil
 end
 
--- Read the fencing counter at `fence`. Returns the counter (0 when
--- missing), or nil and an error reply: WRONGTYPE for a key of another type,
--- BADVALUE when the value is not an integer in 0 .. 2^53-2 (with such a
--- value the next token could repeat or go backwards in double arithmetic),
--- or the server's own error, passed through.
-local function hold_read_fence(fence)
-  local v = redis.pcall('GET', fence)
-  if type(v) == 'table' then
-    if string.find(v.err, '^WRONGTYPE') then
-      return nil, redis.error_reply('WRONGTYPE ' .. fence)
-    end
-    return nil, v
+-- The error of a pcall on `key`: a key of another type as WRONGTYPE named
+-- by the key (Redis's own message names none), anything else (OOM) as
+-- Redis gave it.
+local function hold_named_error(key, e)
+  if e.err and string.find(e.err, '^WRONGTYPE') then
+    return redis.error_reply('WRONGTYPE ' .. key)
   end
-  if not v then
-    return 0
-  end
+  return e
+end
+
+-- The fencing counter's value `v` (a string) at `fence` as a number, or nil
+-- and BADVALUE when it is not an integer in 0 .. 2^53-2 (with such a value
+-- the next token could repeat or go backwards in double arithmetic).
+local function hold_fence_value(fence, v)
   local n = nil
   if string.match(v, '^%d+$') and #v <= 16 then
     n = tonumber(v)
@@ -62,6 +60,20 @@ local function hold_read_fence(fence)
       .. string.sub(v, 1, 24) .. ' is not an integer below 2^53-1')
   end
   return n
+end
+
+-- Read the fencing counter at `fence`. Returns the counter (0 when
+-- missing), or nil and an error reply: WRONGTYPE for a key of another type,
+-- BADVALUE for a value hold_fence_value refuses, or the server's own error.
+local function hold_read_fence(fence)
+  local v = redis.pcall('GET', fence)
+  if type(v) == 'table' then
+    return nil, hold_named_error(fence, v)
+  end
+  if not v then
+    return 0
+  end
+  return hold_fence_value(fence, v)
 end
 
 -- The next fencing token after counter `last`: max(last + 1, server time in
@@ -175,22 +187,15 @@ local function hold_advance_fence(fence, now_us)
   local stoken = string.format('%.0f', now_us)
   local old = redis.pcall('SET', fence, stoken, 'PX', 3600000, 'GET')
   if type(old) == 'table' then
-    if old.err and string.find(old.err, '^WRONGTYPE') then
-      return nil, nil, redis.error_reply('WRONGTYPE ' .. fence)
-    end
-    return nil, nil, old
+    return nil, nil, hold_named_error(fence, old)
   end
   if not old then
     return now_us, stoken
   end
-  local last = nil
-  if string.match(old, '^%d+$') and #old <= 16 then
-    last = tonumber(old)
-  end
-  if last == nil or last >= HOLD_MAX_INT then
+  local last, err = hold_fence_value(fence, old)
+  if err then
     redis.call('SET', fence, old, 'KEEPTTL')
-    return nil, nil, redis.error_reply('BADVALUE ' .. fence .. ' fencing counter '
-      .. string.sub(old, 1, 24) .. ' is not an integer below 2^53-1')
+    return nil, nil, err
   end
   if last < now_us then
     return now_us, stoken

@@ -1,4 +1,5 @@
 -- latch_op.lua — set, count down or read a count-down latch.
+-- (hold_lib.lua is prepended: hold_named_error.)
 --
 -- KEYS[1]  the latch  <ns>:{name}:latch  (string: the count; absent = 0)
 -- ARGV[1]  op: 'set' | 'count_down' | 'count'
@@ -18,10 +19,7 @@
 -- the count at one. O(1).
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' then
-  if string.find(v.err, '^WRONGTYPE') then
-    return redis.error_reply('WRONGTYPE ' .. KEYS[1])
-  end
-  return v
+  return hold_named_error(KEYS[1], v)
 end
 local count = 0
 if v then

@@ -1,5 +1,6 @@
 -- latch_wait.lua — has the latch reached zero? (The try of a latch's wait,
--- in the acquire loop's contract; it records nothing.)
+-- in the acquire loop's contract; it records nothing.) (hold_lib.lua is
+-- prepended: hold_named_error.)
 --
 -- KEYS[1]  the latch  <ns>:{name}:latch
 -- ARGV[1..4]  owner, attempt, lease, mode (unused: a wait holds nothing)
@@ -12,10 +13,7 @@
 -- O(1).
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' then
-  if string.find(v.err, '^WRONGTYPE') then
-    return redis.error_reply('WRONGTYPE ' .. KEYS[1])
-  end
-  return v
+  return hold_named_error(KEYS[1], v)
 end
 if not v or (tonumber(v) or 0) <= 0 then
   return {1, 0, 0}

@@ -19,6 +19,8 @@
 -- ARGV[3]  lease in milliseconds (integer, 1 .. 2^53-1)
 -- ARGV[4]  'try' (one attempt), 'wait' (the first try of an acquire that
 --          waits if busy) or 'again' (a later try of that acquire)
+-- ARGV[5]  optional: '1' when the caller's handle still has an active hold
+--          of this lock (a re-entry is expected), '0' when it has none
 --
 -- Reply:
 --   {1, token, pttl}  granted: a fresh hold, a re-entry, or a replay of an attempt
@@ -41,10 +43,20 @@
 -- its name before anything is written (cheaper than a TYPE call first).
 local owner = redis.pcall('HGET', KEYS[1], 'o')
 if type(owner) == 'table' then
-  if string.find(owner.err, '^WRONGTYPE') then
-    return redis.error_reply('WRONGTYPE ' .. KEYS[1])
-  end
-  return owner
+  return hold_named_error(KEYS[1], owner)
+end
+-- A hold of this owner that the owner's handle no longer has (ARGV[5] =
+-- '0') and that is no replay of this attempt is stale: a grant whose reply
+-- was lost and whose compensating release ran before it (the request sat
+-- in a paused server's buffer on a connection given up), or a hold that
+-- was reported lost. Re-entering it would count this acquire on top of a
+-- hold nobody will release, and every later re-entry would keep it alive:
+-- the lock would never be free for anyone else. It is dropped instead (a
+-- repair: the only write before the checks below) and the lock is free.
+if owner == ARGV[1] and ARGV[5] == '0'
+    and redis.call('HEXISTS', KEYS[1], 'a:' .. ARGV[2]) == 0 then
+  redis.call('DEL', KEYS[1])
+  owner = false
 end
 
 local client = string.match(ARGV[1], '^(.*):')

@@ -28,10 +28,7 @@ for i = 1, n do
   local key, fence, owner = KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 + i]
   local holder = redis.pcall('HGET', key, 'o')
   if type(holder) == 'table' then
-    if string.find(holder.err, '^WRONGTYPE') then
-      return redis.error_reply('WRONGTYPE ' .. key)
-    end
-    return holder
+    return hold_named_error(key, holder)
   end
   if holder and holder ~= owner then
     return {0, redis.call('PTTL', key), i}

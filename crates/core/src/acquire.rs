@@ -40,7 +40,7 @@ use crate::client::Client;
 use crate::config::lease_ms;
 use crate::error::{Error, Result};
 use crate::heartbeat::{HeartbeatReg, HeartbeatSpec};
-use crate::lease::{valid_until, Hold, HoldSpec, LeaseMode, PassSpec};
+use crate::lease::{valid_until, Hold, HoldSet, HoldSpec, LeaseMode, PassSpec};
 use crate::scripts::{LuaScript, ScriptCall};
 use crate::wait::{LocalGrant, LocalNow, LocalWaiter, Waiter, Woke};
 use crate::wake::WakePolicy;
@@ -108,6 +108,15 @@ pub struct AcquireSpec {
     /// other clients were seen since the lock was last free. See
     /// `docs/architecture.md` for the budget that keeps them from starving.
     pub pass: Option<&'static LuaScript>,
+    /// The holds of the handle this spec belongs to, for reentrant
+    /// primitives whose holds are counted per owner in one hash (`Lock`,
+    /// `FairLock`). When given, every acquire call ends its ARGV with `1`
+    /// when one of them is still active, else `0`, and the holds it grants
+    /// are added. With `0`, the script treats a hold recorded for this
+    /// owner but not for this attempt as stale (a grant whose reply was
+    /// lost and whose release ran before it, kept alive by later
+    /// re-entries) and replaces it instead of re-entering it.
+    pub live: Option<Arc<HoldSet>>,
 }
 
 impl WaitMode {
@@ -189,6 +198,17 @@ fn release_call(spec: &AcquireSpec, attempt: &str) -> ScriptCall {
             .chain(spec.release_extra.iter().cloned())
             .collect(),
     )
+}
+
+/// The last ARGV of an acquire call for a spec with [`AcquireSpec::live`]:
+/// `1` when the handle still has an active hold (a re-entry is expected),
+/// `0` when not.
+fn live_arg(set: &HoldSet) -> &'static str {
+    if set.any_active() {
+        "1"
+    } else {
+        "0"
+    }
 }
 
 /// A queue entry's secret: random, in 1 .. 2^53 (Lua carries it exactly).
@@ -330,6 +350,9 @@ impl Client {
                 hold.extend_in_background(ms, g.pttl);
             }
             hold.inner.chain.store(g.chain, Ordering::Relaxed);
+            if let Some(set) = &spec.live {
+                set.add(&hold);
+            }
             hold
         }))
     }
@@ -421,6 +444,7 @@ impl Client {
                 .into_iter()
                 .chain(spec.extra_args.iter().cloned())
                 .chain(spec.tagged.then(|| new_secret().to_string()))
+                .chain(spec.live.as_ref().map(|s| live_arg(s).to_string()))
                 .collect(),
             )
         };

@@ -89,7 +89,13 @@ impl<K: ExclusiveKind> Exclusive<K> {
         let keys = client.keys(K::KIND, name);
         let fence_key = keys.as_ref().map(|k| k.sub("fence")).unwrap_or_default();
         let force = keys.as_ref().ok().map(|k| K::force_unlock(client, k));
-        let spec = keys.map(|k| K::spec(client, &k)).map_err(|e| match e {
+        // Each handle knows its own holds: its acquires tell the script
+        // whether a re-entry is expected (see `AcquireSpec::live`).
+        let spec = keys.map(|k| AcquireSpec {
+            live: Some(Arc::default()),
+            ..K::spec(client, &k)
+        });
+        let spec = spec.map_err(|e| match e {
             Error::InvalidArgument(m) => m,
             other => other.to_string(),
         });

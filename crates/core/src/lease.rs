@@ -112,6 +112,30 @@ pub struct Hold {
     armed: bool,
 }
 
+/// The holds one handle was granted, to tell whether any is still active
+/// (held as far as this process knows). See [`AcquireSpec::live`](crate::AcquireSpec::live).
+#[derive(Debug, Default)]
+pub struct HoldSet {
+    holds: Mutex<Vec<std::sync::Weak<HoldInner>>>,
+}
+
+impl HoldSet {
+    /// Remember `hold` (forgotten once it ends or is dropped).
+    pub(crate) fn add(&self, hold: &Hold) {
+        let mut v = self.holds.lock();
+        v.retain(|w| w.upgrade().is_some_and(|h| !h.state.borrow().is_terminal()));
+        v.push(Arc::downgrade(&hold.inner));
+    }
+
+    /// Whether one of the remembered holds is still active.
+    pub(crate) fn any_active(&self) -> bool {
+        self.holds
+            .lock()
+            .iter()
+            .any(|w| w.upgrade().is_some_and(|h| !h.state.borrow().is_terminal()))
+    }
+}
+
 pub(crate) struct HoldInner {
     pub(crate) id: u64,
     pub(crate) client: Client,

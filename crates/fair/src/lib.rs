@@ -150,6 +150,7 @@ impl ExclusiveKind for Fifo {
             class: "",
             tagged: true,
             pass: None,
+            live: None,
             heartbeat: Some(HeartbeatSpec {
                 script: &FAIR_HEARTBEAT,
                 keys,

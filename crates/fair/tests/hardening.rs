@@ -420,3 +420,36 @@ async fn queue_keys_always_expire() {
     })
     .await;
 }
+
+/// A stale hold of the own handle (see the lock's test of the same name)
+/// is not re-entered: it is dropped, the lock goes to the head of the
+/// queue, and the handle waits behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_hold_of_the_own_handle_is_replaced_not_re_entered() {
+    let srv = server();
+    let a = client(&srv.url(), Duration::from_secs(5)).await;
+    let b = client(&srv.url(), Duration::from_secs(5)).await;
+    let al = FairLock::new(&a, "stale");
+    let key = al.key().unwrap().to_string();
+    let owner = al.owner().to_string();
+    let _: () = cmd(
+        &srv,
+        &["HSET", &key, "o", &owner, "t", "5", "n", "1", "a:gone", "1"],
+    )
+    .await;
+    let _: () = cmd(&srv, &["PEXPIRE", &key, "30000"]).await;
+    // B waits: the stale hold looks held.
+    let bl = FairLock::new(&b, "stale");
+    let bt = tokio::spawn(async move { bl.lock().await });
+    until_queued(&srv, &al, 1).await;
+    // A's acquire drops the stale hold; B, first in line, gets the lock.
+    let at = tokio::spawn(async move { al.lock().await.map(|g| (al, g)) });
+    let bg = within("B acquires", bt).await.unwrap().unwrap();
+    assert!(bg.fencing_token() > 5);
+    bg.unlock().await.unwrap();
+    let (al, ag) = within("A acquires", at).await.unwrap().unwrap();
+    assert!(ag.fencing_token() > 5);
+    ag.unlock().await.unwrap();
+    let n: i64 = cmd(&srv, &["EXISTS", al.key().unwrap()]).await;
+    assert_eq!(n, 0, "a count was left");
+}

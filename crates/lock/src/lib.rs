@@ -87,6 +87,7 @@ impl ExclusiveKind for Reentrant {
             // An unlock hands the lock to a sleeping waiter of its own
             // client in one call, within the client's budget.
             pass: Some(&LOCK_PASS),
+            live: None,
         }
     }
 

@@ -381,3 +381,61 @@ async fn odd_queue_and_reservation_keys_do_not_block_the_lock() {
     .await;
     assert!(Lock::new(&b, "try").try_lock().await.unwrap().is_some());
 }
+
+/// A grant whose reply was lost, and whose compensating release ran before
+/// it (the request sat in a paused server's buffer on a connection the
+/// client had given up: found by the torture test), leaves a hold recorded
+/// for a handle that does not have it. The handle's next acquire must not
+/// re-enter it: that would count on top of a hold nobody releases, every
+/// later re-entry would keep it alive, and nobody else would ever get the
+/// lock. The stale hold is replaced by a fresh grant; real re-entries are
+/// unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_hold_of_the_own_handle_is_replaced_not_re_entered() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let other = client(&srv.url()).await;
+    let lock = Lock::new(&c, "stale");
+    let key = lock.key().unwrap().to_string();
+    let owner = lock.owner().to_string();
+    let _: () = cmd(
+        &srv,
+        &["HSET", &key, "o", &owner, "t", "5", "n", "1", "a:gone", "1"],
+    )
+    .await;
+    let _: () = cmd(&srv, &["PEXPIRE", &key, "30000"]).await;
+    for acquire in ["try_lock", "lock"] {
+        let g = match acquire {
+            "try_lock" => lock.try_lock().await.unwrap().expect("granted"),
+            _ => lock.lock().await.unwrap(),
+        };
+        assert!(
+            g.fencing_token() > 5,
+            "{acquire}: re-entered the stale hold (token {})",
+            g.fencing_token()
+        );
+        g.unlock().await.unwrap();
+        assert!(!exists(&srv, &key).await, "{acquire}: a count was left");
+        let og = Lock::new(&other, "stale").try_lock().await.unwrap();
+        og.expect("free for another handle").unlock().await.unwrap();
+        let _: () = cmd(
+            &srv,
+            &["HSET", &key, "o", &owner, "t", "5", "n", "1", "a:gone", "1"],
+        )
+        .await;
+        let _: () = cmd(&srv, &["PEXPIRE", &key, "30000"]).await;
+    }
+    let _: () = cmd(&srv, &["DEL", &key]).await;
+    // A real re-entry (the handle holds the lock) still counts on the hold.
+    let g1 = lock.lock().await.unwrap();
+    let g2 = lock.lock().await.unwrap();
+    assert_eq!(g1.fencing_token(), g2.fencing_token());
+    g2.unlock().await.unwrap();
+    assert!(Lock::new(&other, "stale")
+        .try_lock()
+        .await
+        .unwrap()
+        .is_none());
+    g1.unlock().await.unwrap();
+    assert!(!exists(&srv, &key).await);
+}

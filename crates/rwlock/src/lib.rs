@@ -572,6 +572,7 @@ fn parts(client: &Client, k: &Keys) -> Parts {
         class: READ,
         tagged: false,
         pass: None,
+        live: None,
         heartbeat: None,
     };
     let write = AcquireSpec {
@@ -590,6 +591,7 @@ fn parts(client: &Client, k: &Keys) -> Parts {
         class: WRITE,
         tagged: false,
         pass: None,
+        live: None,
         heartbeat: Some(HeartbeatSpec {
             script: &RW_HEARTBEAT,
             keys: keys.clone(),

@@ -54,9 +54,9 @@ pub mod scripts {
         /// Read the semaphore's state.
         pub SEM_INSPECT = "sem_inspect" with "hold_lib", "sem_lib";
         /// Set, count down or read a latch.
-        pub LATCH_OP = "latch_op";
+        pub LATCH_OP = "latch_op" with "hold_lib";
         /// Has the latch reached zero? (The try of a wait.)
-        pub LATCH_WAIT = "latch_wait";
+        pub LATCH_WAIT = "latch_wait" with "hold_lib";
     }
 }
 pub use scripts::SCRIPTS;
@@ -236,6 +236,7 @@ impl Semaphore {
                     class: "",
                     tagged: true,
                     pass: None,
+                    live: None,
                     heartbeat: Some(HeartbeatSpec {
                         script: &SEM_HEARTBEAT,
                         keys: keys.clone(),
@@ -550,6 +551,7 @@ impl CountDownLatch {
                     class: "",
                     tagged: false,
                     pass: None,
+                    live: None,
                     heartbeat: None,
                 };
                 (key, channel, spec)

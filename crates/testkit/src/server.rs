@@ -291,6 +291,24 @@ impl RedisServer {
         Self::builder().start()
     }
 
+    /// For examples and tools whose Redis URL is optional: `url` when given,
+    /// else that of a throwaway server started as by [`start`](Self::start).
+    /// Keep the returned server (if any) for as long as the URL is used: it
+    /// stops when dropped.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start), when a server had to be started.
+    pub fn given_or_started(url: Option<String>) -> io::Result<(String, Option<RedisServer>)> {
+        match url {
+            Some(url) => Ok((url, None)),
+            None => {
+                let srv = Self::start()?;
+                Ok((srv.url(), Some(srv)))
+            }
+        }
+    }
+
     /// A builder to configure persistence or extra directives before starting.
     pub fn builder() -> RedisServerBuilder {
         RedisServerBuilder::default()
