@@ -9,6 +9,8 @@
 -- ARGV[4]  mode: 'try' (one attempt, no mark) | 'wait' (mark as waiting)
 -- ARGV[5]  waiter timeout in ms (how long the mark outlives its client's
 --          last heartbeat)
+-- ARGV[6]  optional: '1' when the caller's handle still has an active
+--          write hold (a re-entry is expected), '0' when it has none
 --
 -- Reply:
 --   {1, token, pttl}    granted: fresh, a re-entry by the writer, or a replay
@@ -48,6 +50,14 @@ local function busy(pttl)
 end
 
 local writer = redis.call('HGET', K.w, 'o')
+-- A write hold of this owner that its handle no longer has, and that is no
+-- replay of this attempt, is stale (a late grant: see lock_acquire.lua):
+-- dropped instead of re-entered, and the write side is free.
+if writer == owner and ARGV[6] == '0'
+    and redis.call('HEXISTS', K.w, 'a:' .. attempt) == 0 then
+  redis.call('DEL', K.w)
+  writer = false
+end
 if writer then
   if writer == owner then
     redis.call('ZREM', K.ww, mark)

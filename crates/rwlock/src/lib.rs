@@ -591,7 +591,9 @@ fn parts(client: &Client, k: &Keys) -> Parts {
         class: WRITE,
         tagged: false,
         pass: None,
-        live: None,
+        // One set per handle (`parts` runs in `RwLock::new`): a stale write
+        // hold of this owner is not re-entered (see `AcquireSpec::live`).
+        live: Some(Arc::default()),
         heartbeat: Some(HeartbeatSpec {
             script: &RW_HEARTBEAT,
             keys: keys.clone(),

@@ -451,3 +451,38 @@ async fn force_unlock_counts_only_live_readers() {
     assert_eq!(freed.readers, 1);
     assert!(keys(&srv).await.iter().all(|k| k.ends_with(":fence")));
 }
+
+/// A stale write hold of the own handle (a late grant; see the lock's test
+/// of the same name) is not re-entered: the write side is taken afresh and
+/// is free for others after the unlock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_write_hold_of_the_own_handle_is_replaced_not_re_entered() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let other = client(&srv.url()).await;
+    let rw = RwLock::new(&c, "stale");
+    let key = rw.key().unwrap().to_string();
+    let owner = rw.owner().to_string();
+    let _: () = cmd(
+        &srv,
+        &["HSET", &key, "o", &owner, "t", "5", "n", "1", "a:gone", "1"],
+    )
+    .await;
+    let _: () = cmd(&srv, &["PEXPIRE", &key, "30000"]).await;
+    let g = rw.try_write().await.unwrap().expect("granted");
+    assert!(g.fencing_token() > 5, "re-entered the stale write hold");
+    g.unlock().await.unwrap();
+    let og = RwLock::new(&other, "stale").try_write().await.unwrap();
+    og.expect("free for another handle").unlock().await.unwrap();
+    // A real re-entry still counts on the hold.
+    let g1 = rw.write().await.unwrap();
+    let g2 = rw.write().await.unwrap();
+    assert_eq!(g1.fencing_token(), g2.fencing_token());
+    g2.unlock().await.unwrap();
+    assert!(RwLock::new(&other, "stale")
+        .try_write()
+        .await
+        .unwrap()
+        .is_none());
+    g1.unlock().await.unwrap();
+}
