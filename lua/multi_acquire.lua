@@ -6,6 +6,10 @@
 -- ARGV[1]    attempt id (one for the whole set; each lock records it)
 -- ARGV[2]    lease in ms
 -- ARGV[2+i]  owner id of the i-th lock's handle
+-- ARGV[2+N+i]  optional: '1' when the i-th lock's handle still has an
+--            active hold of it (a re-entry is expected), '0' when not; a
+--            hold of that owner not recorded for this attempt is then
+--            stale (a late grant: see lock_acquire.lua) and is replaced
 --
 -- Reply:
 --   {1, token_1, pttl_1, token_2, pttl_2, ...}  every lock granted: fresh,
@@ -23,6 +27,7 @@
 local attempt, lease = ARGV[1], ARGV[2]
 local n = #KEYS / 2
 local free = {}
+local stale = {}
 local lasts = {}
 for i = 1, n do
   local key, fence, owner = KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 + i]
@@ -33,7 +38,9 @@ for i = 1, n do
   if holder and holder ~= owner then
     return {0, redis.call('PTTL', key), i}
   end
-  free[i] = not holder
+  stale[i] = holder == owner and ARGV[2 + n + i] == '0'
+    and redis.call('HEXISTS', key, 'a:' .. attempt) == 0
+  free[i] = not holder or stale[i]
   if free[i] then
     local last, err = hold_read_fence(fence)
     if err then
@@ -48,6 +55,9 @@ for i = 1, n do
   local key, fence, owner = KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 + i]
   if free[i] then
     local token, stoken = hold_next_token(fence, lasts[i], now_us)
+    if stale[i] then
+      redis.call('DEL', key)
+    end
     redis.call('HSET', key, 'o', owner, 't', stoken, 'n', 1, 'a:' .. attempt, 1)
     redis.call('PEXPIRE', key, lease)
     out[#out + 1] = token

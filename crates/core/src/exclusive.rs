@@ -6,7 +6,8 @@ use std::marker::PhantomData;
 
 use crate::scripts::{ScriptCall, HOLD_INSPECT};
 use crate::{
-    AcquireSpec, Client, Error, ExclusiveGuard as LockGuard, Keys, LeaseMode, Result, WaitMode,
+    AcquireSpec, Client, Error, ExclusiveGuard as LockGuard, HoldSet, Keys, LeaseMode, Result,
+    WaitMode,
 };
 
 /// What distinguishes one exclusive primitive from another: its key kind,
@@ -140,6 +141,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
             key: spec.key.clone(),
             fence: self.inner.fence_key.clone(),
             channel: spec.release_extra.first().cloned().unwrap_or_default(),
+            live: spec.live.clone(),
         })
     }
 
@@ -389,6 +391,9 @@ pub struct PlainLock {
     pub fence: String,
     /// The channel a release publishes on.
     pub channel: String,
+    /// The handle's holds (see [`AcquireSpec::live`]): a composite adds the
+    /// holds it takes for this handle and says whether one is active.
+    pub live: Option<Arc<HoldSet>>,
 }
 
 /// An exclusive lock's state, read in one atomic step by

@@ -121,14 +121,14 @@ pub struct HoldSet {
 
 impl HoldSet {
     /// Remember `hold` (forgotten once it ends or is dropped).
-    pub(crate) fn add(&self, hold: &Hold) {
+    pub fn add(&self, hold: &Hold) {
         let mut v = self.holds.lock();
         v.retain(|w| w.upgrade().is_some_and(|h| !h.state.borrow().is_terminal()));
         v.push(Arc::downgrade(&hold.inner));
     }
 
     /// Whether one of the remembered holds is still active.
-    pub(crate) fn any_active(&self) -> bool {
+    pub fn any_active(&self) -> bool {
         self.holds
             .lock()
             .iter()

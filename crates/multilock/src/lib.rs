@@ -163,6 +163,12 @@ impl MultiLock {
             [attempt.clone(), ms.to_string()]
                 .into_iter()
                 .chain(plain.iter().map(|p| p.owner.clone()))
+                // Per part: does its handle still hold it (a re-entry is
+                // expected)? Without, a hold of that owner is stale.
+                .chain(plain.iter().map(|p| {
+                    let active = p.live.as_ref().is_some_and(|s| s.any_active());
+                    if active { "1" } else { "0" }.to_string()
+                }))
                 .collect(),
         );
         let mut undo = Undo {
@@ -197,7 +203,7 @@ impl MultiLock {
                     .iter()
                     .zip(rest.chunks(2))
                     .map(|(p, tp)| {
-                        Hold::new(
+                        let hold = Hold::new(
                             client,
                             HoldSpec {
                                 kind: "lock",
@@ -216,7 +222,11 @@ impl MultiLock {
                             lease,
                             sent,
                             tp[1].unsigned_abs(),
-                        )
+                        );
+                        if let Some(set) = &p.live {
+                            set.add(&hold);
+                        }
+                        hold
                     })
                     .collect();
                 Ok(Ok(MultiGuard::new(holds)))

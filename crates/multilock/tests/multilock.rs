@@ -302,3 +302,46 @@ async fn plain_locks_of_one_client_are_taken_in_one_script() {
     assert!(g.fencing_tokens().iter().zip(&tokens).all(|(a, b)| a > b));
     g.unlock().await.unwrap();
 }
+
+/// A stale hold of a part's own handle (a late grant; see the lock's test
+/// of the same name) is not re-entered by the one-script path: the part is
+/// taken afresh and is free for others after the unlock. A real re-entry
+/// (the part's handle holds it) still counts on the hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_part_hold_of_the_own_handle_is_replaced_not_re_entered() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let a = Lock::new(&c, "stale-a");
+    let b = Lock::new(&c, "stale-b");
+    let key = a.key().unwrap().to_string();
+    let owner = a.owner().to_string();
+    let _: () = cmd(
+        &srv,
+        &["HSET", &key, "o", &owner, "t", "5", "n", "1", "a:gone", "1"],
+    )
+    .await;
+    let _: () = cmd(&srv, &["PEXPIRE", &key, "30000"]).await;
+    let parts = |a: &Lock, b: &Lock| {
+        vec![
+            Arc::new(a.clone()) as Arc<dyn Lockable>,
+            Arc::new(b.clone()) as Arc<dyn Lockable>,
+        ]
+    };
+    let m = MultiLock::new(parts(&a, &b));
+    let g = m.try_lock().await.unwrap().expect("granted");
+    assert!(g.fencing_tokens()[0] > 5, "re-entered the stale hold");
+    g.unlock().await.unwrap();
+    let other = Lock::new(&c, "stale-a").try_lock().await.unwrap();
+    other
+        .expect("free for another handle")
+        .unlock()
+        .await
+        .unwrap();
+    // The part's handle holds it: the multi-lock re-enters it.
+    let ga = a.lock().await.unwrap();
+    let g = m.try_lock().await.unwrap().expect("re-entered");
+    assert_eq!(g.fencing_tokens()[0], ga.fencing_token());
+    g.unlock().await.unwrap();
+    assert!(Lock::new(&c, "stale-a").try_lock().await.unwrap().is_none());
+    ga.unlock().await.unwrap();
+}
