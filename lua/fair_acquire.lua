@@ -40,12 +40,9 @@ if bad then
 end
 local holder = redis.call('HGET', K.hold, 'o')
 local now_ms, now_us = hold_now()
--- A hold of this owner that the owner's handle no longer has (ARGV[7] =
--- '0') and that is neither a replay of this attempt nor its hand-off is
--- stale (see lock_acquire.lua): dropped, and the lock is free: the live
--- head of the queue, if any, gets it below.
-if holder == owner and ARGV[7] == '0'
-    and redis.call('HEXISTS', K.hold, 'a:' .. attempt) == 0 then
+-- A stale hold of this owner (hold_is_stale) is dropped, not re-entered:
+-- the lock is free, and the live head of the queue, if any, gets it below.
+if hold_is_stale(K.hold, holder, owner, attempt, ARGV[7]) then
   redis.call('DEL', K.hold)
   holder = false
 end

@@ -219,6 +219,22 @@ local function hold_grant(key, fence, owner, attempt, lease)
   return token
 end
 
+-- Whether the hold hash `key`, held by `holder`, is a stale hold of `owner`:
+-- the owner's handle says it has no active hold (`live` = '0', the
+-- acquire's last ARGV; nil from callers that do not say) and the hash does
+-- not record `attempt` (so it is no replay of this acquire, nor a hand-off
+-- to it). Such a hold is a grant whose reply was lost and whose
+-- compensating release ran before it (the request sat in a paused server's
+-- buffer on a connection the client gave up), or one reported lost.
+-- Re-entering it would count the acquire on top of a hold nobody will
+-- release, and every later re-entry would keep it alive: the lock would
+-- never be free for anyone else. Callers delete it instead (a repair) and
+-- treat the lock as free. One HEXISTS, only when holder == owner.
+local function hold_is_stale(key, holder, owner, attempt, live)
+  return holder == owner and live == '0'
+    and redis.call('HEXISTS', key, 'a:' .. attempt) == 0
+end
+
 -- Re-entry (or replay) by the owner that holds the hold hash `key`
 -- (fields o, t, n, a:<attempt>; layout in lock_acquire.lua). A new attempt
 -- is counted once (HSETNX: a retry of the same attempt after an

@@ -45,16 +45,9 @@ local owner = redis.pcall('HGET', KEYS[1], 'o')
 if type(owner) == 'table' then
   return hold_named_error(KEYS[1], owner)
 end
--- A hold of this owner that the owner's handle no longer has (ARGV[5] =
--- '0') and that is no replay of this attempt is stale: a grant whose reply
--- was lost and whose compensating release ran before it (the request sat
--- in a paused server's buffer on a connection given up), or a hold that
--- was reported lost. Re-entering it would count this acquire on top of a
--- hold nobody will release, and every later re-entry would keep it alive:
--- the lock would never be free for anyone else. It is dropped instead (a
--- repair: the only write before the checks below) and the lock is free.
-if owner == ARGV[1] and ARGV[5] == '0'
-    and redis.call('HEXISTS', KEYS[1], 'a:' .. ARGV[2]) == 0 then
+-- A stale hold of this owner (hold_is_stale) is dropped, not re-entered:
+-- a repair, the only write before the checks below; the lock is free.
+if hold_is_stale(KEYS[1], owner, ARGV[1], ARGV[2], ARGV[5]) then
   redis.call('DEL', KEYS[1])
   owner = false
 end

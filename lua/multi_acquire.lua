@@ -9,7 +9,7 @@
 -- ARGV[2+N+i]  optional: '1' when the i-th lock's handle still has an
 --            active hold of it (a re-entry is expected), '0' when not; a
 --            hold of that owner not recorded for this attempt is then
---            stale (a late grant: see lock_acquire.lua) and is replaced
+--            stale (hold_is_stale in hold_lib.lua) and is replaced
 --
 -- Reply:
 --   {1, token_1, pttl_1, token_2, pttl_2, ...}  every lock granted: fresh,
@@ -38,8 +38,8 @@ for i = 1, n do
   if holder and holder ~= owner then
     return {0, redis.call('PTTL', key), i}
   end
-  stale[i] = holder == owner and ARGV[2 + n + i] == '0'
-    and redis.call('HEXISTS', key, 'a:' .. attempt) == 0
+  -- A stale hold of the part's owner (hold_is_stale) is replaced below.
+  stale[i] = hold_is_stale(key, holder, owner, attempt, ARGV[2 + n + i])
   free[i] = not holder or stale[i]
   if free[i] then
     local last, err = hold_read_fence(fence)

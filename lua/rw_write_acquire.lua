@@ -50,11 +50,9 @@ local function busy(pttl)
 end
 
 local writer = redis.call('HGET', K.w, 'o')
--- A write hold of this owner that its handle no longer has, and that is no
--- replay of this attempt, is stale (a late grant: see lock_acquire.lua):
--- dropped instead of re-entered, and the write side is free.
-if writer == owner and ARGV[6] == '0'
-    and redis.call('HEXISTS', K.w, 'a:' .. attempt) == 0 then
+-- A stale write hold of this owner (hold_is_stale) is dropped, not
+-- re-entered, and the write side is free.
+if hold_is_stale(K.w, writer, owner, attempt, ARGV[6]) then
   redis.call('DEL', K.w)
   writer = false
 end

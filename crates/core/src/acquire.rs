@@ -200,17 +200,6 @@ fn release_call(spec: &AcquireSpec, attempt: &str) -> ScriptCall {
     )
 }
 
-/// The last ARGV of an acquire call for a spec with [`AcquireSpec::live`]:
-/// `1` when the handle still has an active hold (a re-entry is expected),
-/// `0` when not.
-fn live_arg(set: &HoldSet) -> &'static str {
-    if set.any_active() {
-        "1"
-    } else {
-        "0"
-    }
-}
-
 /// A queue entry's secret: random, in 1 .. 2^53 (Lua carries it exactly).
 fn new_secret() -> u64 {
     rand::random_range(1..(1u64 << 53))
@@ -444,7 +433,7 @@ impl Client {
                 .into_iter()
                 .chain(spec.extra_args.iter().cloned())
                 .chain(spec.tagged.then(|| new_secret().to_string()))
-                .chain(spec.live.as_ref().map(|s| live_arg(s).to_string()))
+                .chain(spec.live.as_ref().map(|s| s.acquire_arg().to_string()))
                 .collect(),
             )
         };

@@ -127,6 +127,17 @@ impl HoldSet {
         v.push(Arc::downgrade(&hold.inner));
     }
 
+    /// The last ARGV of an acquire call (see [`AcquireSpec::live`](crate::AcquireSpec::live)):
+    /// `1` when one of the remembered holds is still active (a re-entry is
+    /// expected), `0` when none is.
+    pub fn acquire_arg(&self) -> &'static str {
+        if self.any_active() {
+            "1"
+        } else {
+            "0"
+        }
+    }
+
     /// Whether one of the remembered holds is still active.
     pub fn any_active(&self) -> bool {
         self.holds

@@ -164,11 +164,13 @@ impl MultiLock {
                 .into_iter()
                 .chain(plain.iter().map(|p| p.owner.clone()))
                 // Per part: does its handle still hold it (a re-entry is
-                // expected)? Without, a hold of that owner is stale.
-                .chain(plain.iter().map(|p| {
-                    let active = p.live.as_ref().is_some_and(|s| s.any_active());
-                    if active { "1" } else { "0" }.to_string()
-                }))
+                // expected)? Without, a hold of that owner is stale. A part
+                // whose holds are not known keeps re-entering.
+                .chain(
+                    plain
+                        .iter()
+                        .map(|p| p.live.as_ref().map_or("1", |s| s.acquire_arg()).to_string()),
+                )
                 .collect(),
         );
         let mut undo = Undo {
