@@ -5,7 +5,6 @@
 //! Sizes are tiny and nothing asserts speed: the only time bounds catch hangs.
 
 use std::io::{BufRead as _, BufReader};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -13,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser as _;
 use deadbolt_cli::{BenchArgs, Cli, ForceUnlockArgs, InspectArgs};
+use deadbolt_testkit::support::{port_closed, port_of};
 use deadbolt_testkit::RedisServer;
 
 /// Catches hangs, not speed.
@@ -29,18 +29,6 @@ fn bench_args(args: &[&str]) -> BenchArgs {
         deadbolt_cli::Command::Bench(b) => b,
         other => panic!("expected bench, got {other:?}"),
     }
-}
-
-fn port_of(url: &str) -> u16 {
-    url.trim_end_matches('/')
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {url}"))
-}
-
-fn port_closed(port: u16) -> bool {
-    TcpStream::connect(("127.0.0.1", port)).is_err()
 }
 
 fn temp_path(name: &str) -> PathBuf {

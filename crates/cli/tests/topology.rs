@@ -6,14 +6,13 @@
 //!
 //! Sizes are tiny and nothing asserts speed: the only time bounds catch hangs.
 
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 use clap::Parser as _;
 use deadbolt_cli::{BenchArgs, Cli, ScenarioKind, Topology, TOPOLOGY_NAMES_PER_TASK};
-use deadbolt_testkit::support::output_within;
+use deadbolt_testkit::support::{output_within, port_closed, port_of};
 use deadbolt_testkit::RedisCluster;
 use serde_json::Value;
 
@@ -37,18 +36,6 @@ fn temp_path(name: &str) -> PathBuf {
         std::process::id(),
         rand::random::<u32>()
     ))
-}
-
-fn port_of(url: &str) -> u16 {
-    url.trim_end_matches('/')
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {url}"))
-}
-
-fn port_closed(port: u16) -> bool {
-    TcpStream::connect(("127.0.0.1", port)).is_err()
 }
 
 /// Short runs; the hand-off rows stop after 20 rounds.

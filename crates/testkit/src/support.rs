@@ -96,3 +96,22 @@ pub fn output_within(what: &str, cmd: &mut std::process::Command) -> std::proces
     }
     child.wait_with_output().expect("the child's output")
 }
+
+/// The port of a `redis://host:port[/db]` URL.
+///
+/// # Panics
+/// When the URL names no port.
+pub fn port_of(url: &str) -> u16 {
+    url.trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {url}"))
+}
+
+/// True when nothing listens on `port` of the loopback address (a server
+/// that a command started was stopped again).
+pub fn port_closed(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+}

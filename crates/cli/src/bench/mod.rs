@@ -359,7 +359,9 @@ fn pin(server_pids: &[u32], cpus: u32, progress: &Progress) -> bool {
     }
 }
 
-/// Best effort: delete this run's keys from a server that is not ours.
+/// Best effort: delete this run's keys from a server (or one cluster
+/// master) that is not ours, one DEL per key (a cluster refuses a DEL of
+/// keys in different slots).
 async fn cleanup(conn: &mut redis::aio::MultiplexedConnection, namespace: &str, run_id: &str) {
     let pattern = format!("{namespace}:*{run_id}*");
     let mut cursor: u64 = 0;
@@ -376,7 +378,11 @@ async fn cleanup(conn: &mut redis::aio::MultiplexedConnection, namespace: &str, 
             return;
         };
         if !keys.is_empty() {
-            let _: redis::RedisResult<i64> = redis::cmd("DEL").arg(&keys).query_async(conn).await;
+            let mut pipe = redis::pipe();
+            for key in &keys {
+                pipe.cmd("DEL").arg(key).ignore();
+            }
+            let _: redis::RedisResult<()> = pipe.query_async(conn).await;
         }
         if next == 0 {
             return;

@@ -840,6 +840,49 @@ pub(crate) struct Handoffs {
     pub(crate) rounds: u64,
 }
 
+impl Handoffs {
+    /// The hand-off row (two workers on two clients), and the line that
+    /// closes its progress bar.
+    pub(crate) fn result(
+        self,
+        scenario: ScenarioKind,
+        contender: super::args::ContenderKind,
+        elapsed: std::time::Duration,
+        ping_p50: Option<f64>,
+        exclusion_violations: u64,
+        mut cmds: Commands,
+    ) -> (RunResult, String) {
+        cmds.per_acquisition = per(cmds.counted, self.tally.acquisitions);
+        let result = RunResult {
+            scenario,
+            contender,
+            workers: 2,
+            clients: 2,
+            elapsed_s: elapsed.as_secs_f64(),
+            acquisitions: self.tally.acquisitions,
+            acquisitions_per_s: None,
+            rounds: Some(self.rounds),
+            errors: self.tally.errors,
+            first_error: self.tally.first_error,
+            exclusion_violations,
+            ping_p50_us: ping_p50,
+            acquire: None,
+            acquire_release: None,
+            handoff: summarize(&self.handoffs, ping_p50),
+            fairness: None,
+            read_write: None,
+            commands: cmds,
+            topology: None,
+        };
+        let line = format!(
+            "{} rounds, hand-off {}",
+            self.rounds,
+            lat_summary(result.handoff.as_ref())
+        );
+        (result, line)
+    }
+}
+
 /// The hand-off rounds: `holder` takes the lock, `waiter` (another client's
 /// owner of the same name) starts waiting for it, the holder holds it
 /// [`HANDOFF_HOLD`] plus a random part of `jitter` and releases it; the time
@@ -943,39 +986,15 @@ async fn handoff(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResu
     let pings = env.finish_pinger(pinger).await;
     shutdown(&clients).await;
     let (after, (ping_p50, sent)) = (after?, pings?);
-    let Handoffs {
-        tally,
-        handoffs,
-        rounds,
-    } = outcome?;
-
-    let mut cmds = commands(c, &before, &after, sent);
-    cmds.per_acquisition = per(cmds.counted, tally.acquisitions);
-    let result = RunResult {
-        scenario: ScenarioKind::Handoff,
-        contender: c.kind(),
-        workers: 2,
-        clients: 2,
-        elapsed_s: elapsed.as_secs_f64(),
-        acquisitions: tally.acquisitions,
-        acquisitions_per_s: None,
-        rounds: Some(rounds),
-        errors: tally.errors,
-        first_error: tally.first_error,
-        exclusion_violations: exclusion.violations(),
-        ping_p50_us: ping_p50,
-        acquire: None,
-        acquire_release: None,
-        handoff: summarize(&handoffs, ping_p50),
-        fairness: None,
-        read_write: None,
-        commands: cmds,
-        topology: None,
-    };
-    bar.finish(format!(
-        "{rounds} rounds, hand-off {}",
-        lat_summary(result.handoff.as_ref())
-    ));
+    let (result, line) = outcome?.result(
+        ScenarioKind::Handoff,
+        c.kind(),
+        elapsed,
+        ping_p50,
+        exclusion.violations(),
+        commands(c, &before, &after, sent),
+    );
+    bar.finish(line);
     Ok(result)
 }
 

@@ -30,8 +30,8 @@ use super::report::{
     fmt_rate, Commands, Latency, RunResult, TopologyInfo, TopologyMeasure, TopologyRow,
     VsStandalone,
 };
-use super::scenario::{self, Env, Exclusion, Handoffs, LockUnlock, EVENT_JITTER};
-use super::stats::{self, summarize, Pinger};
+use super::scenario::{self, Env, Exclusion, LockUnlock, EVENT_JITTER};
+use super::stats::{self, Pinger};
 use super::{redact, stats_connection};
 
 /// Hash slots of a Redis Cluster.
@@ -212,43 +212,13 @@ impl Site {
     }
 
     /// Best effort, for a deployment that is not ours: delete this run's
-    /// keys (the locks' fencing counters) from every master, one DEL per key
-    /// (a cluster refuses a DEL of keys in different slots).
+    /// keys (the locks' fencing counters) from every master.
     pub(crate) async fn cleanup(&self, namespace: &str, run_id: &str) {
         for m in &self.masters {
             if let Ok(mut conn) = stats_connection(&m.url).await {
-                delete_matching(&mut conn, &format!("{namespace}:*{run_id}*")).await;
+                super::cleanup(&mut conn, namespace, run_id).await;
             }
         }
-    }
-}
-
-/// Best effort: delete the keys of one node that match `pattern`.
-async fn delete_matching(conn: &mut MultiplexedConnection, pattern: &str) {
-    let mut cursor: u64 = 0;
-    loop {
-        let Ok((next, keys)): redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(conn)
-            .await
-        else {
-            return;
-        };
-        if !keys.is_empty() {
-            let mut pipe = redis::pipe();
-            for key in &keys {
-                pipe.cmd("DEL").arg(key).ignore();
-            }
-            let _: redis::RedisResult<()> = pipe.query_async(conn).await;
-        }
-        if next == 0 {
-            return;
-        }
-        cursor = next;
     }
 }
 
@@ -719,39 +689,16 @@ async fn handoff(env: &mut Env<'_>, p: &Place, row: usize) -> anyhow::Result<Run
     let pings = p.finish_pinger(env, pinger).await;
     scenario::shutdown(&clients).await;
     let (after, (ping_p50, sent)) = (after?, pings?);
-    let Handoffs {
-        tally,
-        handoffs,
-        rounds,
-    } = outcome?;
-
-    let mut cmds = commands(&before, &after, sent);
-    cmds.per_acquisition = scenario::per(cmds.counted, tally.acquisitions);
-    let result = RunResult {
-        scenario: ScenarioKind::Topology,
-        contender: ContenderKind::Lock,
-        workers: 2,
-        clients: 2,
-        elapsed_s: elapsed.as_secs_f64(),
-        acquisitions: tally.acquisitions,
-        acquisitions_per_s: None,
-        rounds: Some(rounds),
-        errors: tally.errors,
-        first_error: tally.first_error,
-        exclusion_violations: exclusion.violations(),
-        ping_p50_us: ping_p50,
-        acquire: None,
-        acquire_release: None,
-        handoff: summarize(&handoffs, ping_p50),
-        fairness: None,
-        read_write: None,
-        commands: cmds,
-        topology: Some(p.row(TopologyMeasure::Handoff, 1)),
-    };
-    bar.finish(format!(
-        "{rounds} rounds, hand-off {}",
-        scenario::lat_summary(result.handoff.as_ref())
-    ));
+    let (mut result, line) = outcome?.result(
+        ScenarioKind::Topology,
+        ContenderKind::Lock,
+        elapsed,
+        ping_p50,
+        exclusion.violations(),
+        commands(&before, &after, sent),
+    );
+    result.topology = Some(p.row(TopologyMeasure::Handoff, 1));
+    bar.finish(line);
     Ok(result)
 }
 
