@@ -111,11 +111,16 @@ pub struct AcquireSpec {
     /// The holds of the handle this spec belongs to, for reentrant
     /// primitives whose holds are counted per owner in one hash (`Lock`,
     /// `FairLock`). When given, every acquire call ends its ARGV with `1`
-    /// when one of them is still active, else `0`, and the holds it grants
-    /// are added. With `0`, the script treats a hold recorded for this
-    /// owner but not for this attempt as stale (a grant whose reply was
-    /// lost and whose release ran before it, kept alive by later
-    /// re-entries) and replaces it instead of re-entering it.
+    /// when one of them is still active or another acquire of the handle
+    /// (a clone in another task) is in progress, else `0`, and the holds it
+    /// grants are added. With `0`, the script treats a hold recorded for
+    /// this owner but not for this attempt as stale (a grant whose reply
+    /// was lost and whose release ran before it, kept alive by later
+    /// re-entries) and replaces it instead of re-entering it. (An acquire
+    /// of a clone that starts after this call was built but reaches the
+    /// server first, possible only if this call is held back on its way,
+    /// as by a NOSCRIPT reload, would have its hold replaced: its guard
+    /// then reports `Lost`, and its unlock `NotHeld`.)
     pub live: Option<Arc<HoldSet>>,
 }
 
@@ -301,6 +306,7 @@ impl Client {
         // retiring step stayed in Redis until its lease ended: the likely
         // cause of one torture failure: a hold left after shutdown.)
         let _running = self.inner.acquiring.enter();
+        let _this_handle = spec.live.as_ref().map(|s| s.enter());
         let got = self
             .run_acquire(spec, owner, ms, wait, &attempt_id, true)
             .await?;

@@ -112,14 +112,37 @@ pub struct Hold {
     armed: bool,
 }
 
-/// The holds one handle was granted, to tell whether any is still active
-/// (held as far as this process knows). See [`AcquireSpec::live`](crate::AcquireSpec::live).
+/// The holds one handle was granted, and its acquires in progress, to tell
+/// whether a hold of the handle's owner on the server may be one the
+/// handle has (or is about to have). See [`AcquireSpec::live`](crate::AcquireSpec::live).
 #[derive(Debug, Default)]
 pub struct HoldSet {
     holds: Mutex<Vec<std::sync::Weak<HoldInner>>>,
+    acquiring: std::sync::atomic::AtomicUsize,
+}
+
+/// One acquire of a handle in progress ([`HoldSet::enter`]); counted until
+/// dropped.
+#[derive(Debug)]
+pub struct Acquiring<'a>(&'a HoldSet);
+
+impl Drop for Acquiring<'_> {
+    fn drop(&mut self) {
+        self.0.acquiring.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl HoldSet {
+    /// Count an acquire of this handle as in progress until the returned
+    /// guard is dropped (after its hold, if any, was [`add`](Self::add)ed).
+    /// A concurrent acquire of the same handle (a clone in another task)
+    /// may be granted a hold this one's script must take for a re-entry,
+    /// not for a stale hold.
+    pub fn enter(&self) -> Acquiring<'_> {
+        self.acquiring.fetch_add(1, Ordering::SeqCst);
+        Acquiring(self)
+    }
+
     /// Remember `hold` (forgotten once it ends or is dropped).
     pub fn add(&self, hold: &Hold) {
         let mut v = self.holds.lock();
@@ -127,11 +150,12 @@ impl HoldSet {
         v.push(Arc::downgrade(&hold.inner));
     }
 
-    /// The last ARGV of an acquire call (see [`AcquireSpec::live`](crate::AcquireSpec::live)):
-    /// `1` when one of the remembered holds is still active (a re-entry is
-    /// expected), `0` when none is.
+    /// The last ARGV of an acquire call made inside [`enter`](Self::enter)
+    /// (see [`AcquireSpec::live`](crate::AcquireSpec::live)): `1` when one
+    /// of the remembered holds is still active or another acquire of the
+    /// handle is in progress (a re-entry is possible), `0` when neither.
     pub fn acquire_arg(&self) -> &'static str {
-        if self.any_active() {
+        if self.acquiring.load(Ordering::SeqCst) > 1 || self.any_active() {
             "1"
         } else {
             "0"

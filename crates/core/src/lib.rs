@@ -43,7 +43,9 @@ pub use exclusive::{Exclusive, ExclusiveKind, LockInfo, PlainLock};
 pub use guard::ExclusiveGuard;
 pub use heartbeat::HeartbeatSpec;
 pub use keys::{encode_tag, hash_slot, Keys};
-pub use lease::{drift, valid_until, Hold, HoldSet, HoldSpec, LeaseMode, LeaseState, PassSpec};
+pub use lease::{
+    drift, valid_until, Acquiring, Hold, HoldSet, HoldSpec, LeaseMode, LeaseState, PassSpec,
+};
 pub use lockable::Lockable;
 #[cfg(feature = "tls")]
 pub use tls::ensure_crypto_provider;

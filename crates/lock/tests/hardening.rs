@@ -439,3 +439,29 @@ async fn a_stale_hold_of_the_own_handle_is_replaced_not_re_entered() {
     g1.unlock().await.unwrap();
     assert!(!exists(&srv, &key).await);
 }
+
+/// Clones of one handle are one owner: their acquires re-enter each other's
+/// holds, also when they race (neither may take the other's fresh hold for
+/// a stale one and replace it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_clones_of_one_handle_never_replace_each_others_holds() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let lock = Lock::new(&c, "clones");
+    let mut tasks = Vec::new();
+    for _ in 0..2 {
+        let lock = lock.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..300 {
+                let g = lock.lock().await.unwrap();
+                if let Err(e) = g.unlock().await {
+                    panic!("round {i}: {e}");
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        within("clones", t).await.unwrap();
+    }
+    assert!(!exists(&srv, lock.key().unwrap()).await);
+}

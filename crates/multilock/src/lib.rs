@@ -154,6 +154,12 @@ impl MultiLock {
             _ => lease_ms(client.config().watchdog_timeout)?,
         };
         let attempt = new_attempt_id();
+        // Each part's handle counts this acquire as in progress until its
+        // hold is added (see `HoldSet::enter`).
+        let _parts: Vec<_> = plain
+            .iter()
+            .filter_map(|p| p.live.as_ref().map(|s| s.enter()))
+            .collect();
         let call = ScriptCall::new(
             &MULTI_ACQUIRE,
             plain
