@@ -12,8 +12,9 @@
 --          a hand-off, its liveness window); stored with the queue entry
 -- ARGV[6]  secret: a fresh random integer (< 2^53) per call, stored with the
 --          queue entry when this call creates it and echoed by the hand-off
--- ARGV[7]  optional: '1' when the caller's handle still has an active hold
---          of this lock (a re-entry is expected), '0' when it has none
+-- ARGV[7]  optional: the handle's stale-hold bound (hold_is_stale in
+--          hold_lib.lua): '0' when it may hold this lock (a re-entry is
+--          expected), else this attempt's sequence number
 --
 -- Reply:
 --   {1, token, pttl}      granted: fresh (queue empty or we are its live head),
@@ -107,7 +108,7 @@ if e == true then
 end
 if head == nil or head == attempt then
   local token, stoken = hold_next_token(K.fence, last, now_us)
-  redis.call('HSET', K.hold, 'o', owner, 't', stoken, 'n', 1, 'a:' .. attempt, 1)
+  hold_create(K.hold, owner, stoken, attempt)
   redis.call('PEXPIRE', K.hold, lease)
   if head then
     -- The head took the lock itself (the holder's lease ran out).

@@ -6,8 +6,10 @@
 --
 -- Keys of one fair lock (all under the hash tag {name}), as a table K:
 --   K.hold   <ns>:{name}:fair          hold hash: o owner, t token, n count,
---                                      a:<attempt> per hold, c = attempt
---                                      holding an unclaimed hand-off
+--                                      a:<attempt> per hold, s newest
+--                                      attempt's number (hold_is_stale),
+--                                      c = attempt holding an unclaimed
+--                                      hand-off
 --   K.fence  <ns>:{name}:fair:fence    fencing counter (string, TTL 1 h)
 --   K.q      <ns>:{name}:fair:q        queue ZSET: attempt -> enqueue seq
 --   K.qo     <ns>:{name}:fair:qo       hash: attempt ->
@@ -130,7 +132,7 @@ local function fair_handoff(K, head, e, last, now_us, wt_ms)
   redis.call('ZREM', K.q, head)
   redis.call('HDEL', K.qo, head)
   redis.call('DEL', K.hold)
-  redis.call('HSET', K.hold, 'o', owner, 't', stoken, 'n', 1, 'a:' .. head, 1, 'c', head)
+  hold_create(K.hold, owner, stoken, head, 'c', head)
   redis.call('PEXPIRE', K.hold, ttl)
 end
 

@@ -203,6 +203,22 @@ local function hold_advance_fence(fence, now_us)
   return hold_next_token(fence, last, now_us)
 end
 
+-- The sequence number of an attempt id ('<hex>s<number>', drawn by
+-- new_attempt_id in deadbolt-core: a later attempt of a process has a
+-- larger one), 0 for an id without one.
+local function hold_seq(attempt)
+  return tonumber(string.match(attempt, 's(%d+)$')) or 0
+end
+
+-- Write a fresh hold into the (empty) hold hash `key`: owner, token (a
+-- string), a count of 1, the attempt's field, s = the attempt's sequence
+-- number (hold_seq; hold_reenter keeps it the largest of the hash's
+-- attempts, for hold_is_stale), and any further field-value pairs. One HSET.
+local function hold_create(key, owner, stoken, attempt, ...)
+  redis.call('HSET', key, 'o', owner, 't', stoken, 'n', 1, 'a:' .. attempt, 1,
+    's', hold_seq(attempt), ...)
+end
+
 -- A fresh grant on the hold hash `key` (layout in lock_acquire.lua): the
 -- next fencing token from `fence` (hold_advance_fence: checked, and put
 -- back when unusable), the owner, a count of 1, the attempt's field and a
@@ -214,37 +230,53 @@ local function hold_grant(key, fence, owner, attempt, lease)
   if err then
     return nil, err
   end
-  redis.call('HSET', key, 'o', owner, 't', stoken, 'n', 1, 'a:' .. attempt, 1)
+  hold_create(key, owner, stoken, attempt)
   redis.call('PEXPIRE', key, lease)
   return token
 end
 
--- Whether the hold hash `key`, held by `holder`, is a stale hold of `owner`:
--- the owner's handle says it has no active hold (`live` = '0', the
--- acquire's last ARGV; nil from callers that do not say) and the hash does
--- not record `attempt` (so it is no replay of this acquire, nor a hand-off
--- to it). Such a hold is a grant whose reply was lost and whose
--- compensating release ran before it (the request sat in a paused server's
--- buffer on a connection the client gave up), or one reported lost.
--- Re-entering it would count the acquire on top of a hold nobody will
--- release, and every later re-entry would keep it alive: the lock would
--- never be free for anyone else. Callers delete it instead (a repair) and
--- treat the lock as free. One HEXISTS, only when holder == owner.
-local function hold_is_stale(key, holder, owner, attempt, live)
-  return holder == owner and live == '0'
-    and redis.call('HEXISTS', key, 'a:' .. attempt) == 0
+-- Whether the hold hash `key`, held by `holder`, is a stale hold of `owner`.
+-- `bound` is the acquire's last ARGV (HoldSet::acquire_arg in deadbolt-core;
+-- nil from callers that do not say): '0' when the owner's handle may still
+-- hold the lock or has another acquire in progress, else the sequence
+-- number of this attempt, every older attempt of the handle being over
+-- then. The hold is stale when the hash records neither this attempt (so it
+-- is no replay of this acquire, nor a hand-off to it) nor any attempt newer
+-- than it (s, the largest sequence number of its attempts, is at most the
+-- bound: an acquire of a clone that began after this one may have overtaken
+-- it on the way, and its hold is spared). Such a hold is a grant whose
+-- reply was lost and whose compensating release ran before it (the request
+-- sat in a paused server's buffer on a connection the client gave up), or
+-- one reported lost. Re-entering it would count the acquire on top of a
+-- hold nobody will release, and every later re-entry would keep it alive:
+-- the lock would never be free for anyone else. Callers delete it instead
+-- (a repair) and treat the lock as free. One HMGET, only when holder ==
+-- owner and the bound is a number.
+local function hold_is_stale(key, holder, owner, attempt, bound)
+  local upto = tonumber(bound) or 0
+  if holder ~= owner or upto == 0 then
+    return false
+  end
+  local v = redis.call('HMGET', key, 'a:' .. attempt, 's')
+  return not v[1] and (tonumber(v[2]) or 0) <= upto
 end
 
 -- Re-entry (or replay) by the owner that holds the hold hash `key`
--- (fields o, t, n, a:<attempt>; layout in lock_acquire.lua). A new attempt
--- is counted once (HSETNX: a retry of the same attempt after an
--- Indeterminate reply finds its field and is not counted twice) and
--- stretches the TTL to max(current, lease): a longer hold is never
--- shortened. Returns the acquire reply {1, token, pttl}.
+-- (fields o, t, n, s, a:<attempt>; layout in lock_acquire.lua). A new
+-- attempt is counted once (HSETNX: a retry of the same attempt after an
+-- Indeterminate reply finds its field and is not counted twice), raises s
+-- to its sequence number when larger (hold_is_stale), and stretches the
+-- TTL to max(current, lease): a longer hold is never shortened. Returns
+-- the acquire reply {1, token, pttl}.
 local function hold_reenter(key, attempt, lease)
   local pttl = redis.call('PTTL', key)
-  local token = tonumber(redis.call('HGET', key, 't'))
+  local v = redis.call('HMGET', key, 't', 's')
+  local token = tonumber(v[1])
   if redis.call('HSETNX', key, 'a:' .. attempt, 1) == 1 then
+    local seq = hold_seq(attempt)
+    if seq > (tonumber(v[2]) or 0) then
+      redis.call('HSET', key, 's', seq)
+    end
     redis.call('HINCRBY', key, 'n', 1)
     if pttl >= 0 and pttl < tonumber(lease) then
       redis.call('PEXPIRE', key, lease)

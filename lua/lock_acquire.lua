@@ -4,6 +4,8 @@
 -- KEYS[1]  hold hash  <ns>:{name}:lock
 --          fields: o = owner id, t = fencing token, n = hold count,
 --                  a:<attempt> = 1 for every hold currently counted in n,
+--                  s = the largest sequence number of those attempts
+--                      (hold_seq, hold_is_stale in hold_lib.lua),
 --                  x = 1 once a waiter of another client failed a try while
 --                      the lock was held (read by lock_pass.lua and
 --                      lock_release.lua)
@@ -19,8 +21,9 @@
 -- ARGV[3]  lease in milliseconds (integer, 1 .. 2^53-1)
 -- ARGV[4]  'try' (one attempt), 'wait' (the first try of an acquire that
 --          waits if busy) or 'again' (a later try of that acquire)
--- ARGV[5]  optional: '1' when the caller's handle still has an active hold
---          of this lock (a re-entry is expected), '0' when it has none
+-- ARGV[5]  optional: the handle's stale-hold bound (hold_is_stale in
+--          hold_lib.lua): '0' when it may hold this lock (a re-entry is
+--          expected), else this attempt's sequence number
 --
 -- Reply:
 --   {1, token, pttl}  granted: a fresh hold, a re-entry, or a replay of an attempt

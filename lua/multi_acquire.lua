@@ -6,10 +6,11 @@
 -- ARGV[1]    attempt id (one for the whole set; each lock records it)
 -- ARGV[2]    lease in ms
 -- ARGV[2+i]  owner id of the i-th lock's handle
--- ARGV[2+N+i]  optional: '1' when the i-th lock's handle still has an
---            active hold of it (a re-entry is expected), '0' when not; a
---            hold of that owner not recorded for this attempt is then
---            stale (hold_is_stale in hold_lib.lua) and is replaced
+-- ARGV[2+N+i]  optional: the stale-hold bound of the i-th lock's handle
+--            (hold_is_stale in hold_lib.lua): '0' when it may hold the
+--            lock (a re-entry is expected), else this attempt's sequence
+--            number: a hold of that owner recorded for no attempt as new
+--            as this one is stale and is replaced
 --
 -- Reply:
 --   {1, token_1, pttl_1, token_2, pttl_2, ...}  every lock granted: fresh,
@@ -58,7 +59,7 @@ for i = 1, n do
     if stale[i] then
       redis.call('DEL', key)
     end
-    redis.call('HSET', key, 'o', owner, 't', stoken, 'n', 1, 'a:' .. attempt, 1)
+    hold_create(key, owner, stoken, attempt)
     redis.call('PEXPIRE', key, lease)
     out[#out + 1] = token
     out[#out + 1] = tonumber(lease)

@@ -6,7 +6,8 @@
 -- Keys of one read-write lock (all under the hash tag {name}), as a table K:
 --   K.w      <ns>:{name}:rw          the writer's hold hash, laid out as a
 --                                    Lock's (o owner, t token, n count,
---                                    a:<attempt> per hold); TTL = its lease
+--                                    s, a:<attempt> per hold); TTL = its
+--                                    lease
 --   K.fence  <ns>:{name}:rw:fence    fencing counter (string, TTL 1 h)
 --   K.r      <ns>:{name}:rw:r        ZSET reader attempt -> lease deadline
 --                                    (server ms): each read hold its own lease

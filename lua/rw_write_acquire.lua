@@ -9,8 +9,9 @@
 -- ARGV[4]  mode: 'try' (one attempt, no mark) | 'wait' (mark as waiting)
 -- ARGV[5]  waiter timeout in ms (how long the mark outlives its client's
 --          last heartbeat)
--- ARGV[6]  optional: '1' when the caller's handle still has an active
---          write hold (a re-entry is expected), '0' when it has none
+-- ARGV[6]  optional: the handle's stale-hold bound (hold_is_stale in
+--          hold_lib.lua): '0' when it may hold the write side (a re-entry
+--          is expected), else this attempt's sequence number
 --
 -- Reply:
 --   {1, token, pttl}    granted: fresh, a re-entry by the writer, or a replay
@@ -76,7 +77,7 @@ if err then
   return err
 end
 local token, stoken = hold_next_token(K.fence, last, now_us)
-redis.call('HSET', K.w, 'o', owner, 't', stoken, 'n', 1, 'a:' .. attempt, 1)
+hold_create(K.w, owner, stoken, attempt)
 redis.call('PEXPIRE', K.w, lease)
 redis.call('ZREM', K.ww, mark)
 return {1, token, tonumber(lease)}

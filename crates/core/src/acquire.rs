@@ -44,7 +44,7 @@ use crate::lease::{valid_until, Hold, HoldSet, HoldSpec, LeaseMode, PassSpec};
 use crate::scripts::{LuaScript, ScriptCall};
 use crate::wait::{LocalGrant, LocalNow, LocalWaiter, Waiter, Woke};
 use crate::wake::WakePolicy;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// How long an acquire may wait.
@@ -110,17 +110,18 @@ pub struct AcquireSpec {
     pub pass: Option<&'static LuaScript>,
     /// The holds of the handle this spec belongs to, for reentrant
     /// primitives whose holds are counted per owner in one hash (`Lock`,
-    /// `FairLock`). When given, every acquire call ends its ARGV with `1`
-    /// when one of them is still active or another acquire of the handle
-    /// (a clone in another task) is in progress, else `0`, and the holds it
-    /// grants are added. With `0`, the script treats a hold recorded for
-    /// this owner but not for this attempt as stale (a grant whose reply
+    /// `FairLock`). When given, every acquire call ends its ARGV with
+    /// [`HoldSet::acquire_arg`]: `0` when one of them is still active or
+    /// another acquire of the handle (a clone in another task) is in
+    /// progress, else the attempt's sequence number ([`attempt_seq`]), and
+    /// the holds it grants are added. With a sequence number, the script
+    /// treats a hold recorded for this owner, but neither for this attempt
+    /// nor for any attempt drawn after it, as stale (a grant whose reply
     /// was lost and whose release ran before it, kept alive by later
-    /// re-entries) and replaces it instead of re-entering it. (An acquire
-    /// of a clone that starts after this call was built but reaches the
-    /// server first, possible only if this call is held back on its way,
-    /// as by a NOSCRIPT reload, would have its hold replaced: its guard
-    /// then reports `Lost`, and its unlock `NotHeld`.)
+    /// re-entries) and replaces it instead of re-entering it. Every
+    /// attempt of the handle drawn before this one has ended by then, so
+    /// such a hold is nobody's; one of a clone's acquire that started
+    /// later, and overtook this call on its way, is left alone.
     pub live: Option<Arc<HoldSet>>,
 }
 
@@ -172,11 +173,25 @@ fn decode(v: &[i64]) -> Result<Reply> {
     }
 }
 
-/// A fresh attempt id: 96 random bits in hex.
+/// A fresh attempt id: 96 random bits in hex, then `s` and the attempt's
+/// sequence number, which rises with every id this process draws (see
+/// [`attempt_seq`]).
 pub fn new_attempt_id() -> String {
+    static SEQ: AtomicU64 = AtomicU64::new(1);
     let a: u64 = rand::random();
     let b: u32 = rand::random();
-    format!("{a:016x}{b:08x}")
+    let seq = SEQ.fetch_add(1, Ordering::SeqCst);
+    format!("{a:016x}{b:08x}s{seq}")
+}
+
+/// The sequence number of an attempt id drawn by [`new_attempt_id`] (0 for
+/// an id without one). An attempt drawn after another has a larger one;
+/// the scripts read it the same way (`hold_seq` in `lua/hold_lib.lua`).
+pub fn attempt_seq(attempt: &str) -> u64 {
+    attempt
+        .rsplit_once('s')
+        .and_then(|(_, n)| n.parse().ok())
+        .unwrap_or(0)
 }
 
 /// What the loop got: a grant, with the instant its validity counts from.
@@ -299,14 +314,15 @@ impl Client {
             LeaseMode::Watchdog => lease_ms(self.config().watchdog_timeout)?,
             LeaseMode::Fixed(d) => lease_ms(d)?,
         };
-        let attempt_id = new_attempt_id();
         // Counted until the hold is registered: shutdown waits for running
         // acquires and then retires every registered hold, so a grant that
         // lands during shutdown is retired too. (A hold registered after the
         // retiring step stayed in Redis until its lease ended: the likely
         // cause of one torture failure: a hold left after shutdown.)
         let _running = self.inner.acquiring.enter();
+        // Entered before the attempt id is drawn (see `HoldSet::acquire_arg`).
         let _this_handle = spec.live.as_ref().map(|s| s.enter());
+        let attempt_id = new_attempt_id();
         let got = self
             .run_acquire(spec, owner, ms, wait, &attempt_id, true)
             .await?;
@@ -439,7 +455,7 @@ impl Client {
                 .into_iter()
                 .chain(spec.extra_args.iter().cloned())
                 .chain(spec.tagged.then(|| new_secret().to_string()))
-                .chain(spec.live.as_ref().map(|s| s.acquire_arg().to_string()))
+                .chain(spec.live.as_ref().map(|s| s.acquire_arg(attempt_id)))
                 .collect(),
             )
         };
@@ -761,9 +777,13 @@ mod tests {
     }
 
     #[test]
-    fn attempt_ids_are_unique() {
+    fn attempt_ids_are_unique_and_numbered_in_order() {
         let a = new_attempt_id();
-        assert_eq!(a.len(), 24);
-        assert_ne!(a, new_attempt_id());
+        let b = new_attempt_id();
+        assert_ne!(a, b);
+        assert!(a.starts_with(|c: char| c.is_ascii_hexdigit()));
+        assert!(attempt_seq(&a) > 0);
+        assert!(attempt_seq(&b) > attempt_seq(&a));
+        assert_eq!(attempt_seq("00ff"), 0);
     }
 }

@@ -137,7 +137,9 @@ impl HoldSet {
     /// guard is dropped (after its hold, if any, was [`add`](Self::add)ed).
     /// A concurrent acquire of the same handle (a clone in another task)
     /// may be granted a hold this one's script must take for a re-entry,
-    /// not for a stale hold.
+    /// not for a stale hold. Enter before drawing the attempt id
+    /// ([`new_attempt_id`](crate::new_attempt_id)): see
+    /// [`acquire_arg`](Self::acquire_arg).
     pub fn enter(&self) -> Acquiring<'_> {
         self.acquiring.fetch_add(1, Ordering::SeqCst);
         Acquiring(self)
@@ -150,15 +152,23 @@ impl HoldSet {
         v.push(Arc::downgrade(&hold.inner));
     }
 
-    /// The last ARGV of an acquire call made inside [`enter`](Self::enter)
-    /// (see [`AcquireSpec::live`](crate::AcquireSpec::live)): `1` when one
-    /// of the remembered holds is still active or another acquire of the
-    /// handle is in progress (a re-entry is possible), `0` when neither.
-    pub fn acquire_arg(&self) -> &'static str {
+    /// The last ARGV of a call of `attempt`, an acquire made inside
+    /// [`enter`](Self::enter) (see [`AcquireSpec::live`](crate::AcquireSpec::live)):
+    /// `0` when one of the remembered holds is still active or another
+    /// acquire of the handle is in progress (a re-entry is possible), else
+    /// the attempt's sequence number ([`attempt_seq`](crate::attempt_seq)).
+    ///
+    /// Why the number: every acquire of the handle whose attempt was drawn
+    /// before this one entered before it too, so it is either counted here
+    /// (the reply is `0`) or over, its hold added. A hold of the handle's
+    /// owner whose attempts are all that old is therefore nobody's. An
+    /// acquire that enters after this check draws a larger number, and its
+    /// hold, even one that reaches the server before this call, is spared.
+    pub fn acquire_arg(&self, attempt: &str) -> String {
         if self.acquiring.load(Ordering::SeqCst) > 1 || self.any_active() {
-            "1"
+            "0".to_string()
         } else {
-            "0"
+            crate::attempt_seq(attempt).to_string()
         }
     }
 

@@ -34,7 +34,7 @@ mod wait;
 pub mod wake;
 mod watchdog;
 
-pub use acquire::{new_attempt_id, AcquireSpec, WaitMode};
+pub use acquire::{attempt_seq, new_attempt_id, AcquireSpec, WaitMode};
 pub use client::{Client, ClientBuilder};
 pub use config::{lease_ms, Config, MAX_LEASE_MS};
 pub use conn::sentinel_master;

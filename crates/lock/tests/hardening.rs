@@ -440,6 +440,37 @@ async fn a_stale_hold_of_the_own_handle_is_replaced_not_re_entered() {
     assert!(!exists(&srv, &key).await);
 }
 
+/// A hold of the handle's owner recorded for an attempt newer than the
+/// acquire's is a clone's fresh hold that overtook this acquire on its way
+/// to the server (its call sat behind a NOSCRIPT reload, say): it is
+/// re-entered, not taken for a stale hold and replaced, even though the
+/// handle knew of no hold and no other acquire when it sent the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_of_a_newer_attempt_of_the_own_handle_is_re_entered() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let lock = Lock::new(&c, "newer");
+    let key = lock.key().unwrap().to_string();
+    let owner = lock.owner().to_string();
+    // The attempt numbers of this process are far below this one.
+    let newer = "1000000000000";
+    let field = format!("a:00000000000000000000000as{newer}");
+    let _: () = cmd(
+        &srv,
+        &[
+            "HSET", &key, "o", &owner, "t", "5", "n", "1", &field, "1", "s", newer,
+        ],
+    )
+    .await;
+    let _: () = cmd(&srv, &["PEXPIRE", &key, "30000"]).await;
+    let g = lock.lock().await.unwrap();
+    assert_eq!(g.fencing_token(), 5, "the newer hold was replaced");
+    g.unlock().await.unwrap();
+    let n: Option<String> = cmd(&srv, &["HGET", &key, "n"]).await;
+    assert_eq!(n.as_deref(), Some("1"), "the newer hold's count changed");
+    let _: () = cmd(&srv, &["DEL", &key]).await;
+}
+
 /// Clones of one handle are one owner: their acquires re-enter each other's
 /// holds, also when they race (neither may take the other's fresh hold for
 /// a stale one and replace it).

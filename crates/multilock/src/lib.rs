@@ -153,13 +153,14 @@ impl MultiLock {
             LeaseMode::Fixed(d) => lease_ms(d)?,
             _ => lease_ms(client.config().watchdog_timeout)?,
         };
-        let attempt = new_attempt_id();
         // Each part's handle counts this acquire as in progress until its
-        // hold is added (see `HoldSet::enter`).
+        // hold is added (see `HoldSet::enter`); entered before the attempt
+        // id is drawn (see `HoldSet::acquire_arg`).
         let _parts: Vec<_> = plain
             .iter()
             .filter_map(|p| p.live.as_ref().map(|s| s.enter()))
             .collect();
+        let attempt = new_attempt_id();
         let call = ScriptCall::new(
             &MULTI_ACQUIRE,
             plain
@@ -169,14 +170,15 @@ impl MultiLock {
             [attempt.clone(), ms.to_string()]
                 .into_iter()
                 .chain(plain.iter().map(|p| p.owner.clone()))
-                // Per part: does its handle still hold it (a re-entry is
-                // expected)? Without, a hold of that owner is stale. A part
+                // Per part: `0` when its handle may still hold it (a
+                // re-entry is expected), else the attempt's number: a hold
+                // of that owner from older attempts only is stale. A part
                 // whose holds are not known keeps re-entering.
-                .chain(
-                    plain
-                        .iter()
-                        .map(|p| p.live.as_ref().map_or("1", |s| s.acquire_arg()).to_string()),
-                )
+                .chain(plain.iter().map(|p| {
+                    p.live
+                        .as_ref()
+                        .map_or_else(|| "0".to_string(), |s| s.acquire_arg(&attempt))
+                }))
                 .collect(),
         );
         let mut undo = Undo {
