@@ -435,9 +435,16 @@ impl Hold {
             .lock()
             .saturating_duration_since(Instant::now());
         let at = crate::config::after(Duration::from_millis(claim_ms / 3).min(left / 2));
+        let mut state = inner.state.subscribe();
         tokio::spawn(async move {
             // A timer for the renewal, as the watchdog's; not a wait loop.
-            tokio::time::sleep_until(at).await;
+            // A hold that ends first (most do: a short hold is unlocked
+            // well within a third of the claim) ends the task with it, so
+            // a busy lock does not keep a sleeping task per recent grant.
+            tokio::select! {
+                _ = tokio::time::sleep_until(at) => {}
+                _ = state.wait_for(|s| *s != LeaseState::Active) => return,
+            }
             if *inner.state.borrow() != LeaseState::Active {
                 return;
             }

@@ -453,3 +453,33 @@ async fn a_stale_hold_of_the_own_handle_is_replaced_not_re_entered() {
     let n: i64 = cmd(&srv, &["EXISTS", al.key().unwrap()]).await;
     assert_eq!(n, 0, "a count was left");
 }
+
+/// A hand-off arrives under a short claim and is extended in the
+/// background a third into the claim. Holds unlocked before then (most,
+/// under contention) must not leave a task per grant sleeping until that
+/// time: a busy lock would pile up thousands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_handed_off_holds_leave_no_tasks_behind() {
+    let srv = server();
+    let a = client(&srv.url(), Duration::from_secs(6)).await;
+    let b = client(&srv.url(), Duration::from_secs(6)).await;
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    let mut tasks = Vec::new();
+    for c in [&a, &b] {
+        let lock = FairLock::new(c, "claims");
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..100 {
+                lock.lock().await.unwrap().unlock().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        within("lock loops", t).await.unwrap();
+    }
+    // The claim is 6 s (the waiters' waiter_timeout, under the 30 s
+    // watchdog lease they asked for): a task sleeping until a third into it
+    // would still be alive.
+    let left = metrics.num_alive_tasks().saturating_sub(before);
+    assert!(left < 20, "{left} tasks left behind by 200 short holds");
+}
