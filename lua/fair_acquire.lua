@@ -55,11 +55,15 @@ local function enqueue(pttl)
     secret = select(4, fair_entry(redis.call('HGET', K.qo, attempt) or ''))
   else
     -- Server order decides the place: the counter, not a client clock.
-    -- The first write of this path: a counter that is not an integer is
-    -- refused here with nothing written.
+    -- The first write of this path: a counter that is not an integer (or
+    -- would overflow: Redis says ERR) is refused here by name with nothing
+    -- written; any other refusal (OOM) passes through as Redis gave it.
     local seq = redis.pcall('INCR', K.seq)
     if type(seq) == 'table' then
-      return redis.error_reply('BADVALUE ' .. K.seq .. ' enqueue counter: ' .. seq.err)
+      if seq.err and string.find(seq.err, '^ERR') then
+        return redis.error_reply('BADVALUE ' .. K.seq .. ' enqueue counter: ' .. seq.err)
+      end
+      return hold_named_error(K.seq, seq)
     end
     redis.call('ZADD', K.q, seq, attempt)
     redis.call('HSET', K.qo, attempt, owner .. ' ' .. lease .. ' ' .. ARGV[5] .. ' ' .. secret)
