@@ -53,81 +53,37 @@ async fn the_documented_acl_serves_every_primitive() {
     let b = cfg(&url).await.expect("connect as app");
     let wait = Duration::from_secs(10);
 
-    // Exclusive kinds: hold across a few renewals, a waiter of the other
-    // client is woken by the release.
-    let g = a.lock("l").lock().await.unwrap();
+    // Every kind: A holds across a few renewals (the watchdog renews every
+    // 200 ms: the sleep is that window), B waits, A's release wakes B.
+    macro_rules! hand_over {
+        ($what:expr, $held:expr, $l:ident => $wait:expr, $release:ident) => {{
+            let held = $held;
+            let w = tokio::spawn(async move { $wait.await });
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            assert_eq!(held.state(), deadbolt::LeaseState::Active, $what);
+            held.$release().await.unwrap();
+            let got = within($what, w).await.unwrap().unwrap();
+            got.expect("woken").$release().await.unwrap();
+        }};
+    }
     let l = b.lock("l");
-    let w = tokio::spawn(async move { l.try_lock_for(wait).await });
-    // A window for renewals (the watchdog renews every 200 ms) while B
-    // waits.
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    assert!(a.lock("l").inspect().await.unwrap().holder.is_some());
-    g.unlock().await.unwrap();
-    within("lock waiter", w)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
-
-    let g = a.fair_lock("f").lock().await.unwrap();
+    hand_over!("lock", a.lock("l").lock().await.unwrap(), l => l.try_lock_for(wait), unlock);
     let l = b.fair_lock("f");
-    let w = tokio::spawn(async move { l.try_lock_for(wait).await });
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    g.unlock().await.unwrap();
-    within("fair waiter", w)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
-
-    let g = a.rw_lock("rw").write().await.unwrap();
+    hand_over!("fair", a.fair_lock("f").lock().await.unwrap(), l => l.try_lock_for(wait), unlock);
     let l = b.rw_lock("rw");
-    let w = tokio::spawn(async move { l.try_read_for(wait).await });
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    g.unlock().await.unwrap();
-    within("reader", w)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
-
-    let g = a.multi_lock(&["m1", "m2"]).lock().await.unwrap();
+    hand_over!("rw", a.rw_lock("rw").write().await.unwrap(), l => l.try_read_for(wait), unlock);
     let l = b.multi_lock(&["m2", "m1"]);
-    let w = tokio::spawn(async move { l.try_lock_for(wait).await });
-    g.unlock().await.unwrap();
-    within("multi waiter", w)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
-
+    let m = a.multi_lock(&["m1", "m2"]);
+    hand_over!("multi", m.lock().await.unwrap(), l => l.try_lock_for(wait), unlock);
     let s = a.semaphore("s");
     assert!(s.try_set_permits(1).await.unwrap());
-    let p = s.acquire(1).await.unwrap();
     let l = b.semaphore("s");
-    let w = tokio::spawn(async move { l.try_acquire_for(1, wait).await });
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    p.release().await.unwrap();
-    within("permit waiter", w)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    hand_over!("semaphore", s.acquire(1).await.unwrap(), l => l.try_acquire_for(1, wait), release);
+
+    a.lock("l").inspect().await.unwrap();
+    a.fair_lock("f").inspect().await.unwrap();
+    a.rw_lock("rw").inspect().await.unwrap();
+    s.inspect().await.unwrap();
 
     let latch = a.count_down_latch("d");
     assert!(latch.try_set_count(1).await.unwrap());

@@ -7,16 +7,14 @@ use std::future::Future;
 use std::time::Duration;
 
 use deadbolt::{Client, Error};
-use deadbolt_testkit::support::{until, within};
+use deadbolt_testkit::support::{cmd, until, within};
 use deadbolt_testkit::RedisServer;
 
-async fn cmd<T: redis::FromRedisValue>(srv: &RedisServer, args: &[&str]) -> T {
-    let mut c = srv.conn().await;
-    let mut q = redis::cmd(args[0]);
-    for a in &args[1..] {
-        q.arg(*a);
-    }
-    q.query_async(&mut c).await.unwrap()
+/// A server that refuses writes (noeviction) once `maxmemory` is set.
+async fn noeviction_server() -> RedisServer {
+    let srv = RedisServer::start().expect("redis-server");
+    let _: () = cmd(&srv, &["CONFIG", "SET", "maxmemory-policy", "noeviction"]).await;
+    srv
 }
 
 /// Run `op` with memory full; it must fail with OOM and leave the keys as
@@ -45,8 +43,7 @@ async fn refused<T: std::fmt::Debug>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_primitive_reports_out_of_memory_as_it_is() {
-    let srv = RedisServer::start().expect("redis-server");
-    let _: () = cmd(&srv, &["CONFIG", "SET", "maxmemory-policy", "noeviction"]).await;
+    let srv = noeviction_server().await;
     let c = Client::connect(&srv.url()).await.unwrap();
     let wait = Duration::from_secs(2);
 
@@ -132,8 +129,7 @@ async fn every_primitive_reports_out_of_memory_as_it_is() {
 /// until their leases end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holders_let_go_under_out_of_memory() {
-    let srv = RedisServer::start().expect("redis-server");
-    let _: () = cmd(&srv, &["CONFIG", "SET", "maxmemory-policy", "noeviction"]).await;
+    let srv = noeviction_server().await;
     let c = Client::connect(&srv.url()).await.unwrap();
     let lock = c.lock("l").lock().await.unwrap();
     let fair = c.fair_lock("f").lock().await.unwrap();
@@ -166,8 +162,7 @@ async fn holders_let_go_under_out_of_memory() {
 /// believe they hold the lock, and a waiter told it holds it really does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hand_offs_under_out_of_memory_stay_consistent() {
-    let srv = RedisServer::start().expect("redis-server");
-    let _: () = cmd(&srv, &["CONFIG", "SET", "maxmemory-policy", "noeviction"]).await;
+    let srv = noeviction_server().await;
     let a = Client::connect(&srv.url()).await.unwrap();
     let b = Client::connect(&srv.url()).await.unwrap();
     let g = a.fair_lock("f").lock().await.unwrap();
