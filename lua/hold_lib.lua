@@ -24,14 +24,15 @@ local function hold_keys(base, names)
 end
 
 -- Check that every key in `keys` (a list of {key, type}) is missing or of the
--- expected type. Returns nil, or an error reply naming the first bad key.
--- Scripts call it before their first write: a script that fails half-way
--- would leave its earlier writes behind (Redis has no rollback).
+-- expected type. Returns nil, or an error reply naming the first bad key
+-- and that key's position in `keys`. Scripts call it before their first
+-- write: a script that fails half-way would leave its earlier writes
+-- behind (Redis has no rollback).
 local function hold_check_types(keys)
-  for _, kt in ipairs(keys) do
+  for i, kt in ipairs(keys) do
     local t = redis.call('TYPE', kt[1]).ok
     if t ~= 'none' and t ~= kt[2] then
-      return redis.error_reply('WRONGTYPE ' .. kt[1])
+      return redis.error_reply('WRONGTYPE ' .. kt[1]), i
     end
   end
   return nil

@@ -1,5 +1,5 @@
 -- latch_op.lua — set, count down or read a count-down latch.
--- (hold_lib.lua is prepended: hold_named_error.)
+-- (hold_lib.lua and latch_lib.lua are prepended: latch_count.)
 --
 -- KEYS[1]  the latch  <ns>:{name}:latch  (string: the count; absent = 0)
 -- ARGV[1]  op: 'set' | 'count_down' | 'count'
@@ -17,17 +17,9 @@
 -- deletes the key: a latch at zero leaves nothing behind, and `set` arms it
 -- again. Published before the delete, so a refused PUBLISH (ACL) leaves
 -- the count at one. O(1).
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' then
-  return hold_named_error(KEYS[1], v)
-end
-local count = 0
-if v then
-  count = tonumber(string.match(v, '^%d+$') and v or nil)
-  if count == nil then
-    return redis.error_reply('BADVALUE ' .. KEYS[1] .. ' latch count '
-      .. string.sub(v, 1, 24) .. ' is not a whole number')
-  end
+local count, err = latch_count(KEYS[1])
+if err then
+  return err
 end
 if ARGV[1] == 'count' then
   return count

@@ -9,7 +9,9 @@
 --
 -- Reply: one integer per hold: >= 0 renewed (ms left of its lease after
 -- the call; never shortened), -1 gone (its lease had ended or it was
--- released), -2 a key of another type is in the way.
+-- released), -2 - j the hold's j-th key (r, ro) has another type: nothing
+-- written for that hold (the caller names the key; a per-hold code, so one
+-- bad lock does not fail a watchdog round for the holds of others).
 --
 -- O(log n) per hold.
 local lease = tonumber(ARGV[1])
@@ -18,8 +20,9 @@ local out = {}
 for i = 1, #KEYS / 2 do
   local K = {r = KEYS[2 * i - 1], ro = KEYS[2 * i]}
   local attempt = ARGV[i + 1]
-  if hold_check_types({{K.r, 'zset'}, {K.ro, 'hash'}}) then
-    out[i] = -2
+  local bad, j = hold_check_types({{K.r, 'zset'}, {K.ro, 'hash'}})
+  if bad then
+    out[i] = -2 - j
   else
     out[i] = hold_renew_lease(K.r, K.ro, attempt, lease, now_ms,
       function(a) rw_drop_reader(K, a) end)

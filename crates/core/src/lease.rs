@@ -59,6 +59,28 @@ pub fn valid_until(sent_at: Instant, pttl_ms: u64) -> Instant {
     crate::config::later(sent_at, ttl.saturating_sub(drift(ttl)))
 }
 
+/// One hold's reply from a renew script (contract on [`HoldSpec::renew`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Renewal {
+    /// Renewed: the ms left of its lease after the call.
+    Renewed(u64),
+    /// Gone or taken over: the hold is no longer recorded.
+    Gone,
+    /// The hold's renew key at this index has another type; nothing was
+    /// written, and whether the hold is still recorded is not known.
+    WrongType(usize),
+}
+
+impl Renewal {
+    pub(crate) fn of(reply: i64) -> Renewal {
+        match reply {
+            r if r >= 0 => Renewal::Renewed(r.unsigned_abs()),
+            -1 | -2 => Renewal::Gone,
+            r => Renewal::WrongType(usize::try_from(-(r + 3)).unwrap_or(usize::MAX)),
+        }
+    }
+}
+
 /// What a primitive tells core about a hold it was granted.
 #[derive(Debug, Clone)]
 pub struct HoldSpec {
@@ -71,8 +93,11 @@ pub struct HoldSpec {
     /// per hold, all of one hold in one hash slot), `ARGV[1]` = lease in ms
     /// to guarantee from now, `ARGV[1+i]` = attempt id of the i-th hold;
     /// reply one integer per hold: `>= 0` renewed (the TTL after the call),
-    /// `-1` gone, `-2` taken over. The watchdog batches the holds that share
-    /// a script and a hash slot into one call.
+    /// `-1` gone, `-2` taken over, `-2 - j` (`j` ≥ 1) the hold's `j`-th
+    /// renew key has another type and nothing was written for the hold
+    /// (`extend` reports [`Error::WrongType`] naming it; the watchdog
+    /// counts it as a failed renewal of that hold). The watchdog batches
+    /// the holds that share a script and a hash slot into one call.
     pub renew: &'static LuaScript,
     /// This hold's keys for the renew script.
     pub renew_keys: Vec<String>,
@@ -247,6 +272,15 @@ impl HoldInner {
         now >= *self.valid_until.lock()
     }
 
+    /// The hold's renew key at `j` (the main key if there is none there).
+    pub(crate) fn renew_key(&self, j: usize) -> String {
+        self.spec
+            .renew_keys
+            .get(j)
+            .unwrap_or(&self.spec.key)
+            .clone()
+    }
+
     fn release_deadline(&self) -> Instant {
         let cfg = self.client.config();
         let bound = cfg.release_timeout.unwrap_or(match self.mode {
@@ -399,11 +433,14 @@ impl Hold {
         );
         let sent = Instant::now();
         match self.inner.client.run::<Vec<i64>>(&call).await {
-            Ok(v) => match v.first().copied() {
-                Some(p) if p >= 0 => {
-                    self.inner.renewed(sent, p.unsigned_abs());
+            Ok(v) => match v.first().copied().map(Renewal::of) {
+                Some(Renewal::Renewed(ms)) => {
+                    self.inner.renewed(sent, ms);
                     Ok(())
                 }
+                Some(Renewal::WrongType(j)) => Err(Error::WrongType {
+                    key: self.inner.renew_key(j),
+                }),
                 _ => {
                     self.inner.finish(LeaseState::Lost);
                     Err(Error::NotHeld)
@@ -455,8 +492,10 @@ impl Hold {
             );
             let sent = Instant::now();
             match inner.client.run::<Vec<i64>>(&call).await {
-                Ok(v) => match v.first().copied() {
-                    Some(p) if p >= 0 => inner.renewed(sent, p.unsigned_abs()),
+                Ok(v) => match v.first().copied().map(Renewal::of) {
+                    Some(Renewal::Renewed(ms)) => inner.renewed(sent, ms),
+                    Some(Renewal::WrongType(j)) => tracing::warn!(key = %inner.renew_key(j),
+                        "extending a handed-off claim found a key of another type; it holds until the claim ends"),
                     _ => {
                         inner.finish(LeaseState::Lost);
                     }
@@ -657,5 +696,21 @@ impl Drop for Hold {
                 false
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod renewal_tests {
+    use super::Renewal;
+
+    #[test]
+    fn renew_replies_decode_per_hold() {
+        assert_eq!(Renewal::of(0), Renewal::Renewed(0));
+        assert_eq!(Renewal::of(1500), Renewal::Renewed(1500));
+        assert_eq!(Renewal::of(-1), Renewal::Gone);
+        assert_eq!(Renewal::of(-2), Renewal::Gone);
+        assert_eq!(Renewal::of(-3), Renewal::WrongType(0));
+        assert_eq!(Renewal::of(-5), Renewal::WrongType(2));
+        assert!(matches!(Renewal::of(i64::MIN), Renewal::WrongType(_)));
     }
 }

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use crate::client::run_on;
 use crate::conn::Conn;
-use crate::lease::{HoldInner, LeaseState};
+use crate::lease::{HoldInner, LeaseState, Renewal};
 use crate::scripts::ScriptCall;
 
 const BATCH: usize = 256;
@@ -119,9 +119,20 @@ async fn run(weak: Weak<Watchdog>, conn: Arc<Conn>, timeout: Duration) {
                             if !h.in_watchdog.load(Ordering::SeqCst) {
                                 continue; // unlocked meanwhile
                             }
-                            if r >= 0 {
-                                h.renewed(sent, r.unsigned_abs());
-                            } else if h.finish(LeaseState::Lost) {
+                            let lost = match Renewal::of(r) {
+                                Renewal::Renewed(ms) => {
+                                    h.renewed(sent, ms);
+                                    false
+                                }
+                                Renewal::Gone => true,
+                                // A failed renewal of this hold alone: it
+                                // stays while its validity lasts.
+                                Renewal::WrongType(j) => {
+                                    tracing::warn!(key = %h.renew_key(j), "renewal found a key of another type");
+                                    h.expired(Instant::now())
+                                }
+                            };
+                            if lost && h.finish(LeaseState::Lost) {
                                 if let Some(wd) = weak.upgrade() {
                                     wd.unregister(h);
                                 }

@@ -54,9 +54,9 @@ pub mod scripts {
         /// Read the semaphore's state.
         pub SEM_INSPECT = "sem_inspect" with "hold_lib", "sem_lib";
         /// Set, count down or read a latch.
-        pub LATCH_OP = "latch_op" with "hold_lib";
+        pub LATCH_OP = "latch_op" with "hold_lib", "latch_lib";
         /// Has the latch reached zero? (The try of a wait.)
-        pub LATCH_WAIT = "latch_wait" with "hold_lib";
+        pub LATCH_WAIT = "latch_wait" with "hold_lib", "latch_lib";
     }
 }
 pub use scripts::SCRIPTS;

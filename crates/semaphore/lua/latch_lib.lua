@@ -1,0 +1,1 @@
+../../../lua/latch_lib.lua
