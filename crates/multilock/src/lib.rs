@@ -280,19 +280,24 @@ impl MultiLock {
             // All plain locks of one client, nothing carried: one script
             // takes the whole set atomically (one round trip).
             if let (Some(plain), None) = (&self.plain, &carried) {
-                match Self::try_in_one_script(plain, lease).await? {
-                    Ok(guard) => return Ok(Some(guard)),
-                    Err(i) => {
-                        if wait == WaitMode::Try {
-                            return Ok(None);
-                        }
-                        match self.parts[i].acquire_hold(lease, left(deadline)).await? {
-                            Some(h) => carried = Some((i, h)),
-                            None => return Ok(None),
-                        }
-                        continue;
-                    }
+                // Busy part `i`, or the server could not answer (all parts
+                // are on one client: wait through the first part's acquire,
+                // which rides out the outage as `Lock::lock` does).
+                let wait_on = match Self::try_in_one_script(plain, lease).await {
+                    Ok(Ok(guard)) => return Ok(Some(guard)),
+                    Ok(Err(_)) if wait == WaitMode::Try => return Ok(None),
+                    Ok(Err(i)) => i,
+                    Err(e) if e.is_retryable() && wait != WaitMode::Try => 0,
+                    Err(e) => return Err(e),
+                };
+                match self.parts[wait_on]
+                    .acquire_hold(lease, left(deadline))
+                    .await?
+                {
+                    Some(h) => carried = Some((wait_on, h)),
+                    None => return Ok(None),
                 }
+                continue;
             }
             let mut held: Vec<(usize, Hold)> = carried.take().into_iter().collect();
             let mut blocked = None;
@@ -303,6 +308,13 @@ impl MultiLock {
                 match p.acquire_hold(lease, WaitMode::Try).await {
                     Ok(Some(h)) => held.push((i, h)),
                     Ok(None) => {
+                        blocked = Some(i);
+                        break;
+                    }
+                    // A part whose server could not answer, while the caller
+                    // waits: wait for it as for a busy part (its acquire
+                    // rides out the outage until the wait ends).
+                    Err(e) if e.is_retryable() && wait != WaitMode::Try => {
                         blocked = Some(i);
                         break;
                     }
@@ -319,8 +331,9 @@ impl MultiLock {
                 )));
             };
             // Nobody waits while holding: give back what was taken, then
-            // wait on the busy part's channel (bounded by its holder's
-            // lease) and take it; the next round tries the others.
+            // wait on the busy (or unreachable) part's channel (bounded by
+            // its holder's lease) and take it; the next round tries the
+            // others.
             let _ = release_all(held.into_iter().map(|(_, h)| h).collect()).await;
             if wait == WaitMode::Try {
                 return Ok(None);
@@ -332,7 +345,10 @@ impl MultiLock {
         }
     }
 
-    /// Wait until every lock is held; watchdog leases.
+    /// Wait until every lock is held; watchdog leases. A part whose server
+    /// cannot answer (`Unavailable`, `Indeterminate`) is waited for like a
+    /// busy one, with nothing else held meanwhile: the wait rides out the
+    /// outage, as `Lock::lock` does.
     ///
     /// # Errors
     /// A part's error ([`Error::WrongType`], [`Error::Shutdown`], ...):
@@ -362,7 +378,8 @@ impl MultiLock {
     /// without them (nothing held).
     ///
     /// # Errors
-    /// As [`Self::try_lock`].
+    /// As [`Self::try_lock`]; `Unavailable` / `Indeterminate` only when the
+    /// wait ended while a part's server could not answer.
     ///
     /// # Cancel safety
     /// As [`Self::lock`].
@@ -541,6 +558,15 @@ impl Redlock {
             LeaseMode::Fixed(d) => d,
             _ => self.ttl,
         };
+        lease_ms(ttl)?;
+        // A lease no longer than the clock-drift allowance is never valid
+        // once granted: refused, rather than taken and given back for ever.
+        if ttl <= drift(ttl) {
+            return Err(Error::InvalidArgument(format!(
+                "a Redlock lease of {ttl:?} leaves no validity after the clock-drift allowance of {:?}",
+                drift(ttl)
+            )));
+        }
         let deadline = wait.deadline();
         loop {
             if let Some((holds, valid_until)) = self.round(ttl).await? {
@@ -619,7 +645,9 @@ impl Redlock {
     /// Wait until a majority holds the lock with a fixed `lease` (not renewed).
     ///
     /// # Errors
-    /// As [`Self::lock`], and `InvalidArgument` for a bad lease.
+    /// As [`Self::lock`], and `InvalidArgument` for a bad lease, including
+    /// one no longer than its clock-drift allowance (1 % + 2 ms: such a
+    /// lease could never be valid once granted).
     ///
     /// # Cancel safety
     /// As [`Self::lock`].
