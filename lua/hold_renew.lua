@@ -13,7 +13,11 @@
 --   >= 0  renewed; the key's TTL after the call (never shortened: a longer
 --         TTL set by a re-entry with a longer lease is kept)
 --   -1    gone: the key no longer exists (expired, deleted)
---   -2    taken over: the key exists but no longer records this hold
+--   -2    taken over: the key is a hash that no longer records this hold
+--   -3    the key has another type (its first key, in the contract of
+--         HoldSpec::renew): nothing written; the caller reports WrongType
+--         naming it, and the hold counts as not renewed (it stays while its
+--         validity lasts), as for every renew script
 --
 -- O(k) for k holds in the batch, O(1) each.
 
@@ -23,7 +27,9 @@ for i, key in ipairs(KEYS) do
   local kind = redis.call('TYPE', key).ok
   if kind == 'none' then
     out[i] = -1
-  elseif kind ~= 'hash' or redis.call('HEXISTS', key, 'a:' .. ARGV[i + 1]) == 0 then
+  elseif kind ~= 'hash' then
+    out[i] = -3
+  elseif redis.call('HEXISTS', key, 'a:' .. ARGV[i + 1]) == 0 then
     out[i] = -2
   else
     local pttl = redis.call('PTTL', key)

@@ -194,6 +194,20 @@ pub fn attempt_seq(attempt: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Until when a waiter told "busy" with `pttl` sleeps at most (a release
+/// message or a hint may wake it sooner): the holder's TTL, at least 1 ms
+/// (`0`: the hold ends within this millisecond, so the next try finds it
+/// gone; sleeping for want of a bound would wait a whole `no_bound`); at
+/// once when the key vanished between the script's checks (`-2`); else
+/// (`-1`, no TTL known) `no_bound`, as a message or a reconnect wakes it.
+fn sleep_bound(now: Instant, pttl: i64, no_bound: Duration) -> Instant {
+    match pttl {
+        -2 => now,
+        p if p >= 0 => crate::config::later(now, Duration::from_millis(p.unsigned_abs().max(1))),
+        _ => crate::config::later(now, no_bound),
+    }
+}
+
 /// What the loop got: a grant, with the instant its validity counts from.
 struct Granted {
     token: u64,
@@ -589,15 +603,7 @@ impl Client {
                 // Sleep until a release message, the holder's TTL, or the
                 // deadline. Woken or not, the next try tells: a lease that ran
                 // out is free. A hint moves the bound without a try.
-                let now = Instant::now();
-                let by_ttl = if pttl > 0 {
-                    crate::config::later(now, Duration::from_millis(pttl.unsigned_abs()))
-                } else if pttl == -2 {
-                    now // the key vanished between the checks: try again now
-                } else {
-                    // No TTL known: a message or a reconnect wakes us.
-                    crate::config::later(now, self.config().watchdog_timeout)
-                };
+                let by_ttl = sleep_bound(Instant::now(), pttl, self.config().watchdog_timeout);
                 let mut until = deadline.map_or(by_ttl, |d| d.min(by_ttl));
                 let passed: Option<LocalGrant> = loop {
                     while let Woke::Hint(h) = sub.wait(until).await {
@@ -774,6 +780,19 @@ mod tests {
         let s = new_secret();
         assert!(s > 0 && s < (1 << 53));
         assert!(decode(&[]).is_err());
+    }
+
+    #[test]
+    fn a_hold_ending_now_is_tried_again_at_once() {
+        let now = Instant::now();
+        let long = Duration::from_secs(30);
+        assert_eq!(sleep_bound(now, 0, long), now + Duration::from_millis(1));
+        assert_eq!(
+            sleep_bound(now, 250, long),
+            now + Duration::from_millis(250)
+        );
+        assert_eq!(sleep_bound(now, -2, long), now);
+        assert_eq!(sleep_bound(now, -1, long), now + long);
     }
 
     #[test]
