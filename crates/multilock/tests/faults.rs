@@ -17,7 +17,7 @@ use deadbolt_fair::FairLock;
 use deadbolt_lock::Lock;
 use deadbolt_multilock::{MultiGuard, MultiLock, Redlock, RedlockGuard};
 use deadbolt_rwlock::RwLock;
-use deadbolt_testkit::support::{cmd, server, until, within, HANG};
+use deadbolt_testkit::support::{cmd, plant_list, server, snapshot, until, within, HANG};
 use deadbolt_testkit::{FaultProxy, RedisServer};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -94,32 +94,6 @@ fn mixed(c: &Client, kinds: &[Kind], names: &[String]) -> MultiLock {
 async fn exists(srv: &RedisServer, key: &str) -> bool {
     let n: i64 = cmd(srv, &["EXISTS", key]).await;
     n == 1
-}
-
-/// One key as the server has it: type, serialized value, absolute expiry.
-#[derive(Debug, PartialEq, Eq)]
-struct KeyState {
-    key: String,
-    kind: String,
-    dump: Option<Vec<u8>>,
-    expires_at: i64,
-}
-
-/// Every key whose name starts with `prefix`, sorted. Two equal snapshots
-/// mean nothing was written in between (PEXPIRETIME needs Redis 7).
-async fn snapshot(srv: &RedisServer, prefix: &str) -> Vec<KeyState> {
-    let mut keys: Vec<String> = cmd(srv, &["KEYS", &format!("{prefix}*")]).await;
-    keys.sort();
-    let mut out = Vec::new();
-    for key in keys {
-        out.push(KeyState {
-            kind: cmd(srv, &["TYPE", &key]).await,
-            dump: cmd(srv, &["DUMP", &key]).await,
-            expires_at: cmd(srv, &["PEXPIRETIME", &key]).await,
-            key,
-        });
-    }
-    out
 }
 
 /// The key prefix of every lock whose name starts with `name_prefix`.
@@ -202,12 +176,6 @@ fn assert_oom<T: std::fmt::Debug>(what: &str, r: deadbolt_core::Result<T>) {
         }
         other => panic!("{what}: expected the server's OOM error, got {other:?}"),
     }
-}
-
-/// Replace `key` by a LIST.
-async fn plant_list(srv: &RedisServer, key: &str) {
-    let _: i64 = cmd(srv, &["DEL", key]).await;
-    let _: i64 = cmd(srv, &["RPUSH", key, "not-a-lock"]).await;
 }
 
 /// Take and give back `m` once, so that every part has a fencing counter

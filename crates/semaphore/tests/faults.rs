@@ -10,7 +10,9 @@ use deadbolt_core::{Client, ClientBuilder, Error, LeaseState};
 use deadbolt_semaphore::{
     semaphore_keys, CountDownLatch, Semaphore, LATCH_KIND, SCRIPTS, SEMAPHORE_KIND,
 };
-use deadbolt_testkit::support::{cmd, server, until, within, HANG};
+use deadbolt_testkit::support::{
+    self, cmd, plant_list, restore, server, subscribers, until, within, KeyState, HANG,
+};
 use deadbolt_testkit::{FaultProxy, RedisServer};
 use futures::StreamExt;
 
@@ -28,77 +30,10 @@ fn sem_keys(c: &Client, name: &str) -> Vec<String> {
     semaphore_keys(&c.keys(SEMAPHORE_KIND, name).unwrap())
 }
 
-/// One key as the server has it: type, serialized value, absolute expiry.
-#[derive(Debug, PartialEq, Eq)]
-struct KeyState {
-    key: String,
-    kind: String,
-    dump: Option<Vec<u8>>,
-    expires_at: i64,
-}
-
-/// Every key of primitive `name` (all share `deadbolt:{name}:`), sorted.
-/// Two equal snapshots mean nothing was written in between (a refreshed
-/// TTL shows as a new expiry; PEXPIRETIME needs Redis 7).
+/// Every key of primitive `name` (all share `deadbolt:{name}:`): see
+/// [`support::snapshot`].
 async fn snapshot(srv: &RedisServer, name: &str) -> Vec<KeyState> {
-    let mut keys: Vec<String> = cmd(srv, &["KEYS", &format!("deadbolt:{{{name}}}:*")]).await;
-    keys.sort();
-    let mut out = Vec::new();
-    for key in keys {
-        out.push(KeyState {
-            kind: cmd(srv, &["TYPE", &key]).await,
-            dump: cmd(srv, &["DUMP", &key]).await,
-            expires_at: cmd(srv, &["PEXPIRETIME", &key]).await,
-            key,
-        });
-    }
-    out
-}
-
-/// What a key held before [`plant_list`] replaced it.
-struct Saved {
-    dump: Option<Vec<u8>>,
-    expires_at: i64,
-}
-
-/// Replace `key` by a LIST in one step (a waiter's heartbeat cannot slip in
-/// between), returning what it held.
-async fn plant_list(srv: &RedisServer, key: &str) -> Saved {
-    let mut c = srv.conn().await;
-    let (dump, expires_at): (Option<Vec<u8>>, i64) = redis::pipe()
-        .atomic()
-        .cmd("DUMP")
-        .arg(key)
-        .cmd("PEXPIRETIME")
-        .arg(key)
-        .cmd("DEL")
-        .arg(key)
-        .ignore()
-        .cmd("RPUSH")
-        .arg(key)
-        .arg("not-a-semaphore")
-        .ignore()
-        .query_async(&mut c)
-        .await
-        .unwrap();
-    Saved { dump, expires_at }
-}
-
-/// Put back what [`plant_list`] took away, with its expiry.
-async fn restore(srv: &RedisServer, key: &str, saved: Saved) {
-    let mut c = srv.conn().await;
-    let mut pipe = redis::pipe();
-    pipe.atomic().cmd("DEL").arg(key).ignore();
-    if let Some(dump) = saved.dump {
-        let restore = pipe.cmd("RESTORE").arg(key);
-        if saved.expires_at > 0 {
-            restore.arg(saved.expires_at).arg(dump).arg("ABSTTL");
-        } else {
-            restore.arg(0).arg(dump);
-        }
-        restore.ignore();
-    }
-    let () = pipe.query_async(&mut c).await.unwrap();
+    support::snapshot(srv, &format!("deadbolt:{{{name}}}:")).await
 }
 
 #[track_caller]
@@ -134,11 +69,6 @@ macro_rules! refused {
     }};
 }
 
-async fn subscribers(srv: &RedisServer, channel: &str) -> i64 {
-    let (_, n): (String, i64) = cmd(srv, &["PUBSUB", "NUMSUB", channel]).await;
-    n
-}
-
 async fn evalsha_calls(srv: &RedisServer) -> u64 {
     srv.commandstats()
         .await
@@ -150,15 +80,11 @@ async fn evalsha_calls(srv: &RedisServer) -> u64 {
 /// Keys without a TTL, other than a semaphore's configuration hash (which
 /// outlives its holders on purpose) and the latch's armed count.
 async fn persistent_keys(srv: &RedisServer) -> Vec<String> {
-    let keys: Vec<String> = cmd(srv, &["KEYS", "*"]).await;
-    let mut left = Vec::new();
-    for k in keys {
-        let ttl: i64 = cmd(srv, &["PTTL", &k]).await;
-        if ttl == -1 && !k.ends_with(":sem") && !k.ends_with(":latch") {
-            left.push(k);
-        }
-    }
-    left
+    support::persistent_keys(srv)
+        .await
+        .into_iter()
+        .filter(|k| !k.ends_with(":sem") && !k.ends_with(":latch"))
+        .collect()
 }
 
 /// A key of another type in place of each of the semaphore's six keys:

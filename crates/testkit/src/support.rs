@@ -115,3 +115,143 @@ pub fn port_of(url: &str) -> u16 {
 pub fn port_closed(port: u16) -> bool {
     std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
 }
+
+/// One key as the server has it: type, serialized value, absolute expiry
+/// (ms since the epoch; -1 none). Compare two [`snapshot`]s to check that
+/// a call wrote nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyState {
+    /// The key.
+    pub key: String,
+    /// Its TYPE.
+    pub kind: String,
+    /// Its DUMP.
+    pub dump: Option<Vec<u8>>,
+    /// Its PEXPIRETIME.
+    pub expires_at: i64,
+}
+
+/// Every key whose name starts with `prefix`, sorted by name. Two equal
+/// snapshots mean nothing was written in between (a refreshed TTL shows as
+/// a new expiry). PEXPIRETIME needs Redis 7.
+///
+/// # Panics
+/// When a command fails.
+///
+/// # Cancel safety
+/// Reads only.
+pub async fn snapshot(srv: &RedisServer, prefix: &str) -> Vec<KeyState> {
+    let mut c = srv.conn().await;
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query_async(&mut c)
+        .await
+        .expect("KEYS");
+    keys.sort();
+    let mut out = Vec::new();
+    for key in keys {
+        let (kind, dump, expires_at): (String, Option<Vec<u8>>, i64) = redis::pipe()
+            .cmd("TYPE")
+            .arg(&key)
+            .cmd("DUMP")
+            .arg(&key)
+            .cmd("PEXPIRETIME")
+            .arg(&key)
+            .query_async(&mut c)
+            .await
+            .expect("TYPE, DUMP, PEXPIRETIME");
+        out.push(KeyState {
+            key,
+            kind,
+            dump,
+            expires_at,
+        });
+    }
+    out
+}
+
+/// What a key held before [`plant_list`] replaced it.
+#[derive(Debug)]
+pub struct Saved {
+    dump: Option<Vec<u8>>,
+    expires_at: i64,
+}
+
+/// Replace `key` by a LIST (a key of another type for every primitive) in
+/// one atomic step, so no heartbeat or renewal slips in between; returns
+/// what it held, for [`restore`].
+///
+/// # Panics
+/// When the commands fail.
+///
+/// # Cancel safety
+/// The step is atomic: done or not.
+pub async fn plant_list(srv: &RedisServer, key: &str) -> Saved {
+    let mut c = srv.conn().await;
+    let (dump, expires_at): (Option<Vec<u8>>, i64) = redis::pipe()
+        .atomic()
+        .cmd("DUMP")
+        .arg(key)
+        .cmd("PEXPIRETIME")
+        .arg(key)
+        .cmd("DEL")
+        .arg(key)
+        .ignore()
+        .cmd("RPUSH")
+        .arg(key)
+        .arg("not-a-lock")
+        .ignore()
+        .query_async(&mut c)
+        .await
+        .expect("plant a LIST");
+    Saved { dump, expires_at }
+}
+
+/// Put back what [`plant_list`] took away, with its expiry, atomically.
+///
+/// # Panics
+/// When the commands fail.
+///
+/// # Cancel safety
+/// The step is atomic: done or not.
+pub async fn restore(srv: &RedisServer, key: &str, saved: Saved) {
+    let mut c = srv.conn().await;
+    let mut pipe = redis::pipe();
+    pipe.atomic().cmd("DEL").arg(key).ignore();
+    if let Some(dump) = saved.dump {
+        let restore = pipe.cmd("RESTORE").arg(key);
+        if saved.expires_at > 0 {
+            restore.arg(saved.expires_at).arg(dump).arg("ABSTTL");
+        } else {
+            restore.arg(0).arg(dump);
+        }
+        restore.ignore();
+    }
+    let () = pipe.query_async(&mut c).await.expect("restore");
+}
+
+/// How many connections are subscribed to `channel`.
+///
+/// # Cancel safety
+/// Reads only.
+pub async fn subscribers(srv: &RedisServer, channel: &str) -> i64 {
+    let (_, n): (String, i64) = cmd(srv, &["PUBSUB", "NUMSUB", channel]).await;
+    n
+}
+
+/// Every key without a TTL, sorted.
+///
+/// # Cancel safety
+/// Reads only.
+pub async fn persistent_keys(srv: &RedisServer) -> Vec<String> {
+    let mut keys: Vec<String> = cmd(srv, &["KEYS", "*"]).await;
+    keys.sort();
+    let mut left = Vec::new();
+    for k in keys {
+        let ttl: i64 = cmd(srv, &["PTTL", &k]).await;
+        if ttl == -1 {
+            left.push(k);
+        }
+    }
+    left
+}
