@@ -17,7 +17,9 @@ use deadbolt_fair::FairLock;
 use deadbolt_lock::Lock;
 use deadbolt_multilock::{MultiGuard, MultiLock, Redlock, RedlockGuard};
 use deadbolt_rwlock::RwLock;
-use deadbolt_testkit::support::{cmd, plant_list, server, snapshot, until, within, HANG};
+use deadbolt_testkit::support::{
+    cmd, fill_memory, plant_list, server, snapshot, until, within, HANG,
+};
 use deadbolt_testkit::{FaultProxy, RedisServer};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -297,35 +299,6 @@ async fn part_by_part_path_refuses_a_part_of_another_type_and_leaves_no_part_hel
             }
         }
     }
-}
-
-/// Fill the server's memory and set `maxmemory` below what is used
-/// (noeviction), so every write fails with OOM.
-async fn fill_memory(srv: &RedisServer) {
-    let mut raw = srv.conn().await;
-    let blob = vec![b'x'; 64 * 1024];
-    for i in 0..16 {
-        let () = redis::cmd("SET")
-            .arg(format!("filler:{i}"))
-            .arg(&blob)
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-    }
-    let info: String = cmd(srv, &["INFO", "memory"]).await;
-    let used: u64 = info
-        .lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("used_memory in INFO");
-    let limit = (used - 256 * 1024).to_string();
-    let () = cmd(srv, &["CONFIG", "SET", "maxmemory", &limit]).await;
-    let r: redis::RedisResult<()> = redis::cmd("SET")
-        .arg("probe")
-        .arg(1)
-        .query_async(&mut raw)
-        .await;
-    assert_eq!(r.unwrap_err().code(), Some("OOM"), "memory is not full");
 }
 
 /// Under `maxmemory` with noeviction, once memory is full: every acquire

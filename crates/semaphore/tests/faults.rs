@@ -11,7 +11,7 @@ use deadbolt_semaphore::{
     semaphore_keys, CountDownLatch, Semaphore, LATCH_KIND, SCRIPTS, SEMAPHORE_KIND,
 };
 use deadbolt_testkit::support::{
-    self, cmd, plant_list, restore, server, subscribers, until, within, KeyState, HANG,
+    self, cmd, fill_memory, plant_list, restore, server, subscribers, until, within, KeyState, HANG,
 };
 use deadbolt_testkit::{FaultProxy, RedisServer};
 use futures::StreamExt;
@@ -328,33 +328,7 @@ async fn out_of_memory_is_reported_as_it_is_and_nothing_is_half_written() {
     let l = CountDownLatch::new(&c, "oom-latch");
     assert!(l.try_set_count(2).await.unwrap());
 
-    // Fill memory: 1 MB of values that may not be evicted, then a limit
-    // 256 kB below what is used (so that freeing a buffer cannot bring
-    // the server back under it).
-    let mut raw = srv.conn().await;
-    let blob = vec![b'x'; 64 * 1024];
-    for i in 0..16 {
-        let () = redis::cmd("SET")
-            .arg(format!("filler:{i}"))
-            .arg(&blob)
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-    }
-    let info: String = cmd(&srv, &["INFO", "memory"]).await;
-    let used: u64 = info
-        .lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("used_memory in INFO");
-    let limit = (used - 256 * 1024).to_string();
-    let () = cmd(&srv, &["CONFIG", "SET", "maxmemory", &limit]).await;
-    let r: redis::RedisResult<()> = redis::cmd("SET")
-        .arg("probe")
-        .arg(1)
-        .query_async(&mut raw)
-        .await;
-    assert_eq!(r.unwrap_err().code(), Some("OOM"), "memory is not full");
+    fill_memory(&srv).await;
 
     let before = snapshot(&srv, "oom").await;
     let latch_before = snapshot(&srv, "oom-latch").await;

@@ -255,3 +255,42 @@ pub async fn persistent_keys(srv: &RedisServer) -> Vec<String> {
     }
     left
 }
+
+/// Fill the server's memory and set `maxmemory` 256 kB below what is used
+/// (with `maxmemory-policy noeviction`, set by the caller), so that every
+/// write that needs memory fails with OOM: 1 MB of values first, so that a
+/// freed buffer cannot bring the server back under the limit. Checked with
+/// a probe write. `CONFIG SET maxmemory 0` undoes it.
+///
+/// # Panics
+/// When a command fails or the probe write still succeeds.
+///
+/// # Cancel safety
+/// Not cancel safe: a dropped call may leave memory filled without the
+/// limit set.
+pub async fn fill_memory(srv: &RedisServer) {
+    let mut raw = srv.conn().await;
+    let blob = vec![b'x'; 64 * 1024];
+    for i in 0..16 {
+        let () = redis::cmd("SET")
+            .arg(format!("filler:{i}"))
+            .arg(&blob)
+            .query_async(&mut raw)
+            .await
+            .expect("SET filler");
+    }
+    let info: String = cmd(srv, &["INFO", "memory"]).await;
+    let used: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory in INFO");
+    let limit = (used - 256 * 1024).to_string();
+    let () = cmd(srv, &["CONFIG", "SET", "maxmemory", &limit]).await;
+    let r: redis::RedisResult<()> = redis::cmd("SET")
+        .arg("probe")
+        .arg(1)
+        .query_async(&mut raw)
+        .await;
+    assert_eq!(r.unwrap_err().code(), Some("OOM"), "memory is not full");
+}
