@@ -523,7 +523,6 @@ impl Redlock {
     /// anything less is released everywhere (a timed-out try's future is
     /// dropped, and core releases a possible grant by its attempt id).
     async fn round(&self, ttl: Duration) -> Result<Option<(Vec<Hold>, Instant)>> {
-        lease_ms(ttl)?;
         let per_server = (ttl / 10).clamp(Duration::from_millis(5), Duration::from_secs(1));
         let start = Instant::now();
         let tries = self.servers.iter().map(|l| async move {
