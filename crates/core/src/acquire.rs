@@ -250,6 +250,9 @@ struct Attempt<'a> {
     in_doubt: bool,
     /// The server holds a queue entry for this attempt.
     queued: bool,
+    /// Nothing of the attempt is left to release: it ended with the hold,
+    /// or its release ran.
+    done: bool,
     /// Set when an unlock in this client may hand its hold to the attempt.
     local: Option<Arc<LocalWaiter>>,
     /// The channel the attempt waits on (with `local`).
@@ -257,13 +260,25 @@ struct Attempt<'a> {
 }
 
 impl Attempt<'_> {
+    /// Whether the attempt must be released if it ends now without the
+    /// hold: a request of it may have been recorded, it is queued, or a
+    /// local hand-off to it may have landed unseen (its unlock gave up on
+    /// the answer: [`LocalWaiter::doubted`]).
     fn armed(&self) -> bool {
-        self.records && (self.in_doubt || self.queued)
+        self.records
+            && !self.done
+            && (self.in_doubt || self.queued || self.local.as_ref().is_some_and(|l| l.doubted()))
     }
 
     fn disarm(&mut self) {
         self.in_doubt = false;
         self.queued = false;
+    }
+
+    /// The attempt holds the lock: nothing of it is ever released here.
+    fn win(&mut self) {
+        self.disarm();
+        self.done = true;
     }
 
     /// Leave the queue now (awaited), falling back to the releaser.
@@ -273,6 +288,7 @@ impl Attempt<'_> {
         }
         if self.client.run::<i64>(&self.release).await.is_ok() {
             self.disarm();
+            self.done = true;
         }
     }
 }
@@ -340,14 +356,7 @@ impl Client {
         let got = self
             .run_acquire(spec, owner, ms, wait, &attempt_id, true)
             .await?;
-        if got.is_some() {
-            if let Err(e) = self.await_replicas(&spec.key).await {
-                // Granted, but not known to survive a failover: give it back.
-                self.release_in_background(release_call(spec, &attempt_id));
-                return Err(e);
-            }
-        }
-        Ok(got.map(|g| {
+        let hold = got.map(|g| {
             let hold = Hold::with_id(
                 g.hold_id,
                 self,
@@ -379,7 +388,18 @@ impl Client {
                 set.add(&hold);
             }
             hold
-        }))
+        });
+        if let Some(hold) = &hold {
+            // The hold exists first, so an acquire cancelled while waiting
+            // for the replicas drops it, which releases it in the background.
+            if let Err(e) = self.await_replicas(&spec.key).await {
+                // Granted, but not known to survive a failover: give it
+                // back (the drop releases it in the background).
+                hold.inner.finish(crate::lease::LeaseState::Released);
+                return Err(e);
+            }
+        }
+        Ok(hold)
     }
 
     /// Wait until a condition holds (for example a count reaching zero), with the acquire
@@ -453,6 +473,7 @@ impl Client {
             records,
             in_doubt: false,
             queued: false,
+            done: false,
             local: local.clone(),
             channel: Some(&spec.channel),
         };
@@ -498,7 +519,7 @@ impl Client {
                 Err(e) => Err(e),
             };
             match &r {
-                Ok(Reply::Granted { .. }) => attempt.disarm(),
+                Ok(Reply::Granted { .. }) => attempt.win(),
                 Ok(Reply::Busy { .. }) => {
                     // A definite "not granted" settles earlier doubts too; a
                     // queue entry is dropped by the script when it answers busy.
@@ -623,7 +644,7 @@ impl Client {
                 if let Some(g) = passed {
                     // Handed over by an unlock in this client, under this
                     // attempt's own id and lease.
-                    attempt.disarm();
+                    attempt.win();
                     sub.mark_acquired();
                     return Ok(Some(Granted {
                         token: g.token,
@@ -648,7 +669,7 @@ impl Client {
                     let (token, ttl) = (g.token, g.ttl_ms);
                     let useful = Duration::from_millis(ttl / 3).max(Duration::from_millis(1));
                     if g.secret == current && valid_until(t0, ttl) > Instant::now() + useful {
-                        attempt.disarm();
+                        attempt.win();
                         sub.mark_acquired();
                         return Ok(Some(Granted {
                             token,

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::scripts::{LuaScript, ScriptCall};
-use crate::wait::{Delivered, LocalGrant};
+use crate::wait::{Claim, Delivered, LocalGrant};
 
 /// Where a hold stands, as far as this process knows.
 ///
@@ -577,8 +577,14 @@ impl Hold {
         // clients waited, release to them instead (the release names the
         // client that has waited longest; this one's waiters hold back).
         let want = budget > 0 && chain < budget && client.check_open().is_ok();
-        let claim = engine.claim(&p.channel, p.class, inner.id, want)?;
-        let w = claim.waiter();
+        // Until the call's outcome is known, the claim is in flight: if
+        // this future is dropped mid-call, the guard abandons it (the
+        // hand-off may land after all) instead of just waking the waiter.
+        let mut in_flight = InFlight {
+            claim: Some(engine.claim(&p.channel, p.class, inner.id, want)?),
+            client,
+        };
+        let w = in_flight.claim().waiter();
         let call = ScriptCall::new(
             p.script,
             p.keys.clone(),
@@ -595,6 +601,7 @@ impl Hold {
         let r = client.run::<Vec<i64>>(&call).await;
         tracing::debug!(kind = inner.spec.kind, key = %inner.spec.key, attempt = %inner.attempt,
             reply = ?r.as_ref().ok(), elapsed = ?sent_at.elapsed(), "local hand-off");
+        let claim = in_flight.settle();
         Some(match r {
             Ok(v) => match v.as_slice() {
                 [2, token, pttl, others, ..] => {
@@ -645,17 +652,58 @@ impl Hold {
                 }
             },
             Err(e) => {
-                // The waiter asks the server: a hand-off that did land is
-                // found there under its attempt id.
-                claim.cancel(true);
                 if e.is_indeterminate() {
+                    // The hand-off may have landed: the waiter asks the
+                    // server (it finds such a hold under its attempt id),
+                    // and releases its attempt if it ends without the lock.
+                    abandon(claim, client);
                     inner.finish(LeaseState::Unknown);
+                } else {
+                    // Not run (or refused with nothing written): the
+                    // waiter asks the server.
+                    claim.cancel(true);
                 }
                 // Still armed unless shut down: the drop hands the release
                 // (a no-op after a hand-off that landed) to the releaser.
                 Err(e)
             }
         })
+    }
+}
+
+/// A local hand-off's claim while its call is in flight (see
+/// [`Hold::pass_locally`]).
+struct InFlight<'a> {
+    claim: Option<Claim>,
+    client: &'a Client,
+}
+
+impl InFlight<'_> {
+    fn claim(&self) -> &Claim {
+        self.claim.as_ref().expect("claim in flight")
+    }
+
+    /// The call's outcome is known: the caller settles the claim.
+    fn settle(&mut self) -> Claim {
+        self.claim.take().expect("claim in flight")
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        // The unlock was cancelled mid-call: the hand-off may land yet.
+        if let Some(claim) = self.claim.take() {
+            abandon(claim, self.client);
+        }
+    }
+}
+
+/// Abandon a claim whose hand-off may have landed ([`Claim::abandon`]): a
+/// waiter that left already has its attempt released in the background.
+fn abandon(claim: Claim, client: &Client) {
+    let release = claim.waiter().release.clone();
+    if claim.abandon() {
+        client.release_in_background(release);
     }
 }
 

@@ -73,6 +73,14 @@ pub(crate) struct LocalWaiter {
     /// lands after the waiter left).
     pub(crate) release: ScriptCall,
     state: Mutex<Local>,
+    /// A claim on this waiter ended without its unlock knowing whether the
+    /// hand-off landed (cancelled mid-call, or `Indeterminate`): the lock
+    /// may be held under this waiter's attempt. Sticky: the waiter's
+    /// attempt counts as armed until it ends with the lock, so a waiter
+    /// that leaves without it (cancelled, out of time, an error) releases
+    /// its attempt (a no-op when the hand-off never landed). Set under
+    /// `state`'s lock while the waiter is still there ([`Claim::abandon`]).
+    doubted: AtomicBool,
 }
 
 /// A hold handed over locally: what the hand-off script answered.
@@ -140,7 +148,15 @@ impl LocalWaiter {
             lease_ms,
             release,
             state: Mutex::new(Local::Waiting),
+            doubted: AtomicBool::new(false),
         }
+    }
+
+    /// Whether a hand-off to this waiter may have landed unseen (see
+    /// [`Claim::abandon`]): its attempt must then be released if it ends
+    /// without the lock.
+    pub(crate) fn doubted(&self) -> bool {
+        self.doubted.load(Ordering::SeqCst)
     }
 
     /// The waiter leaves. Returns the hold handed to it and not taken:
@@ -166,9 +182,9 @@ impl LocalWaiter {
 }
 
 /// An unlock's claim on a sleeping local waiter. Settled by
-/// [`Claim::deliver`] or [`Claim::cancel`]; dropped unsettled (the unlock
-/// was cancelled mid-call) it wakes the waiter, which asks the server: a
-/// hand-off that did land is then found by the waiter's own attempt id.
+/// [`Claim::deliver`], [`Claim::cancel`] (nothing was handed over) or
+/// [`Claim::abandon`] (the hand-off may have landed); dropped unsettled it
+/// is abandoned, which wakes the waiter with its attempt in doubt.
 #[derive(Debug)]
 pub(crate) struct Claim {
     slot: Arc<Slot>,
@@ -206,6 +222,40 @@ impl Claim {
         self.unclaim(wake);
     }
 
+    /// The hand-off call's outcome is not known (its unlock was cancelled
+    /// mid-call, or the reply was `Indeterminate`): the lock may now be held
+    /// under the waiter's attempt. A waiter still there is woken to ask the
+    /// server, its attempt marked in doubt, so that it releases the attempt
+    /// if it ends without the lock. Returns true when the waiter has left
+    /// already: the caller must then release the waiter's attempt
+    /// ([`LocalWaiter::release`]; a no-op when the hand-off never landed).
+    ///
+    /// Without this, a hand-off landing for a waiter that gave up (its wait
+    /// ran out, it was cancelled) left the lock held by nobody until the
+    /// waiter's lease ended (issue 22).
+    pub(crate) fn abandon(mut self) -> bool {
+        self.settled = true;
+        self.unclaim_in_doubt()
+    }
+
+    fn unclaim_in_doubt(&self) -> bool {
+        let w = self.waiter();
+        let mut st = w.state.lock();
+        match *st {
+            Local::Claimed => {
+                w.doubted.store(true, Ordering::SeqCst);
+                *st = Local::Waiting;
+                drop(st);
+                self.slot.wake();
+                false
+            }
+            Local::Left => true,
+            // Granted by the server (the same hold, if the hand-off
+            // landed), or handed over by this claim: nothing to do.
+            Local::Took | Local::Passed(_) | Local::Waiting => false,
+        }
+    }
+
     fn unclaim(&self, wake: bool) {
         let mut st = self.waiter().state.lock();
         if matches!(*st, Local::Claimed) {
@@ -221,8 +271,12 @@ impl Claim {
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        if !self.settled {
-            self.unclaim(true);
+        if !self.settled && self.unclaim_in_doubt() {
+            // Unreachable in practice: every claim is settled by its
+            // unlock, whose drop guard abandons it and releases for a
+            // waiter that left. Said loudly, in case one is not.
+            tracing::warn!(attempt = %self.waiter().attempt,
+                "a local hand-off to a waiter that left was dropped unsettled; its lease ends it");
         }
     }
 }

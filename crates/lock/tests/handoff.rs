@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use deadbolt_core::Client;
+use deadbolt_core::{Client, Error};
 use deadbolt_lock::Lock;
 
 async fn client_budget(url: &str, budget: u32) -> Client {
@@ -260,4 +260,120 @@ async fn named_releases_in_a_row_do_not_postpone_a_waiter_for_ever() {
     );
     g.unlock().await.unwrap();
     within("the waiter", task).await.unwrap().unwrap();
+}
+
+/// How a waiter claimed by a local hand-off ends while the hand-off's
+/// outcome is not known to its unlock (issue 22).
+#[derive(Debug, Clone, Copy)]
+enum Uncertain {
+    /// The waiter is cancelled, then the unlock is cancelled.
+    WaiterThenUnlockCancelled,
+    /// The waiter's bounded wait runs out while claimed, then the unlock is
+    /// cancelled: the waiter wakes past its deadline.
+    WaitEndsThenUnlockCancelled,
+    /// The waiter's bounded wait runs out while claimed, and the unlock's
+    /// reply comes too late (`Indeterminate`).
+    WaitEndsThenUnlockIndeterminate,
+}
+
+/// A hand-off that lands while its unlock no longer waits for the answer
+/// (cancelled mid-call, or `Indeterminate`) must not leave the lock held
+/// by a waiter that left without it. Before the fix, each order left the
+/// hold under the waiter's attempt until its lease ran out (found by the
+/// churn test in tests/churn.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_whose_unlock_gave_up_is_not_left_with_a_waiter_that_left() {
+    for case in [
+        Uncertain::WaiterThenUnlockCancelled,
+        Uncertain::WaitEndsThenUnlockCancelled,
+        Uncertain::WaitEndsThenUnlockIndeterminate,
+    ] {
+        let srv = server();
+        let proxy = FaultProxy::start(srv.addr()).await.expect("proxy");
+        // Scripts loaded at connect: a first EVALSHA would meet NOSCRIPT
+        // late, past the command timeout.
+        let c = Client::builder(&proxy.url())
+            .command_timeout(Duration::from_millis(400))
+            .preload(deadbolt_lock::SCRIPTS)
+            .build()
+            .await
+            .expect("connect");
+        let name = "uncertain";
+        let key = format!("deadbolt:{{{name}}}:lock");
+        let (a, b) = (Lock::new(&c, name), Lock::new(&c, name));
+        // A hand-off first, so the channel is subscribed and lingers: the
+        // waiter below then sleeps at once on the listed hold, without a
+        // try whose late reply would end its wait `Indeterminate`.
+        let g = a.lock().await.unwrap();
+        let first = tokio::spawn({
+            let b = b.clone();
+            async move { b.lock().await }
+        });
+        until("the first waiter sleeps", || async { c.waiters() == 1 }).await;
+        g.unlock().await.unwrap();
+        within("first waiter", first)
+            .await
+            .unwrap()
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap();
+        let g = a.lock().await.unwrap();
+        let waiter = {
+            let b = b.clone();
+            tokio::spawn(async move {
+                match case {
+                    Uncertain::WaiterThenUnlockCancelled => b.lock().await.map(Some),
+                    _ => b.try_lock_for(Duration::from_millis(300)).await,
+                }
+            })
+        };
+        until("the waiter sleeps", || async { c.waiters() == 1 }).await;
+        // Replies come late from now on: the hand-off lands on the server,
+        // its answer is on the way.
+        proxy.set_reply_delay(Duration::from_secs(2));
+        let unlock = tokio::spawn(g.unlock());
+        until("the hand-off lands", || async {
+            let o: Option<String> = cmd(&srv, &["HGET", &key, "o"]).await;
+            o.as_deref() == Some(b.owner())
+        })
+        .await;
+        match case {
+            Uncertain::WaiterThenUnlockCancelled => {
+                waiter.abort();
+                let _ = waiter.await;
+                unlock.abort();
+                let _ = unlock.await;
+            }
+            Uncertain::WaitEndsThenUnlockCancelled => {
+                tokio::time::sleep(Duration::from_millis(350)).await;
+                unlock.abort();
+                let _ = unlock.await;
+                proxy.set_reply_delay(Duration::ZERO);
+                let got = within("waiter", waiter).await.unwrap().unwrap();
+                assert!(got.is_none(), "{case:?}: the wait ended");
+            }
+            Uncertain::WaitEndsThenUnlockIndeterminate => {
+                let r = within("unlock", unlock).await.unwrap();
+                assert!(matches!(r, Err(Error::Indeterminate(_))), "{case:?}: {r:?}");
+                proxy.set_reply_delay(Duration::ZERO);
+                let got = within("waiter", waiter).await.unwrap().unwrap();
+                assert!(got.is_none(), "{case:?}: the wait ended");
+            }
+        }
+        proxy.set_reply_delay(Duration::ZERO);
+        assert!(c.releases_settled(HANG).await, "{case:?}: releases settle");
+        let held: Vec<(String, String)> = cmd(&srv, &["HGETALL", &key]).await;
+        assert!(
+            held.is_empty(),
+            "{case:?}: the lock is held by nobody's attempt: {held:?}"
+        );
+        // And another client takes it at once.
+        let other = client(&srv.url()).await;
+        let g = Lock::new(&other, name).try_lock().await.unwrap();
+        assert!(g.is_some(), "{case:?}: free for another client");
+        g.unwrap().unlock().await.unwrap();
+        other.shutdown().await;
+        c.shutdown().await;
+    }
 }
