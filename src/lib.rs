@@ -235,6 +235,27 @@ impl Client {
     }
 }
 
+/// The facade's client is a core client for every API that takes
+/// `AsRef<deadbolt_core::Client>`: `Redlock::new(&[c1, c2, c3], "jobs")`
+/// over `deadbolt::Client`s, as docs/multilock.md shows.
+///
+/// ```no_run
+/// # async fn f() -> deadbolt::Result<()> {
+/// let mut clients = Vec::new();
+/// for port in [7001, 7002, 7003] {
+///     clients.push(deadbolt::Client::connect(&format!("redis://127.0.0.1:{port}/")).await?);
+/// }
+/// let r = deadbolt::Redlock::new(&clients, "jobs")?;
+/// let g = r.lock().await?;
+/// g.unlock().await?;
+/// # Ok(()) }
+/// ```
+impl AsRef<deadbolt_core::Client> for Client {
+    fn as_ref(&self) -> &deadbolt_core::Client {
+        &self.core
+    }
+}
+
 /// Every primitive's scripts, loaded at connect.
 fn primitive_scripts() -> Vec<&'static deadbolt_core::scripts::LuaScript> {
     [

@@ -349,7 +349,7 @@ impl Client {
         // lands during shutdown is retired too. (A hold registered after the
         // retiring step stayed in Redis until its lease ended: the likely
         // cause of one torture failure: a hold left after shutdown.)
-        let _running = self.inner.acquiring.enter();
+        let _running = self.inner.acquiring.token();
         // Entered before the attempt id is drawn (see `HoldSet::acquire_arg`).
         let _this_handle = spec.live.as_ref().map(|s| s.enter());
         let attempt_id = new_attempt_id();
@@ -439,7 +439,7 @@ impl Client {
         self.check_open()?;
         // Counted while running, so shutdown can wait for woken waiters to
         // leave (dropped after the attempt, which hands over its release).
-        let _running = self.inner.acquiring.enter();
+        let _running = self.inner.acquiring.token();
         let span = tracing::debug_span!("acquire", kind = spec.kind, key = %spec.key,
             owner, attempt = %attempt_id);
         let started = Instant::now();

@@ -3,15 +3,14 @@
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::sync::Notify;
+use tokio_util::task::TaskTracker;
 
 use redis::FromRedisValue;
-use tokio::time::Instant;
 
 use crate::config::Config;
 use crate::conn::{resp3_info, with_resp3, Conn, Target};
@@ -57,50 +56,13 @@ pub(crate) struct ClientInner {
     pub(crate) heartbeat: Arc<Heartbeat>,
     pub(crate) releaser: Releaser,
     /// Acquire calls running now (shutdown waits for woken waiters to leave).
-    pub(crate) acquiring: Running,
+    /// Acquires running (one token each, `acquiring.token()`): shutdown
+    /// closes it and waits for them (`TaskTracker`'s tokens count as tasks).
+    pub(crate) acquiring: TaskTracker,
     /// Every hold not yet released or dropped, for shutdown to release.
     pub(crate) holds: Mutex<HashMap<u64, Weak<HoldInner>>>,
     next_handle: AtomicU64,
     shutdown: AtomicBool,
-}
-
-/// A count of running calls and a way to await zero.
-#[derive(Debug, Default)]
-pub(crate) struct Running {
-    n: AtomicUsize,
-    idle: Notify,
-}
-
-/// One running call; dropping it ends it.
-#[derive(Debug)]
-pub(crate) struct RunningGuard<'a>(&'a Running);
-
-impl Running {
-    pub(crate) fn enter(&self) -> RunningGuard<'_> {
-        self.n.fetch_add(1, Ordering::SeqCst);
-        RunningGuard(self)
-    }
-
-    /// Wait until no call runs, or `deadline`. Returns whether none runs.
-    async fn settled(&self, deadline: Instant) -> bool {
-        loop {
-            let idle = self.idle.notified();
-            if self.n.load(Ordering::SeqCst) == 0 {
-                return true;
-            }
-            if tokio::time::timeout_at(deadline, idle).await.is_err() {
-                return self.n.load(Ordering::SeqCst) == 0;
-            }
-        }
-    }
-}
-
-impl Drop for RunningGuard<'_> {
-    fn drop(&mut self) {
-        if self.0.n.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.idle.notify_waiters();
-        }
-    }
 }
 
 impl Drop for ClientInner {
@@ -342,7 +304,7 @@ impl<C: From<Client>> ClientBuilder<C> {
             id,
             heartbeat,
             releaser: Releaser::new(conn.clone()),
-            acquiring: Running::default(),
+            acquiring: TaskTracker::new(),
             holds: Mutex::new(HashMap::new()),
             config: self.config,
             conn,
@@ -352,6 +314,14 @@ impl<C: From<Client>> ClientBuilder<C> {
             shutdown: AtomicBool::new(false),
         });
         Ok(Client { inner })
+    }
+}
+
+/// A client is its own core client: APIs that take `AsRef<Client>` (such
+/// as `Redlock::new`) accept core clients and wrappers around them alike.
+impl AsRef<Client> for Client {
+    fn as_ref(&self) -> &Client {
+        self
     }
 }
 
@@ -460,7 +430,10 @@ impl Client {
         inner.watchdog.stop();
         inner.heartbeat.stop();
         inner.engine.wake_all();
-        inner.acquiring.settled(crate::config::after(step)).await;
+        // Running acquires end (woken above, each finds the client closing);
+        // bounded, as every step of shutdown.
+        inner.acquiring.close();
+        let _ = tokio::time::timeout(step, inner.acquiring.wait()).await;
         let holds: Vec<Arc<HoldInner>> = inner
             .holds
             .lock()

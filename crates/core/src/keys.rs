@@ -73,22 +73,8 @@ pub fn hash_slot(key: &str) -> u16 {
             .filter(|len| *len > 0)
             .map(|len| &rest[..len])
     });
-    crc16(tagged.unwrap_or(b)) % 16384
-}
-
-fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for byte in data {
-        crc ^= u16::from(*byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
+    // The crc16 crate is the one redis-rs computes slots with.
+    crc16::State::<crc16::XMODEM>::calculate(tagged.unwrap_or(b)) % 16384
 }
 
 #[cfg(test)]

@@ -499,9 +499,13 @@ impl Redlock {
     /// The lock `name` on every server of `clients` (N odd, ≥ 3; each client
     /// on its own server). The lease is the first client's watchdog timeout.
     ///
+    /// `clients` may be core [`Client`]s or the facade's `deadbolt::Client`s
+    /// (anything that is [`AsRef<Client>`]), so
+    /// `Redlock::new(&[c1, c2, c3], "jobs")` works with either.
+    ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an even number or fewer than 3 clients.
-    pub fn new(clients: &[Client], name: &str) -> Result<Redlock> {
+    pub fn new<C: AsRef<Client>>(clients: &[C], name: &str) -> Result<Redlock> {
         if clients.len() < 3 || clients.len().is_multiple_of(2) {
             return Err(Error::InvalidArgument(format!(
                 "Redlock needs an odd number of servers, at least 3 (got {})",
@@ -509,8 +513,13 @@ impl Redlock {
             )));
         }
         Ok(Redlock {
-            servers: Arc::new(clients.iter().map(|c| Lock::new(c, name)).collect()),
-            ttl: clients[0].config().watchdog_timeout,
+            servers: Arc::new(
+                clients
+                    .iter()
+                    .map(|c| Lock::new(c.as_ref(), name))
+                    .collect(),
+            ),
+            ttl: clients[0].as_ref().config().watchdog_timeout,
         })
     }
 

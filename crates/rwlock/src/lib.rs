@@ -36,8 +36,8 @@ use std::time::Duration;
 
 use deadbolt_core::scripts::{ScriptCall, HOLD_RENEW};
 use deadbolt_core::{
-    AcquireSpec, Client, Error, ExclusiveGuard, HeartbeatSpec, Hold, Keys, LeaseMode, LeaseState,
-    Lockable, Result, WaitMode, Wake, WakePolicy,
+    AcquireSpec, Client, Error, ExclusiveGuard, HeartbeatSpec, Hold, Keys, LeaseMode, Lockable,
+    Result, WaitMode, Wake, WakePolicy,
 };
 use futures::future::BoxFuture;
 
@@ -521,7 +521,12 @@ impl RwLock {
     {
         let guard = self.read().await?;
         let lost = guard.lost();
-        let out = race_lost(work(), lost).await;
+        // The work first: an outcome ready together with the loss counts.
+        let out = tokio::select! {
+            biased;
+            out = work() => Some(out),
+            _ = lost => None,
+        };
         match out {
             Some(out) => {
                 guard.unlock().await?;
@@ -530,26 +535,6 @@ impl RwLock {
             None => Err(Error::NotHeld),
         }
     }
-}
-
-/// Race `work` against `lost`: `None` when the hold was lost first.
-async fn race_lost<T>(
-    work: impl Future<Output = T>,
-    lost: impl Future<Output = LeaseState>,
-) -> Option<T> {
-    use std::pin::pin;
-    let mut work = pin!(work);
-    let mut lost = pin!(lost);
-    std::future::poll_fn(|cx| {
-        if let std::task::Poll::Ready(v) = work.as_mut().poll(cx) {
-            return std::task::Poll::Ready(Some(v));
-        }
-        if lost.as_mut().poll(cx).is_ready() {
-            return std::task::Poll::Ready(None);
-        }
-        std::task::Poll::Pending
-    })
-    .await
 }
 
 fn parts(client: &Client, k: &Keys) -> Parts {
