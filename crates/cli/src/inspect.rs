@@ -13,7 +13,7 @@ use deadbolt_fair::scripts::FAIR_QUEUE;
 use deadbolt_rwlock::RwLock;
 use deadbolt_semaphore::{Semaphore, SEMAPHORE_KIND};
 
-use crate::bench::{redact, split_urls, Target, Topology};
+use crate::target::{redact, split_urls, Target, Topology};
 
 /// The Redis used when `--redis` is not given.
 const DEFAULT_REDIS: &str = "redis://127.0.0.1:6379/";

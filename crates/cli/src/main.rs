@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    // `bench` opens plain redis-rs connections too (statistics, the polling
-    // peers), so rustls's provider is set before any connection, not only
-    // in deadbolt-core's connect.
+    // `inspect` opens plain redis-rs connections too (the key-type check),
+    // so rustls's provider is set before any connection, not only in
+    // deadbolt-core's connect.
     #[cfg(feature = "tls")]
     deadbolt_core::ensure_crypto_provider();
     let cli = deadbolt_cli::Cli::parse();
@@ -28,11 +28,8 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     };
-    // Async background tasks (client reconnects to a stopped server) are
-    // dropped at once. The wait only matters for a blocking task still
-    // starting redis-server when Ctrl-C came: once it finishes, the server
-    // handle it returns is dropped, which kills the server instead of
-    // orphaning it. Its own readiness bound is about 10 s.
+    // Async background tasks (client reconnects) are dropped at once; a
+    // blocking task still running gets a bounded wait, not an endless one.
     runtime.shutdown_timeout(std::time::Duration::from_secs(15));
     code
 }

@@ -294,3 +294,36 @@ pub async fn fill_memory(srv: &RedisServer) {
         .await;
     assert_eq!(r.unwrap_err().code(), Some("OOM"), "memory is not full");
 }
+
+/// Start a throwaway redis-server listening for TLS (a CA generated at
+/// start), or panic saying how to install one.
+///
+/// # Panics
+/// When redis-server cannot be started.
+#[cfg(feature = "tls")]
+pub fn tls_server() -> RedisServer {
+    RedisServer::builder()
+        .tls(true)
+        .start()
+        .expect("redis-server with TLS (apt-get install -y redis-server)")
+}
+
+/// Run `cmd` to its end with only `ca` trusted (put in `SSL_CERT_FILE`,
+/// which rustls-native-certs reads in place of the system's store; nothing
+/// extra trusted when `None`) and without backtraces; its output.
+///
+/// # Panics
+/// When the command cannot be started.
+pub fn output_trusting(
+    cmd: &mut std::process::Command,
+    ca: Option<&std::path::Path>,
+) -> std::process::Output {
+    cmd.env_remove("SSL_CERT_FILE")
+        .env_remove("SSL_CERT_DIR")
+        .env("RUST_BACKTRACE", "0");
+    if let Some(ca) = ca {
+        cmd.env("SSL_CERT_FILE", ca);
+    }
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}

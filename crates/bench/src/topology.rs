@@ -24,15 +24,17 @@ use redis::aio::MultiplexedConnection;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::args::{ContenderKind, ScenarioKind, Topology, TOPOLOGY_NAMES_PER_TASK};
-use super::contender::{connect_lock, ContenderClient, Target, DEADBOLT_TOPOLOGY_COMMANDS};
-use super::report::{
+use crate::args::{ContenderKind, ScenarioKind, TOPOLOGY_NAMES_PER_TASK};
+use crate::contender::{connect_lock, ContenderClient, DEADBOLT_TOPOLOGY_COMMANDS};
+use crate::report::{
     fmt_rate, Commands, Latency, RunResult, TopologyInfo, TopologyMeasure, TopologyRow,
     VsStandalone,
 };
-use super::scenario::{self, Env, Exclusion, LockUnlock, EVENT_JITTER};
-use super::stats::{self, Pinger};
-use super::{redact, stats_connection};
+use crate::scenario::{self, Env, Exclusion, LockUnlock, EVENT_JITTER};
+use crate::stats::{self, Pinger};
+use crate::Target;
+use crate::Topology;
+use crate::{redact, stats_connection};
 
 /// Hash slots of a Redis Cluster.
 const SLOTS: u16 = 16384;
@@ -216,7 +218,7 @@ impl Site {
     pub(crate) async fn cleanup(&self, namespace: &str, run_id: &str) {
         for m in &self.masters {
             if let Ok(mut conn) = stats_connection(&m.url).await {
-                super::cleanup(&mut conn, namespace, run_id).await;
+                crate::cleanup(&mut conn, namespace, run_id).await;
             }
         }
     }

@@ -1,4 +1,4 @@
-//! The flags of `deadbolt bench`.
+//! The flags of `deadbolt-bench`.
 
 use std::fs::OpenOptions;
 use std::io::ErrorKind;
@@ -9,9 +9,10 @@ use anyhow::{anyhow, bail};
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
-use super::contender::REDLOCK_SERVERS;
+use crate::contender::REDLOCK_SERVERS;
+use crate::{split_urls, Topology};
 
-/// One scenario of `deadbolt bench`.
+/// One scenario of `deadbolt-bench`.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, ValueEnum, Serialize, Deserialize,
 )]
@@ -99,7 +100,7 @@ impl ScenarioKind {
     ///
     /// # Examples
     /// ```
-    /// use deadbolt_cli::{ContenderKind, ScenarioKind};
+    /// use deadbolt_bench::{ContenderKind, ScenarioKind};
     /// assert!(ScenarioKind::ReadMostly.measures(ContenderKind::Rw));
     /// assert!(ScenarioKind::ReadMostly.measures(ContenderKind::Lock));
     /// assert!(!ScenarioKind::ReadMostly.measures(ContenderKind::Fair));
@@ -142,69 +143,7 @@ impl ScenarioKind {
 /// every task's names.
 pub const TOPOLOGY_NAMES_PER_TASK: u32 = 12;
 
-/// How the Redis that `--redis` names is deployed: `--topology` of
-/// `deadbolt bench`, `inspect` and `force-unlock`.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    ValueEnum,
-    Serialize,
-    Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum Topology {
-    /// One server (`Client::builder`); `--redis` is its URL.
-    #[default]
-    Standalone,
-    /// A Redis Cluster (`Client::cluster`): keys spread over the masters'
-    /// hash slots, sharded Pub/Sub; `--redis` lists seed nodes.
-    Cluster,
-    /// A master found through Redis Sentinel (`Client::sentinel`); `--redis`
-    /// lists Sentinels, `--sentinel-master` names the master.
-    Sentinel,
-}
-
-impl Topology {
-    /// The name used on the command line and in the JSON report.
-    pub fn name(self) -> &'static str {
-        match self {
-            Topology::Standalone => "standalone",
-            Topology::Cluster => "cluster",
-            Topology::Sentinel => "sentinel",
-        }
-    }
-
-    /// Whose URLs `--redis` lists with this topology, for messages ("give
-    /// the cluster's seed URLs").
-    pub(crate) fn urls_of(self) -> &'static str {
-        match self {
-            Topology::Standalone => "server's",
-            Topology::Cluster => "cluster's seed",
-            Topology::Sentinel => "Sentinels'",
-        }
-    }
-}
-
-/// The URLs of a `--redis` that lists a cluster's seeds or Sentinels:
-/// comma-separated, blanks around them and empty entries dropped.
-pub(crate) fn split_urls(redis: &str) -> Vec<String> {
-    redis
-        .split(',')
-        .map(str::trim)
-        .filter(|u| !u.is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
-/// One lock implementation `deadbolt bench` measures.
+/// One lock implementation `deadbolt-bench` measures.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, ValueEnum, Serialize, Deserialize,
 )]
@@ -283,9 +222,9 @@ impl ContenderKind {
 /// # Examples
 /// ```
 /// use std::time::Duration;
-/// assert_eq!(deadbolt_cli::parse_duration("250ms"), Ok(Duration::from_millis(250)));
-/// assert_eq!(deadbolt_cli::parse_duration("1.5"), Ok(Duration::from_millis(1500)));
-/// assert!(deadbolt_cli::parse_duration("soon").is_err());
+/// assert_eq!(deadbolt_bench::parse_duration("250ms"), Ok(Duration::from_millis(250)));
+/// assert_eq!(deadbolt_bench::parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+/// assert!(deadbolt_bench::parse_duration("soon").is_err());
 /// ```
 ///
 /// # Errors
@@ -318,9 +257,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 ///
 /// # Examples
 /// ```
-/// assert_eq!(deadbolt_cli::parse_ratio("0.25"), Ok(0.25));
-/// assert!(deadbolt_cli::parse_ratio("1.5").is_err());
-/// assert!(deadbolt_cli::parse_ratio("10%").is_err());
+/// assert_eq!(deadbolt_bench::parse_ratio("0.25"), Ok(0.25));
+/// assert!(deadbolt_bench::parse_ratio("1.5").is_err());
+/// assert!(deadbolt_bench::parse_ratio("10%").is_err());
 /// ```
 ///
 /// # Errors
@@ -342,7 +281,7 @@ fn check_ratio(value: f64) -> Result<f64, String> {
     }
 }
 
-/// The flags of `deadbolt bench`.
+/// The flags of `deadbolt-bench`.
 ///
 /// Every size has a default that keeps a full run under a minute on two
 /// cores. Durations take units: `2s`, `250ms`.
@@ -606,7 +545,7 @@ impl BenchArgs {
     /// wastes the run.
     pub(crate) fn check_outputs(&self) -> anyhow::Result<()> {
         if let Some(path) = &self.plot {
-            if let Err(reason) = super::plot::require_svg(path) {
+            if let Err(reason) = crate::plot::require_svg(path) {
                 bail!("--plot {}: {reason}", path.display());
             }
             check_writable("--plot", path)?;

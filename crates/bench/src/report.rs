@@ -7,14 +7,15 @@ use std::path::Path;
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
-use super::args::{ContenderKind, ScenarioKind, Topology, TOPOLOGY_NAMES_PER_TASK};
-use super::contender::{MULTI_PARTS, REDLOCK_SERVERS};
+use crate::args::{ContenderKind, ScenarioKind, TOPOLOGY_NAMES_PER_TASK};
+use crate::contender::{MULTI_PARTS, REDLOCK_SERVERS};
+use crate::Topology;
 
 /// Version of the JSON layout of [`Report`]. It changes only when a field is
 /// renamed, removed or changes meaning; new fields may be added within a version.
 pub const REPORT_SCHEMA: u32 = 1;
 
-/// Everything one `deadbolt bench` run measured; `--json FILE` writes it.
+/// Everything one `deadbolt-bench` run measured; `--json FILE` writes it.
 ///
 /// # Schema (version [`REPORT_SCHEMA`] = 1)
 ///
@@ -474,7 +475,7 @@ impl Report {
     /// When `path` does not end in `.svg` (only SVG can be drawn: no bitmap
     /// or font libraries are built in), or the file cannot be written.
     pub fn write_plot(&self, path: &Path) -> anyhow::Result<()> {
-        super::plot::draw(self, path)
+        crate::plot::draw(self, path)
     }
 
     /// The results as an aligned plain-text table, one section per scenario.

@@ -31,7 +31,8 @@ use anyhow::{bail, Context as _};
 use futures::future::BoxFuture;
 use redis::aio::MultiplexedConnection;
 
-use super::args::ContenderKind;
+use crate::args::ContenderKind;
+use crate::Target;
 
 /// What every contender needs to know, taken from the bench's flags.
 #[derive(Debug, Clone)]
@@ -331,34 +332,6 @@ impl ContenderClient for DeadboltClient {
                 c.shutdown().await;
             }
         })
-    }
-}
-
-/// Where the topology scenario's deadbolt clients connect.
-#[derive(Debug, Clone)]
-pub(crate) enum Target {
-    /// One server (`Client::builder`).
-    Standalone(String),
-    /// A Redis Cluster through these seed nodes (`Client::cluster`).
-    Cluster(Vec<String>),
-    /// The master these Sentinels know by `master` (`Client::sentinel`).
-    Sentinel {
-        sentinels: Vec<String>,
-        master: String,
-    },
-}
-
-impl Target {
-    /// A builder of deadbolt clients for this target (the topology
-    /// scenario's, and `deadbolt inspect`'s and `force-unlock`'s).
-    pub(crate) fn builder(&self) -> deadbolt_core::ClientBuilder {
-        match self {
-            Target::Standalone(url) => deadbolt_core::Client::builder(url),
-            Target::Cluster(seeds) => deadbolt_core::Client::cluster(seeds),
-            Target::Sentinel { sentinels, master } => {
-                deadbolt_core::Client::sentinel(sentinels, master)
-            }
-        }
     }
 }
 

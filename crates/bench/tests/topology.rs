@@ -1,4 +1,4 @@
-//! `deadbolt bench --topology cluster|sentinel`: the topology scenario's rows
+//! `deadbolt-bench --topology cluster|sentinel`: the topology scenario's rows
 //! in the table and the JSON report, against a Redis Cluster and a Sentinel
 //! set the bench starts itself (and stops), and against a cluster given with
 //! `--redis` (left running, its keys cleaned up); the flags refused before
@@ -6,37 +6,16 @@
 //!
 //! Sizes are tiny and nothing asserts speed: the only time bounds catch hangs.
 
-use std::path::PathBuf;
-use std::process::Command;
-use std::time::Duration;
+mod common;
 
-use clap::Parser as _;
-use deadbolt_cli::{BenchArgs, Cli, ScenarioKind, Topology, TOPOLOGY_NAMES_PER_TASK};
+use std::process::Command;
+
+use deadbolt_bench::{ScenarioKind, Topology, TOPOLOGY_NAMES_PER_TASK};
 use deadbolt_testkit::support::{output_within, port_closed, port_of};
 use deadbolt_testkit::RedisCluster;
 use serde_json::Value;
 
-/// Catches hangs, not speed.
-const HANG: Duration = Duration::from_secs(60);
-
-fn bench_args(args: &[&str]) -> BenchArgs {
-    let all = ["deadbolt", "bench", "--quiet"];
-    match Cli::try_parse_from(all.iter().chain(args)) {
-        Ok(Cli {
-            command: deadbolt_cli::Command::Bench(b),
-            ..
-        }) => b,
-        other => panic!("expected bench arguments, got {other:?}"),
-    }
-}
-
-fn temp_path(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "deadbolt-cli-topology-{}-{}-{name}",
-        std::process::id(),
-        rand::random::<u32>()
-    ))
-}
+use common::{bench_args, temp_path, HANG};
 
 /// Short runs; the hand-off rows stop after 20 rounds.
 const SHORT: &[&str] = &[
@@ -55,9 +34,8 @@ const SHORT: &[&str] = &[
 fn run_binary(args: &[&str]) -> (String, Value) {
     let json = temp_path("report.json");
     let out = output_within(
-        &format!("deadbolt bench {args:?}"),
-        Command::new(env!("CARGO_BIN_EXE_deadbolt"))
-            .arg("bench")
+        &format!("deadbolt-bench {args:?}"),
+        Command::new(env!("CARGO_BIN_EXE_deadbolt-bench"))
             .args(args)
             .args(["--quiet", "--json", json.to_str().unwrap()]),
     );
@@ -293,7 +271,7 @@ async fn a_cluster_given_with_redis() {
         .expect("start a cluster");
     let seeds = cluster.urls().join(",");
     let args = bench_args(&[SHORT, &["--topology", "cluster", "--redis", &seeds]].concat());
-    let report = tokio::time::timeout(HANG, deadbolt_cli::bench(&args))
+    let report = tokio::time::timeout(HANG, deadbolt_bench::bench(&args))
         .await
         .expect("hang")
         .expect("bench");
@@ -337,7 +315,9 @@ async fn topology_flags_are_checked_before_anything_starts() {
     let with = bench_args(&["--topology", "sentinel"]).selected_scenarios();
     assert_eq!(with.last(), Some(&ScenarioKind::Topology));
     assert_eq!(with.len(), ScenarioKind::ALL.len());
-    assert!(Cli::try_parse_from(["deadbolt", "bench", "--topology", "mesh"]).is_err());
+    assert!(
+        deadbolt_bench::BenchCli::try_parse_from(["deadbolt-bench", "--topology", "mesh"]).is_err()
+    );
 
     let cases: [(&[&str], &str); 6] = [
         (
@@ -380,7 +360,7 @@ async fn topology_flags_are_checked_before_anything_starts() {
         ),
     ];
     for (flags, expected) in cases {
-        let err = deadbolt_cli::bench_with(&bench_args(flags), |url| {
+        let err = deadbolt_bench::bench_with(&bench_args(flags), |url| {
             panic!("{flags:?} started a server at {url} before refusing")
         })
         .await

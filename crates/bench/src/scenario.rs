@@ -22,12 +22,12 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::{timeout, timeout_at, Instant};
 
-use super::args::{BenchArgs, ScenarioKind};
-use super::contender::{Contender, ContenderClient, Held, LockHandle};
-use super::progress::Progress;
-use super::report::{fmt_rate, fmt_us, Commands, Fairness, Latency, ReadWrite, RunResult};
-use super::stats::{self, float, histogram, record, summarize, Pinger};
-use super::topology::Site;
+use crate::args::{BenchArgs, ScenarioKind};
+use crate::contender::{Contender, ContenderClient, Held, LockHandle};
+use crate::progress::Progress;
+use crate::report::{fmt_rate, fmt_us, Commands, Fairness, Latency, ReadWrite, RunResult};
+use crate::stats::{self, float, histogram, record, summarize, Pinger};
+use crate::topology::Site;
 
 /// Bound on any wait beyond the planned time: catches hangs, never speed.
 const HANG: Duration = Duration::from_secs(20);
@@ -434,7 +434,7 @@ impl LockUnlock {
     pub(crate) fn result(
         self,
         scenario: ScenarioKind,
-        contender: super::args::ContenderKind,
+        contender: crate::args::ContenderKind,
         workers: u32,
         elapsed: std::time::Duration,
         ping_p50: Option<f64>,
@@ -562,7 +562,7 @@ pub(crate) async fn contended(
 /// `--hold` and giving it back, for `--duration`. More than `limit` holders
 /// at once counts as a violation.
 ///
-/// [`ContenderClient::prepare`]: super::contender::ContenderClient::prepare
+/// [`ContenderClient::prepare`]: crate::contender::ContenderClient::prepare
 async fn many_waiters(
     env: &mut Env<'_>,
     c: &dyn Contender,
@@ -846,7 +846,7 @@ impl Handoffs {
     pub(crate) fn result(
         self,
         scenario: ScenarioKind,
-        contender: super::args::ContenderKind,
+        contender: crate::args::ContenderKind,
         elapsed: std::time::Duration,
         ping_p50: Option<f64>,
         exclusion_violations: u64,

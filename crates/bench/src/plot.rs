@@ -15,8 +15,8 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
-use super::args::ContenderKind;
-use super::report::{Report, Sweep};
+use crate::args::ContenderKind;
+use crate::report::{Report, Sweep};
 
 /// Refuse a plot file whose name does not end in `.svg` (any case): plotters
 /// is built here with its SVG backend only, and writing SVG into `x.png`
@@ -72,7 +72,7 @@ fn series(report: &Report) -> Series {
     if report.sweep.is_empty() {
         for r in &report.results {
             if let Some(rate) = r.acquisitions_per_s {
-                if r.scenario == super::args::ScenarioKind::Contended {
+                if r.scenario == crate::args::ScenarioKind::Contended {
                     let lm = r.fairness.as_ref().map_or(0.0, |f| f.min_max_ratio);
                     add(r.contender, Sweep::Spread, r.workers, rate, lm);
                 }

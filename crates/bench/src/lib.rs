@@ -1,6 +1,20 @@
-//! `deadbolt bench`: deadbolt's locks and the polling locks people use, side by
-//! side, measured in one run on one Redis (and deadbolt's semaphore beside a
-//! polling one).
+//! deadbolt-bench: deadbolt's locks and the polling locks people use, side
+//! by side, measured in one run on one Redis (and deadbolt's semaphore
+//! beside a polling one). The `deadbolt-bench` binary (`scripts/bench`) is
+//! this crate's [`BenchCli`] and [`run`]; it was `deadbolt bench` before it
+//! left the shipped `deadbolt` command, and still takes a leading `bench`.
+//!
+//! It measures how deadbolt's lock kinds compare with each other and with
+//! the polling locks people use (a textbook `SET NX PX` spin-poller and the
+//! rslock crate): latency as a ratio to a PING timed in the same run,
+//! throughput under contention, fairness, hand-off latency, the Redis
+//! commands an idle waiter costs, a read-mostly mix on the read-write lock
+//! beside the `Lock`, deadbolt's `Semaphore` beside a polling ZSET
+//! semaphore, and locks over many keys or servers (a `MultiLock` over 3
+//! names, deadbolt's `Redlock` and rslock over 3 servers) beside a single
+//! `Lock`; with `--topology cluster` or `sentinel`, the `Lock` on a Redis
+//! Cluster or a Sentinel-managed master beside a standalone server. See
+//! [`BenchArgs`] for the flags and [`Report`] for the JSON it writes.
 //!
 //! The run: start a throwaway redis-server unless `--redis` is given (and stop
 //! it at the end, on error and on Ctrl-C), then for each selected scenario run
@@ -13,6 +27,11 @@
 //! `--redis`. The topology scenario puts a Redis Cluster or a
 //! Sentinel-managed master (`--topology`) beside server 1: started and
 //! stopped with it, or given with `--redis` (server 1 is then embedded).
+//!
+//! It connects through deadbolt-cli's [`Topology`] and `Target` (the same
+//! code as `deadbolt inspect`). Tests drive it in-process: parse a
+//! [`BenchCli`] (or build [`BenchArgs`]) and call [`run`], [`bench()`] or
+//! [`bench_with`].
 
 mod args;
 mod contender;
@@ -23,32 +42,123 @@ mod scenario;
 mod stats;
 mod topology;
 
+use std::ffi::OsString;
+use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
+use clap::Parser;
 use deadbolt_testkit::{redis_server_path, RedisServer};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::time::Instant;
 
 pub use args::{
-    parse_duration, parse_ratio, BenchArgs, ContenderKind, ScenarioKind, Topology,
-    TOPOLOGY_NAMES_PER_TASK,
+    parse_duration, parse_ratio, BenchArgs, ContenderKind, ScenarioKind, TOPOLOGY_NAMES_PER_TASK,
 };
+pub use deadbolt_cli::Topology;
 pub use report::{
     Commands, Fairness, HostInfo, Latency, ReadWrite, RedisInfo, Report, RunResult, Settings,
     Skipped, SweepPoint, TopologyInfo, TopologyMeasure, TopologyRow, VsStandalone, REPORT_SCHEMA,
 };
 
-pub(crate) use args::split_urls;
-pub(crate) use contender::Target;
+pub(crate) use deadbolt_cli::{redact, split_urls, Target};
 
 use contender::{Contender, ContenderOptions, REDLOCK_SERVERS};
 use progress::Progress;
 use report::plural;
 use scenario::Env;
 use topology::{Embedded, Site};
+
+/// Exit code after an interrupted bench (128 + SIGINT, as shells report it).
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// The `deadbolt-bench` command line: the flags of [`BenchArgs`], after an
+/// optional leading `bench` (so `deadbolt-bench bench --scenario idle`, as
+/// `deadbolt-bench` was called, still works).
+///
+/// # Examples
+/// ```
+/// let cli = deadbolt_bench::BenchCli::try_parse_from(["deadbolt-bench", "--scenario", "idle"])
+///     .unwrap();
+/// assert_eq!(cli.args.scenarios, [deadbolt_bench::ScenarioKind::Idle]);
+/// let old = deadbolt_bench::BenchCli::try_parse_from(["deadbolt-bench", "bench", "--quiet"])
+///     .unwrap();
+/// assert!(old.args.quiet);
+/// ```
+#[derive(Debug, Parser)]
+#[command(
+    name = "deadbolt-bench",
+    version,
+    about = "Compare deadbolt's locks with polling locks, side by side on one Redis",
+    long_about = None
+)]
+pub struct BenchCli {
+    /// The bench's flags.
+    #[command(flatten)]
+    pub args: BenchArgs,
+}
+
+impl BenchCli {
+    /// Parse `args` (the program name first), dropping a literal `bench`
+    /// right after the program name.
+    ///
+    /// # Errors
+    /// Bad flags, or `--help` / `--version` (clap's error prints them).
+    pub fn try_parse_from<I, T>(args: I) -> Result<BenchCli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let mut all: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        if all.get(1).is_some_and(|a| a == "bench") {
+            all.remove(1);
+        }
+        <BenchCli as Parser>::try_parse_from(all)
+    }
+
+    /// Parse the process's arguments as [`BenchCli::try_parse_from`] does;
+    /// on an error, print it and exit as clap does.
+    pub fn parse_args() -> BenchCli {
+        BenchCli::try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
+    }
+}
+
+/// Run the bench, print its table to stdout and write `--json` and `--plot`.
+///
+/// Returns the process exit code: success, or [`EXIT_INTERRUPTED`] after a
+/// bench stopped by Ctrl-C (its partial results are still printed and
+/// written).
+///
+/// # Errors
+/// As [`bench()`], and a failed write of `--json`/`--plot`.
+///
+/// # Cancel safety
+/// As [`bench()`]: dropping it stops its embedded redis-server (the server
+/// handle is dropped with the future).
+pub async fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    let report = bench(args).await?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(report.table().as_bytes())?;
+    out.flush()?;
+    drop(out);
+    if let Some(path) = &args.json {
+        report
+            .write_json(path)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.plot {
+        report
+            .write_plot(path)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(if report.interrupted {
+        ExitCode::from(EXIT_INTERRUPTED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
 
 /// Run the bench described by `args` and return every figure.
 ///
@@ -135,7 +245,7 @@ pub async fn bench_with(
         report: &mut report,
     };
     let outcome = tokio::select! {
-        r = run(args, &plan, progress.clone(), skipped, slots, on_ready) => r,
+        r = run_plan(args, &plan, progress.clone(), skipped, slots, on_ready) => r,
         () = interrupt.recv() => {
             progress.note("interrupted; stopping");
             Err(Interrupted.into())
@@ -280,16 +390,6 @@ fn resolve_contenders(args: &BenchArgs) -> anyhow::Result<(Contenders, Vec<Skipp
     Ok((run, skipped))
 }
 
-/// The URL with any password replaced by `***`.
-pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme + 3 => {
-            format!("{}***{}", &url[..scheme + 3], &url[at..])
-        }
-        _ => url.to_string(),
-    }
-}
-
 /// Start the embedded redis-server, or say how to install it.
 async fn start_server(args: &BenchArgs) -> anyhow::Result<RedisServer> {
     if redis_server_path().is_none() {
@@ -304,7 +404,7 @@ async fn start_server(args: &BenchArgs) -> anyhow::Result<RedisServer> {
         bail!(
             "redis-server is not installed (looked in PATH, /usr/bin, /usr/local/bin, /usr/sbin).\n\
              Install it with `apt-get install -y redis-server`, or run against a Redis you \
-             already have with `deadbolt bench --redis redis://HOST:PORT/`."
+             already have with `deadbolt-bench --redis redis://HOST:PORT/`."
         );
     }
     tokio::task::spawn_blocking(RedisServer::start)
@@ -427,7 +527,7 @@ pub(crate) async fn stats_connection(
         .with_context(|| format!("connecting to {}", redact(url)))
 }
 
-/// Where [`run`] leaves what must survive an interrupt: the servers it
+/// Where [`run_plan`] leaves what must survive an interrupt: the servers it
 /// started (server 1 first), the cluster or Sentinel set it started, and the
 /// report it made.
 struct Slots<'a> {
@@ -437,7 +537,7 @@ struct Slots<'a> {
 }
 
 /// The body of [`bench_with`]: what it starts and makes goes into `slots`.
-async fn run(
+async fn run_plan(
     args: &BenchArgs,
     plan: &Plan,
     progress: Progress,
@@ -655,21 +755,16 @@ mod tests {
 
     #[test]
     fn the_plan_counts_both_sweeps() {
-        use clap::Parser as _;
         let args = |extra: &[&str]| {
             let all = [
-                "deadbolt",
-                "bench",
+                "deadbolt-bench",
                 "--scenario",
                 "contended",
                 "--clients",
                 "2",
             ];
-            match crate::Cli::try_parse_from(all.iter().chain(extra)) {
-                Ok(crate::Cli {
-                    command: crate::Command::Bench(b),
-                    ..
-                }) => b,
+            match crate::BenchCli::try_parse_from(all.iter().chain(extra)) {
+                Ok(crate::BenchCli { args: b }) => b,
                 other => panic!("expected bench arguments, got {other:?}"),
             }
         };
@@ -680,11 +775,5 @@ mod tests {
         // 1, 2, 4 and 8 over at most 2 clients, then 4 and 8 over 4 and 8.
         let plot = args(&["--plot", "x.svg", "--plot-waiters", "1,2,4,8"]);
         assert_eq!(planned_runs(&plot, &scenarios, &kinds).len(), 2 + 2 * 6);
-    }
-
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(redact("redis://u:secret@h:6379/"), "redis://***@h:6379/");
-        assert_eq!(redact("redis://127.0.0.1:6379/"), "redis://127.0.0.1:6379/");
     }
 }

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::report::Latency;
+use crate::report::Latency;
 
 /// Gap between two PINGs of the side task: often enough for a few thousand
 /// samples per run, rare enough not to load two cores.
