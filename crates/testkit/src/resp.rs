@@ -2,6 +2,23 @@
 //!
 //! It does not decode values; it only finds where complete top-level frames end so the
 //! proxy can pair replies with requests and withhold whole replies.
+//!
+//! Why not the `redis-protocol` crate's decoder (checked at 6.0.0, its newest release, of
+//! 2024-11): it decodes, where the proxy must only split, and its decoding does not fit.
+//! - Its RESP3 decoder reads a length of `-1` as the `?` of a streamed type, so the RESP2 nulls
+//!   `$-1` and `*-1`, alone or inside an aggregate (an `MGET` reply), are decode errors, and an
+//!   incomplete frame holding one is an error, not "need more bytes". Its RESP2 decoder rejects
+//!   every RESP3 type. The proxy does not know which protocol a connection speaks, so it
+//!   would have to run both and tell from their errors which one applies.
+//! - It takes the two bytes after a bulk string's payload without checking they are `\r\n`, so
+//!   a wrong length desynchronises the split silently instead of failing.
+//! - It rejects valid RESP3 it has no use for: verbatim formats other than `txt`/`mkd`, and
+//!   aggregates as map keys or set members.
+//! - It has no inline commands (only an inline `HELLO`), so requests would keep this code.
+//! - It builds a tree (`Vec`s, a `HashMap` per map) for every attempt on a buffer.
+//!
+//! The tests below pin these cases (`frames_a_decoder_rejects_split_whole`, and the unterminated
+//! bulk string in `garbage_is_an_error`).
 
 use std::fmt;
 
@@ -304,6 +321,20 @@ mod tests {
             b"*3\r\n$7\r\nEVALSHA\r\n$3\r\nabc\r\n$1\r\n0\r\n",
         ];
         check_splits(&frames.concat(), true, frames);
+    }
+
+    /// Frames a decoder would reject or misread but a splitter must pass whole: RESP2 nulls
+    /// inside aggregates, any verbatim format, aggregates as map keys and set members.
+    #[test]
+    fn frames_a_decoder_rejects_split_whole() {
+        let frames: &[&[u8]] = &[
+            b"*3\r\n$1\r\na\r\n$-1\r\n*-1\r\n",
+            b"=15\r\nxyz:Some string\r\n",
+            b"%1\r\n*1\r\n:1\r\n+v\r\n",
+            b"~2\r\n*1\r\n:1\r\n%0\r\n",
+            b"%1\r\n+k\r\n*-1\r\n",
+        ];
+        check_splits(&frames.concat(), false, frames);
     }
 
     #[test]
