@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use deadbolt::core::{Client, Exclusive, ExclusiveKind};
+use deadbolt::primitive::{Client, Exclusive, ExclusiveKind};
 use deadbolt_fair::Fifo;
 use deadbolt_lock::Reentrant;
 

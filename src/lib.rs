@@ -44,9 +44,13 @@ pub use deadbolt_multilock::{MultiGuard, MultiLock, Redlock, RedlockGuard};
 pub use deadbolt_rwlock::{ReadGuard, RwLock, WriteGuard};
 pub use deadbolt_semaphore::{CountDownLatch, Permits, Semaphore};
 
-/// The core crate: the engine under every primitive (acquire loop, waiting,
-/// watchdog, releaser), for building primitives of your own.
-pub use deadbolt_core as core;
+/// What a primitive of your own builds on: an acquire description, the
+/// [`Acquire`] trait that gives it the five acquire calls, holds, keys,
+/// scripts and wake-up policies (see docs/architecture.md, "How to add a
+/// primitive", and `examples/simple_lock`). The rest of the engine stays
+/// inside.
+pub use deadbolt_core::primitive;
+pub use deadbolt_core::{Acquire, Lockable};
 
 #[cfg(feature = "tls")]
 pub use deadbolt_core::ensure_crypto_provider;
@@ -229,7 +233,7 @@ impl Client {
         self.core.releases_settled(timeout).await
     }
 
-    /// The core client, for primitives built on [`deadbolt::core`](crate::core).
+    /// The core client, for primitives built on [`deadbolt::primitive`](crate::primitive).
     pub fn as_core(&self) -> &deadbolt_core::Client {
         &self.core
     }

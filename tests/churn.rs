@@ -153,7 +153,7 @@ const KINDS: &[Kind] = &[
             let owners = vec![lock.owner().to_string(), fair.owner().to_string()];
             Handle::Multi(
                 deadbolt::MultiLock::new(vec![
-                    Arc::new(lock) as Arc<dyn deadbolt::core::Lockable>,
+                    Arc::new(lock) as Arc<dyn deadbolt::Lockable>,
                     Arc::new(fair),
                 ]),
                 owners,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use deadbolt::core::{Exclusive, ExclusiveKind};
+use deadbolt::primitive::{Exclusive, ExclusiveKind};
 use deadbolt_testkit::RedisServer;
 
 async fn count_exactly<K: ExclusiveKind>(clients: usize, rounds: usize) {

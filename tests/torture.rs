@@ -78,7 +78,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use deadbolt::core::{Exclusive, ExclusiveKind};
+use deadbolt::primitive::{Exclusive, ExclusiveKind};
 use deadbolt::{Error, ExclusiveGuard, LeaseState};
 use deadbolt_testkit::{FaultProxy, RedisServer};
 use futures::future::BoxFuture;
@@ -354,7 +354,7 @@ fn make_multi_lock(client: &deadbolt::Client, name: &str) -> Arc<dyn Contender> 
     let name = format!("{name}-multi");
     Arc::new(MultiContender {
         multi: deadbolt::MultiLock::new(vec![
-            Arc::new(client.lock(&name)) as Arc<dyn deadbolt::core::Lockable>,
+            Arc::new(client.lock(&name)) as Arc<dyn deadbolt::Lockable>,
             Arc::new(client.fair_lock(&name)),
         ]),
         main: format!("deadbolt:{{{name}}}"),

@@ -25,7 +25,7 @@ pub struct Config {
     /// waiter of the same client while waiters of other clients wait, before
     /// it releases to them (default 8; 0 turns local hand-off off). Only
     /// primitives that give a hand-off script
-    /// ([`AcquireSpec::pass`](crate::AcquireSpec::pass)) hand off locally;
+    /// ([`AcquireBuilder::pass`](crate::AcquireBuilder::pass)) hand off locally;
     /// see `docs/architecture.md`.
     pub local_handoffs: u32,
     /// Replica acknowledgement of every grant: after each acquire that

@@ -91,11 +91,8 @@ impl<K: ExclusiveKind> Exclusive<K> {
         let fence_key = keys.as_ref().map(|k| k.sub("fence")).unwrap_or_default();
         let force = keys.as_ref().ok().map(|k| K::force_unlock(client, k));
         // Each handle knows its own holds: its acquires tell the script
-        // whether a re-entry is expected (see `AcquireSpec::live`).
-        let spec = keys.map(|k| AcquireSpec {
-            live: Some(Arc::default()),
-            ..K::spec(client, &k)
-        });
+        // whether a re-entry is expected (see `AcquireBuilder::live`).
+        let spec = keys.map(|k| K::spec(client, &k).with_live(Arc::default()));
         let spec = spec.map_err(|e| match e {
             Error::InvalidArgument(m) => m,
             other => other.to_string(),
@@ -376,6 +373,18 @@ impl<K: ExclusiveKind> Exclusive<K> {
     }
 }
 
+impl<K: ExclusiveKind> crate::Acquire for Exclusive<K> {
+    type Guard = LockGuard;
+
+    fn acquire_with(
+        &self,
+        lease: LeaseMode,
+        wait: WaitMode,
+    ) -> impl Future<Output = Result<Option<LockGuard>>> + Send {
+        Exclusive::acquire_with(self, lease, wait)
+    }
+}
+
 /// A plain lock as a composite takes it in a script of its own: its
 /// client, owner, hold hash, fencing counter and channel.
 #[derive(Debug, Clone)]
@@ -391,7 +400,7 @@ pub struct PlainLock {
     pub fence: String,
     /// The channel a release publishes on.
     pub channel: String,
-    /// The handle's holds (see [`AcquireSpec::live`]): a composite adds the
+    /// The handle's holds (see [`AcquireBuilder::live`](crate::AcquireBuilder::live)): a composite adds the
     /// holds it takes for this handle and says whether one is active.
     pub live: Option<Arc<HoldSet>>,
 }

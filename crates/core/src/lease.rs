@@ -110,7 +110,7 @@ pub struct HoldSpec {
 }
 
 /// How an unlock hands its hold straight to a waiter of the same client
-/// (see [`AcquireSpec::pass`](crate::AcquireSpec::pass) for the script's
+/// (see [`AcquireBuilder::pass`](crate::AcquireBuilder::pass) for the script's
 /// contract).
 #[derive(Debug, Clone)]
 pub struct PassSpec {
@@ -139,7 +139,7 @@ pub struct Hold {
 
 /// The holds one handle was granted, and its acquires in progress, to tell
 /// whether a hold of the handle's owner on the server may be one the
-/// handle has (or is about to have). See [`AcquireSpec::live`](crate::AcquireSpec::live).
+/// handle has (or is about to have). See [`AcquireBuilder::live`](crate::AcquireBuilder::live).
 #[derive(Debug, Default)]
 pub struct HoldSet {
     holds: Mutex<Vec<std::sync::Weak<HoldInner>>>,
@@ -178,7 +178,7 @@ impl HoldSet {
     }
 
     /// The last ARGV of a call of `attempt`, an acquire made inside
-    /// [`enter`](Self::enter) (see [`AcquireSpec::live`](crate::AcquireSpec::live)):
+    /// [`enter`](Self::enter) (see [`AcquireBuilder::live`](crate::AcquireBuilder::live)):
     /// `0` when one of the remembered holds is still active or another
     /// acquire of the handle is in progress (a re-entry is possible), else
     /// the attempt's sequence number ([`attempt_seq`](crate::attempt_seq)).

@@ -27,6 +27,7 @@ mod heartbeat;
 mod keys;
 mod lease;
 mod lockable;
+pub mod primitive;
 mod releaser;
 pub mod scripts;
 mod tls;
@@ -34,7 +35,10 @@ mod wait;
 pub mod wake;
 mod watchdog;
 
-pub use acquire::{attempt_seq, new_attempt_id, AcquireSpec, WaitMode};
+pub use acquire::{
+    attempt_seq, new_attempt_id, AcquireBuilder, AcquireSpec, ConditionBuilder, ConditionSpec,
+    WaitMode,
+};
 pub use client::{Client, ClientBuilder};
 pub use config::{lease_ms, Config, MAX_LEASE_MS};
 pub use conn::sentinel_master;
@@ -47,6 +51,7 @@ pub use lease::{
     drift, valid_until, Acquiring, Hold, HoldSet, HoldSpec, LeaseMode, LeaseState, PassSpec,
 };
 pub use lockable::Lockable;
+pub use primitive::Acquire;
 #[cfg(feature = "tls")]
 pub use tls::ensure_crypto_provider;
 pub use wake::{ClientFirst, Grant, OnePerClient, Signal, Wake, WakePolicy, NAMED_CLIENT_FIRST};

@@ -3,7 +3,7 @@
 //!
 //! Core's waiting engine knows nothing of any primitive's messages. Each
 //! primitive hands its acquires a [`WakePolicy`] (in
-//! [`AcquireSpec::wake`](crate::AcquireSpec::wake)); the engine asks it to
+//! [`AcquireBuilder`](crate::AcquireBuilder)); the engine asks it to
 //! decode every message on the channel into a [`Wake`] and carries it out:
 //! wake one waiter (an unfair lock's release), every waiter (readers after
 //! a writer), `n` waiters (permits returned), or one named waiter (a fair

@@ -20,12 +20,11 @@
 //! # Ok(()) }
 //! ```
 
-use deadbolt_core::scripts::{ScriptCall, HOLD_RENEW};
-use deadbolt_core::wake::parse_u64;
-use deadbolt_core::{
-    AcquireSpec, Client, Exclusive, ExclusiveKind, Grant, HeartbeatSpec, Keys, Signal, Wake,
+use deadbolt_core::primitive::{
+    parse_u64, AcquireSpec, Client, Grant, HeartbeatSpec, Keys, ScriptCall, Signal, Wake,
     WakePolicy,
 };
+use deadbolt_core::{Exclusive, ExclusiveKind};
 
 /// The fair lock's Lua scripts (files in the workspace's `lua/`; the queue
 /// rules are in `fair_lib.lua`, prepended to each).
@@ -133,29 +132,18 @@ impl ExclusiveKind for Fifo {
     fn spec(client: &Client, k: &Keys) -> AcquireSpec {
         let keys = fair_keys(k);
         let wt = waiter_timeout_ms(client);
-        AcquireSpec {
-            kind: KIND,
-            acquire: &FAIR_ACQUIRE,
-            keys: keys.clone(),
-            extra_args: vec![wt.clone()],
-            release: &FAIR_RELEASE,
-            release_keys: keys.clone(),
-            release_extra: vec![wt],
-            key: k.main().to_string(),
-            renew: &HOLD_RENEW,
-            renew_keys: vec![k.main().to_string()],
+        AcquireSpec::builder(KIND, k, &FAIR_ACQUIRE, &FAIR_RELEASE, &HandOff)
+            .keys(keys.clone())
+            .extra_args(vec![wt.clone()])
+            .release_with(keys.clone(), vec![wt])
             // One channel per (client, name); hand-offs name the attempt.
-            channel: format!("{}:ch:{}", k.main(), client.id()),
-            wake: &HandOff,
-            class: "",
-            tagged: true,
-            pass: None,
-            live: None,
-            heartbeat: Some(HeartbeatSpec {
+            .channel(format!("{}:ch:{}", k.main(), client.id()))
+            .tagged()
+            .heartbeat(HeartbeatSpec {
                 script: &FAIR_HEARTBEAT,
                 keys,
-            }),
-        }
+            })
+            .build()
     }
 
     fn force_unlock(client: &Client, k: &Keys) -> ScriptCall {

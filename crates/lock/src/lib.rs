@@ -16,10 +16,10 @@
 //! # Ok(()) }
 //! ```
 
-use deadbolt_core::scripts::{ScriptCall, HOLD_RENEW};
-use deadbolt_core::{
-    AcquireSpec, Client, ClientFirst, Exclusive, ExclusiveKind, Keys, NAMED_CLIENT_FIRST,
+use deadbolt_core::primitive::{
+    AcquireSpec, Client, ClientFirst, Keys, ScriptCall, NAMED_CLIENT_FIRST,
 };
+use deadbolt_core::{Exclusive, ExclusiveKind};
 
 /// The lock's Lua scripts (files in the workspace's `lua/`).
 pub mod scripts {
@@ -61,34 +61,23 @@ impl ExclusiveKind for Reentrant {
     const PLAIN: bool = true;
 
     fn spec(_client: &Client, k: &Keys) -> AcquireSpec {
-        AcquireSpec {
-            kind: KIND,
-            acquire: &LOCK_ACQUIRE,
-            keys: vec![
+        // lock_release.lua names the client that waited longest
+        // (`c:<id>`), or publishes `1`: one waiter per client tries.
+        AcquireSpec::builder(KIND, k, &LOCK_ACQUIRE, &LOCK_RELEASE, &ClientFirst)
+            .keys(vec![
                 k.main().to_string(),
                 k.sub("fence"),
                 k.sub("waiters"),
                 k.sub("next"),
-            ],
-            extra_args: vec![],
-            release: &LOCK_RELEASE,
-            release_keys: vec![k.main().to_string(), k.sub("waiters"), k.sub("next")],
-            release_extra: vec![k.channel(), NAMED_CLIENT_FIRST.as_millis().to_string()],
-            key: k.main().to_string(),
-            renew: &HOLD_RENEW,
-            renew_keys: vec![k.main().to_string()],
-            channel: k.channel(),
-            // lock_release.lua names the client that waited longest
-            // (`c:<id>`), or publishes `1`: one waiter per client tries.
-            wake: &ClientFirst,
-            class: "",
-            tagged: false,
-            heartbeat: None,
+            ])
+            .release_with(
+                vec![k.main().to_string(), k.sub("waiters"), k.sub("next")],
+                vec![k.channel(), NAMED_CLIENT_FIRST.as_millis().to_string()],
+            )
             // An unlock hands the lock to a sleeping waiter of its own
             // client in one call, within the client's budget.
-            pass: Some(&LOCK_PASS),
-            live: None,
-        }
+            .pass(&LOCK_PASS)
+            .build()
     }
 
     fn force_unlock(_client: &Client, k: &Keys) -> ScriptCall {

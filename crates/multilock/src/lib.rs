@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use deadbolt_core::scripts::{ScriptCall, HOLD_RENEW};
 use deadbolt_core::{
-    drift, lease_ms, new_attempt_id, Client, Error, Hold, HoldSpec, LeaseMode, LeaseState,
+    drift, lease_ms, new_attempt_id, Acquire, Client, Error, Hold, HoldSpec, LeaseMode, LeaseState,
     Lockable, PlainLock, Result, WaitMode,
 };
 use deadbolt_lock::scripts::LOCK_RELEASE;
@@ -849,6 +849,54 @@ async fn renew_loop(weak: std::sync::Weak<RedShared>, ttl: Duration, majority: u
             shared.state.send_replace(LeaseState::Lost);
             return;
         }
+    }
+}
+
+impl Acquire for MultiLock {
+    type Guard = MultiGuard;
+
+    /// Take every part, all or nothing. A part whose server cannot answer
+    /// (`Unavailable`, `Indeterminate`) is waited for like a busy one,
+    /// with nothing else held meanwhile: a wait rides out the outage, as
+    /// `Lock::lock` does.
+    ///
+    /// # Errors
+    /// A part's error ([`Error::WrongType`], [`Error::Shutdown`], ...):
+    /// whatever was taken is released first.
+    ///
+    /// # Cancel safety
+    /// If dropped, every part taken or possibly taken is released by its
+    /// client's background releaser: no part stays held.
+    fn acquire_with(
+        &self,
+        lease: LeaseMode,
+        wait: WaitMode,
+    ) -> impl std::future::Future<Output = Result<Option<MultiGuard>>> + Send {
+        self.acquire(lease, wait)
+    }
+}
+
+impl Acquire for Redlock {
+    type Guard = RedlockGuard;
+
+    /// Take the lock on a majority of the servers within the validity
+    /// `TTL − elapsed − drift`; renewed while held (a renewal counts only
+    /// when a majority accepts it within the remaining validity; otherwise
+    /// the guard is `Lost`).
+    ///
+    /// # Errors
+    /// A server's error that retrying cannot mend (`WrongType`,
+    /// `Shutdown`); unreachable servers only count as refusals.
+    ///
+    /// # Cancel safety
+    /// If dropped, every possible grant on every server is released by its
+    /// client's background releaser.
+    fn acquire_with(
+        &self,
+        lease: LeaseMode,
+        wait: WaitMode,
+    ) -> impl std::future::Future<Output = Result<Option<RedlockGuard>>> + Send {
+        self.acquire(lease, wait)
     }
 }
 

@@ -34,11 +34,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadbolt_core::scripts::{ScriptCall, HOLD_RENEW};
-use deadbolt_core::{
-    AcquireSpec, Client, Error, ExclusiveGuard, HeartbeatSpec, Hold, Keys, LeaseMode, Lockable,
-    Result, WaitMode, Wake, WakePolicy,
+use deadbolt_core::primitive::{
+    AcquireSpec, Client, Error, ExclusiveGuard, HeartbeatSpec, Hold, Keys, LeaseMode, Result,
+    ScriptCall, WaitMode, Wake, WakePolicy,
 };
+use deadbolt_core::Lockable;
 use futures::future::BoxFuture;
 
 /// The read-write lock's Lua scripts (files in the workspace's `lua/`; the
@@ -541,49 +541,25 @@ fn parts(client: &Client, k: &Keys) -> Parts {
     let keys = rw_keys(k);
     let channel = k.channel();
     let wt = client.config().waiter_timeout.as_millis().to_string();
-    let read = AcquireSpec {
-        kind: "rw-read",
-        acquire: &RW_READ_ACQUIRE,
-        keys: keys.clone(),
-        extra_args: vec![],
-        release: &RW_READ_RELEASE,
-        release_keys: keys.clone(),
-        release_extra: vec![channel.clone()],
-        key: k.main().to_string(),
-        renew: &RW_READ_RENEW,
-        renew_keys: vec![keys[2].clone(), keys[3].clone()],
-        channel: channel.clone(),
-        wake: &RwWake,
-        class: READ,
-        tagged: false,
-        pass: None,
-        live: None,
-        heartbeat: None,
-    };
-    let write = AcquireSpec {
-        kind: "rw-write",
-        acquire: &RW_WRITE_ACQUIRE,
-        keys: keys.clone(),
-        extra_args: vec![wt],
-        release: &RW_WRITE_RELEASE,
-        release_keys: keys.clone(),
-        release_extra: vec![channel.clone(), client.id().to_string()],
-        key: k.main().to_string(),
-        renew: &HOLD_RENEW,
-        renew_keys: vec![k.main().to_string()],
-        channel: channel.clone(),
-        wake: &RwWake,
-        class: WRITE,
-        tagged: false,
-        pass: None,
+    let read = AcquireSpec::builder("rw-read", k, &RW_READ_ACQUIRE, &RW_READ_RELEASE, &RwWake)
+        .keys(keys.clone())
+        .release_with(keys.clone(), vec![channel.clone()])
+        .renew(&RW_READ_RENEW, vec![keys[2].clone(), keys[3].clone()])
+        .class(READ)
+        .build();
+    let write = AcquireSpec::builder("rw-write", k, &RW_WRITE_ACQUIRE, &RW_WRITE_RELEASE, &RwWake)
+        .keys(keys.clone())
+        .extra_args(vec![wt])
+        .release_with(keys.clone(), vec![channel.clone(), client.id().to_string()])
+        .class(WRITE)
         // One set per handle (`parts` runs in `RwLock::new`): a stale write
-        // hold of this owner is not re-entered (see `AcquireSpec::live`).
-        live: Some(Arc::default()),
-        heartbeat: Some(HeartbeatSpec {
+        // hold of this owner is not re-entered (see `AcquireBuilder::live`).
+        .live(Arc::default())
+        .heartbeat(HeartbeatSpec {
             script: &RW_HEARTBEAT,
             keys: keys.clone(),
-        }),
-    };
+        })
+        .build();
     Parts {
         keys,
         channel,

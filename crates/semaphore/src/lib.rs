@@ -30,10 +30,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadbolt_core::scripts::{ScriptCall, HOLD_RENEW};
-use deadbolt_core::{
-    AcquireSpec, Client, Error, HeartbeatSpec, Hold, Keys, LeaseMode, Result, Signal, WaitMode,
-    Wake, WakePolicy, MAX_LEASE_MS,
+use deadbolt_core::primitive::{
+    AcquireSpec, Client, ConditionSpec, Error, HeartbeatSpec, Hold, Keys, LeaseMode, Result,
+    ScriptCall, Signal, WaitMode, Wake, WakePolicy, MAX_LEASE_MS,
 };
 
 /// The semaphore's and the latch's Lua scripts (files in the workspace's
@@ -219,29 +218,20 @@ impl Semaphore {
             .keys(SEMAPHORE_KIND, name)
             .map(|k| {
                 let keys = semaphore_keys(&k);
-                let spec = AcquireSpec {
-                    kind: "semaphore",
-                    acquire: &SEM_ACQUIRE,
-                    keys: keys.clone(),
-                    extra_args: vec![client.config().waiter_timeout.as_millis().to_string()],
-                    release: &SEM_RELEASE,
-                    release_keys: keys.clone(),
-                    release_extra: vec![],
-                    key: k.main().to_string(),
-                    renew: &SEM_RENEW,
-                    renew_keys: keys[..3].to_vec(),
-                    // One channel per (client, semaphore); wakes name the waiter.
-                    channel: format!("{}:ch:{}", k.main(), client.id()),
-                    wake: &PermitsFree,
-                    class: "",
-                    tagged: true,
-                    pass: None,
-                    live: None,
-                    heartbeat: Some(HeartbeatSpec {
-                        script: &SEM_HEARTBEAT,
-                        keys: keys.clone(),
-                    }),
-                };
+                let spec =
+                    AcquireSpec::builder("semaphore", &k, &SEM_ACQUIRE, &SEM_RELEASE, &PermitsFree)
+                        .keys(keys.clone())
+                        .extra_args(vec![client.config().waiter_timeout.as_millis().to_string()])
+                        .release_with(keys.clone(), vec![])
+                        .renew(&SEM_RENEW, keys[..3].to_vec())
+                        // One channel per (client, semaphore); wakes name the waiter.
+                        .channel(format!("{}:ch:{}", k.main(), client.id()))
+                        .tagged()
+                        .heartbeat(HeartbeatSpec {
+                            script: &SEM_HEARTBEAT,
+                            keys: keys.clone(),
+                        })
+                        .build();
                 (keys, spec)
             })
             .map_err(name_error);
@@ -350,8 +340,7 @@ impl Semaphore {
     async fn take(&self, n: u64, lease: LeaseMode, wait: WaitMode) -> Result<Option<Permits>> {
         check_n("permits", n, false)?;
         let (_, base) = self.parts()?;
-        let mut spec = base.clone();
-        spec.extra_args.push(n.to_string());
+        let spec = base.with_arg(n.to_string());
         let hold = self
             .inner
             .client
@@ -520,7 +509,7 @@ struct LatchInner {
     client: Client,
     name: String,
     owner: String,
-    parts: std::result::Result<(String, String, AcquireSpec), String>,
+    parts: std::result::Result<(String, String, ConditionSpec), String>,
 }
 
 impl CountDownLatch {
@@ -534,26 +523,8 @@ impl CountDownLatch {
             .map(|k| {
                 let key = k.main().to_string();
                 let channel = k.channel();
-                let spec = AcquireSpec {
-                    kind: "latch",
-                    acquire: &LATCH_WAIT,
-                    keys: vec![key.clone()],
-                    extra_args: vec![],
-                    // A wait records nothing: never released or renewed.
-                    release: &LATCH_WAIT,
-                    release_keys: vec![key.clone()],
-                    release_extra: vec![],
-                    key: key.clone(),
-                    renew: &HOLD_RENEW,
-                    renew_keys: vec![],
-                    channel: channel.clone(),
-                    wake: &LatchOpen,
-                    class: "",
-                    tagged: false,
-                    pass: None,
-                    live: None,
-                    heartbeat: None,
-                };
+                // A wait records nothing: there is nothing to release or renew.
+                let spec = ConditionSpec::builder("latch", &k, &LATCH_WAIT, &LatchOpen).build();
                 (key, channel, spec)
             })
             .map_err(name_error);
@@ -572,7 +543,7 @@ impl CountDownLatch {
         &self.inner.name
     }
 
-    fn parts(&self) -> Result<&(String, String, AcquireSpec)> {
+    fn parts(&self) -> Result<&(String, String, ConditionSpec)> {
         self.inner
             .parts
             .as_ref()

@@ -1,0 +1,165 @@
+//! The one surface a primitive crate builds on: what a new primitive needs
+//! of core, and nothing of core's insides.
+//!
+//! A primitive is a crate with its Lua scripts (`lua_scripts!`) and a
+//! handle type. The handle describes its acquire once, with
+//! [`AcquireSpec::builder`] (or a wait for a condition with
+//! [`ConditionSpec::builder`]), and runs it with [`Client::acquire`] (or
+//! [`Client::wait_until`]); core does the rest: the first try, the
+//! subscription to the unlock channel, the waits, the hand-offs, the
+//! release of a cancelled or uncertain attempt, the lease and its renewal,
+//! the fencing token. The guard wraps the [`Hold`] core returns (an
+//! exclusive hold can be an [`ExclusiveGuard`]). Implementing [`Acquire`]
+//! for the handle (one method) gives it the five acquire calls every
+//! deadbolt primitive has: `lock`, `try_lock`, `try_lock_for`,
+//! `lock_with_lease` and `try_lock_with`.
+//!
+//! `examples/simple_lock.rs` builds a non-reentrant lock on this module
+//! alone, in about forty lines; docs/architecture.md walks through it.
+
+use std::future::Future;
+use std::time::Duration;
+
+pub use crate::acquire::{
+    attempt_seq, new_attempt_id, AcquireBuilder, AcquireSpec, ConditionBuilder, ConditionSpec,
+    WaitMode,
+};
+pub use crate::client::Client;
+pub use crate::config::{lease_ms, MAX_LEASE_MS};
+pub use crate::error::{Error, Result};
+pub use crate::exclusive::{Exclusive, ExclusiveKind, LockInfo};
+pub use crate::guard::ExclusiveGuard;
+pub use crate::heartbeat::HeartbeatSpec;
+pub use crate::keys::Keys;
+pub use crate::lease::{Hold, HoldSet, LeaseMode, LeaseState};
+pub use crate::lockable::Lockable;
+pub use crate::lua_scripts;
+pub use crate::scripts::{LuaScript, ScriptCall, HOLD_RENEW};
+pub use crate::wake::{
+    parse_u64, ClientFirst, Grant, OnePerClient, Signal, Wake, WakePolicy, NAMED_CLIENT_FIRST,
+};
+
+/// The five acquire calls of a deadbolt primitive, from the one method it
+/// implements ([`Acquire::acquire_with`]).
+///
+/// Every acquire has a lease ([`LeaseMode`]: renewed by the client's
+/// watchdog until unlock, or fixed) and a wait ([`WaitMode`]: one try, up
+/// to a bound, or until granted). While it waits it sleeps on the
+/// primitive's unlock channel, not polling; a lease that runs out wakes it
+/// too.
+///
+/// # Cancel safety
+/// Every method is cancel safe in effect: if its future is dropped after a
+/// request may have reached Redis, a possible grant or queue entry is
+/// released exactly once by the client's background releaser (or ends
+/// with its lease); nothing stays held, and a hold count is never raised
+/// twice. A future dropped before sending anything changes nothing.
+///
+/// # Errors
+/// Common to every method: [`Error::InvalidArgument`] for an invalid name
+/// or lease (nothing sent), [`Error::WrongType`] when a key of another
+/// type is in the way (nothing written), [`Error::Shutdown`] after the
+/// client shut down, [`Error::Redis`] for any other error reply (OOM
+/// under `maxmemory`). A wait that ran out while Redis could not answer
+/// ends with [`Error::Unavailable`] or [`Error::Indeterminate`] (any
+/// possible grant is already with the releaser); a waiting call without a
+/// bound rides such outages out.
+pub trait Acquire: Send + Sync {
+    /// What a granted acquire returns.
+    type Guard: Send;
+
+    /// Acquire with an explicit lease and wait; `Ok(None)` when the wait
+    /// ended without the hold (never for [`WaitMode::Forever`]).
+    ///
+    /// # Errors
+    /// See the trait.
+    ///
+    /// # Cancel safety
+    /// See the trait.
+    fn acquire_with(
+        &self,
+        lease: LeaseMode,
+        wait: WaitMode,
+    ) -> impl Future<Output = Result<Option<Self::Guard>>> + Send;
+
+    /// Wait until acquired; the watchdog renews the lease until unlock.
+    ///
+    /// # Errors
+    /// See the trait.
+    ///
+    /// # Cancel safety
+    /// See the trait.
+    fn lock(&self) -> impl Future<Output = Result<Self::Guard>> + Send {
+        async move {
+            self.acquire_with(LeaseMode::Watchdog, WaitMode::Forever)
+                .await?
+                .ok_or_else(unbounded_wait_ended)
+        }
+    }
+
+    /// One attempt, no waiting; watchdog lease. `Ok(None)` when busy.
+    ///
+    /// # Errors
+    /// See the trait; `Unavailable` / `Indeterminate` when Redis could not
+    /// answer.
+    ///
+    /// # Cancel safety
+    /// See the trait.
+    fn try_lock(&self) -> impl Future<Output = Result<Option<Self::Guard>>> + Send {
+        self.acquire_with(LeaseMode::Watchdog, WaitMode::Try)
+    }
+
+    /// Wait up to `wait`; watchdog lease. `Ok(None)` when the wait ends
+    /// without the hold; a zero wait is one attempt, like
+    /// [`try_lock`](Acquire::try_lock).
+    ///
+    /// # Errors
+    /// See the trait.
+    ///
+    /// # Cancel safety
+    /// See the trait.
+    fn try_lock_for(
+        &self,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Option<Self::Guard>>> + Send {
+        self.acquire_with(LeaseMode::Watchdog, WaitMode::up_to(wait))
+    }
+
+    /// Wait until acquired, with a fixed `lease` that is not renewed.
+    ///
+    /// # Errors
+    /// See the trait; [`Error::InvalidArgument`] for a lease under 1 ms or
+    /// over [`MAX_LEASE_MS`].
+    ///
+    /// # Cancel safety
+    /// See the trait; an unreleased grant also ends with its lease.
+    fn lock_with_lease(&self, lease: Duration) -> impl Future<Output = Result<Self::Guard>> + Send {
+        async move {
+            self.acquire_with(LeaseMode::Fixed(lease), WaitMode::Forever)
+                .await?
+                .ok_or_else(unbounded_wait_ended)
+        }
+    }
+
+    /// Wait up to `wait`, with a fixed `lease`.
+    ///
+    /// # Errors
+    /// As [`lock_with_lease`](Acquire::lock_with_lease) and
+    /// [`try_lock_for`](Acquire::try_lock_for).
+    ///
+    /// # Cancel safety
+    /// See the trait.
+    fn try_lock_with(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Option<Self::Guard>>> + Send {
+        self.acquire_with(LeaseMode::Fixed(lease), WaitMode::up_to(wait))
+    }
+}
+
+/// An unbounded wait that ended without the hold: a primitive's
+/// `acquire_with` broke its contract. Reported, not a panic.
+fn unbounded_wait_ended() -> Error {
+    Error::InvalidArgument("an unbounded wait ended without the hold".to_string())
+}
