@@ -32,6 +32,8 @@ mod releaser;
 pub mod scripts;
 mod tls;
 mod wait;
+#[cfg(test)]
+mod wait_races;
 pub mod wake;
 mod watchdog;
 
