@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
 use clap::{Args, ValueEnum};
-use deadbolt_core::scripts::ScriptCall;
 use deadbolt_core::Client;
-use deadbolt_fair::scripts::FAIR_QUEUE;
 use deadbolt_rwlock::RwLock;
 use deadbolt_semaphore::{Semaphore, SEMAPHORE_KIND};
 
@@ -315,26 +313,23 @@ pub struct QueueEntry {
     pub expired_ago: Option<Duration>,
 }
 
+impl From<deadbolt_core::QueuedWaiter> for QueueEntry {
+    fn from(w: deadbolt_core::QueuedWaiter) -> QueueEntry {
+        QueueEntry {
+            attempt: w.attempt,
+            owner: w.owner,
+            lease: w.lease,
+            alive_for: w.alive_for,
+            expired_ago: w.expired_ago,
+        }
+    }
+}
+
 impl QueueEntry {
     /// Build an entry from the reply of `fair_queue.lua`: `lease_ms` is -1
     /// when not recorded, `liveness_ms` is the time left before the owner's
     /// client counts as dead (negative: past it; -1 also stands for "no
     /// liveness record", which is skipped the same way).
-    fn from_reply(attempt: String, owner: String, lease_ms: i64, liveness_ms: i64) -> QueueEntry {
-        let ms = |v: i64| u64::try_from(v).ok().map(Duration::from_millis);
-        QueueEntry {
-            attempt,
-            owner,
-            lease: ms(lease_ms),
-            alive_for: ms(liveness_ms),
-            expired_ago: if liveness_ms < -1 {
-                ms(liveness_ms.saturating_neg())
-            } else {
-                None
-            },
-        }
-    }
-
     /// "liveness left 4.8 s", "expired 1.2 s ago (will be skipped)".
     fn liveness(&self) -> String {
         match (self.alive_for, self.expired_ago) {
@@ -646,20 +641,14 @@ async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::
         _ => deadbolt_lock::Lock::new(client, name).inspect().await,
     }
     .with_context(|| format!("reading {}", keys.main()))?;
+    // The fair lock reads its own queue (a `Lock` has none: empty).
     let queue = if kind == PrimitiveKind::Fair && info.queued > 0 {
-        let call = ScriptCall::new(
-            &FAIR_QUEUE,
-            deadbolt_fair::fair_keys(&keys),
-            vec![QUEUE_LISTED.to_string()],
-        );
-        client
-            .run::<Vec<(String, String, i64, i64)>>(&call)
+        deadbolt_fair::FairLock::new(client, name)
+            .queue(QUEUE_LISTED)
             .await
             .with_context(|| format!("reading the queue of {}", keys.main()))?
             .into_iter()
-            .map(|(attempt, owner, lease, alive)| {
-                QueueEntry::from_reply(attempt, owner, lease, alive)
-            })
+            .map(QueueEntry::from)
             .collect()
     } else {
         Vec::new()
@@ -874,7 +863,12 @@ mod tests {
     use super::*;
 
     fn entry(liveness_ms: i64) -> QueueEntry {
-        QueueEntry::from_reply("a1".into(), "c:1".into(), 30_000, liveness_ms)
+        QueueEntry::from(deadbolt_core::QueuedWaiter::from_reply((
+            "a1".into(),
+            "c:1".into(),
+            30_000,
+            liveness_ms,
+        )))
     }
 
     #[test]

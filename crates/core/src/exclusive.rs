@@ -24,6 +24,62 @@ pub trait ExclusiveKind: Send + Sync + 'static {
     fn spec(client: &Client, keys: &Keys) -> AcquireSpec;
     /// The call that deletes the hold whoever owns it and wakes the next waiter.
     fn force_unlock(client: &Client, keys: &Keys) -> ScriptCall;
+
+    /// For kinds that queue their waiters on the server (a fair lock): the
+    /// queue's ZSET, whose length [`Exclusive::inspect`] reports. `None`
+    /// (the default) for kinds without a queue.
+    fn queue_key(_keys: &Keys) -> Option<String> {
+        None
+    }
+
+    /// For kinds with a queue: the read-only call that lists its head, at
+    /// most `limit` entries in queue order, each replied as
+    /// `{attempt, owner, lease ms or -1, liveness ms}` (liveness: how long
+    /// the waiter's client stays alive without a heartbeat; negative when
+    /// past its deadline, -1 without a record). Run by
+    /// [`Exclusive::queue`].
+    fn queue_call(_client: &Client, _keys: &Keys, _limit: usize) -> Option<ScriptCall> {
+        None
+    }
+}
+
+/// One waiter in an exclusive lock's queue ([`Exclusive::queue`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueuedWaiter {
+    /// The waiting acquire's attempt id.
+    pub attempt: String,
+    /// Owner id `<client uuid>:<handle id>` of the waiter.
+    pub owner: String,
+    /// The lease it asked for; `None` when not recorded.
+    pub lease: Option<Duration>,
+    /// How long its client counts as alive without another heartbeat;
+    /// `None` when past its deadline or without a liveness record (the
+    /// queue skips such a waiter when it comes to it).
+    pub alive_for: Option<Duration>,
+    /// How long ago its client's liveness deadline passed; `None` when
+    /// alive or without a record.
+    pub expired_ago: Option<Duration>,
+}
+
+impl QueuedWaiter {
+    /// One entry of the queue call's reply (contract on
+    /// [`ExclusiveKind::queue_call`]): `(attempt, owner, lease ms or -1,
+    /// liveness ms)`.
+    pub fn from_reply((attempt, owner, lease_ms, liveness_ms): (String, String, i64, i64)) -> Self {
+        let ms = |v: i64| u64::try_from(v).ok().map(Duration::from_millis);
+        QueuedWaiter {
+            attempt,
+            owner,
+            lease: ms(lease_ms),
+            alive_for: ms(liveness_ms),
+            expired_ago: if liveness_ms < -1 {
+                ms(liveness_ms.saturating_neg())
+            } else {
+                None
+            },
+        }
+    }
 }
 
 /// A handle on an exclusive, reentrant distributed lock of kind `K`
@@ -79,6 +135,8 @@ struct Inner {
     spec: std::result::Result<AcquireSpec, String>,
     fence_key: String,
     force: Option<ScriptCall>,
+    /// The keys (`None` for an invalid name).
+    keys: Option<Keys>,
 }
 
 impl<K: ExclusiveKind> Exclusive<K> {
@@ -90,6 +148,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
         let keys = client.keys(K::KIND, name);
         let fence_key = keys.as_ref().map(|k| k.sub("fence")).unwrap_or_default();
         let force = keys.as_ref().ok().map(|k| K::force_unlock(client, k));
+        let keys_kept = keys.as_ref().ok().cloned();
         // Each handle knows its own holds: its acquires tell the script
         // whether a re-entry is expected (see `AcquireBuilder::live`).
         let spec = keys.map(|k| K::spec(client, &k).with_live(Arc::default()));
@@ -105,6 +164,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
                 spec,
                 fence_key,
                 force,
+                keys: keys_kept,
             }),
             kind: PhantomData,
         }
@@ -256,13 +316,13 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// Cancel safe: read-only.
     pub async fn inspect(&self) -> Result<LockInfo> {
         let spec = self.spec()?;
+        let queue = self.inner.keys.as_ref().and_then(K::queue_key);
         let call = ScriptCall::new(
             &HOLD_INSPECT,
-            vec![
-                spec.key.clone(),
-                self.inner.fence_key.clone(),
-                format!("{}:q", spec.key),
-            ],
+            [spec.key.clone(), self.inner.fence_key.clone()]
+                .into_iter()
+                .chain(queue)
+                .collect(),
             vec![],
         );
         let (owner, n, token, pttl, fence, queued): (String, u64, u64, i64, i64, u64) =
@@ -276,6 +336,30 @@ impl<K: ExclusiveKind> Exclusive<K> {
             fence: u64::try_from(fence).ok(),
             queued,
         })
+    }
+
+    /// The head of the lock's queue of waiters, in order, at most `limit`
+    /// entries; empty for kinds without a queue (a `Lock`: its waiters are
+    /// not ordered on the server). Read in one atomic step.
+    ///
+    /// # Errors
+    /// `Unavailable`, `Indeterminate` (read-only: nothing changed),
+    /// `WrongType` naming a key of the queue that has another type.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: read-only.
+    pub async fn queue(&self, limit: usize) -> Result<Vec<QueuedWaiter>> {
+        self.spec()?;
+        let Some(call) = self
+            .inner
+            .keys
+            .as_ref()
+            .and_then(|k| K::queue_call(&self.inner.client, k, limit))
+        else {
+            return Ok(Vec::new());
+        };
+        let entries: Vec<(String, String, i64, i64)> = self.inner.client.run(&call).await?;
+        Ok(entries.into_iter().map(QueuedWaiter::from_reply).collect())
     }
 
     /// Whether anyone holds the lock.

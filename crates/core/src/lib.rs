@@ -45,7 +45,7 @@ pub use client::{Client, ClientBuilder};
 pub use config::{lease_ms, Config, MAX_LEASE_MS};
 pub use conn::sentinel_master;
 pub use error::{Cause, Error, Result};
-pub use exclusive::{Exclusive, ExclusiveKind, LockInfo, PlainLock};
+pub use exclusive::{Exclusive, ExclusiveKind, LockInfo, PlainLock, QueuedWaiter};
 pub use guard::ExclusiveGuard;
 pub use heartbeat::HeartbeatSpec;
 pub use keys::{encode_tag, hash_slot, Keys};

@@ -27,7 +27,7 @@ pub use crate::acquire::{
 pub use crate::client::Client;
 pub use crate::config::{lease_ms, MAX_LEASE_MS};
 pub use crate::error::{Error, Result};
-pub use crate::exclusive::{Exclusive, ExclusiveKind, LockInfo};
+pub use crate::exclusive::{Exclusive, ExclusiveKind, LockInfo, QueuedWaiter};
 pub use crate::guard::ExclusiveGuard;
 pub use crate::heartbeat::HeartbeatSpec;
 pub use crate::keys::Keys;

@@ -44,7 +44,7 @@ pub mod scripts {
     }
 }
 pub use scripts::SCRIPTS;
-use scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_HEARTBEAT, FAIR_RELEASE};
+use scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_HEARTBEAT, FAIR_QUEUE, FAIR_RELEASE};
 
 /// The kind segment of a fair lock's keys: `<ns>:{<name>}:fair`.
 pub const KIND: &str = "fair";
@@ -152,6 +152,18 @@ impl ExclusiveKind for Fifo {
             fair_keys(k),
             vec![waiter_timeout_ms(client)],
         )
+    }
+
+    fn queue_key(k: &Keys) -> Option<String> {
+        Some(k.sub("q"))
+    }
+
+    fn queue_call(_client: &Client, k: &Keys, limit: usize) -> Option<ScriptCall> {
+        Some(ScriptCall::new(
+            &FAIR_QUEUE,
+            fair_keys(k),
+            vec![limit.to_string()],
+        ))
     }
 }
 

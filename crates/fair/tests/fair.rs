@@ -289,3 +289,41 @@ async fn waiters_ride_out_a_restart_that_lost_the_queue() {
     assert_eq!(queue_len(&srv, &holder).await, 0);
     assert!(!holder.is_locked().await.unwrap());
 }
+
+/// The fair lock reads its own queue: the waiters in order, with their
+/// owners, leases and liveness; `inspect` counts them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_is_listed_in_order() {
+    let srv = server();
+    let c = client(&srv.url(), Duration::from_secs(5)).await;
+    let holder = FairLock::new(&c, "q");
+    let g = holder.lock().await.unwrap();
+    let (w1, w2) = (FairLock::new(&c, "q"), FairLock::new(&c, "q"));
+    let t1 = tokio::spawn({
+        let w1 = w1.clone();
+        async move { w1.lock().await.unwrap().unlock().await }
+    });
+    until_queued(&srv, &holder, 1).await;
+    let t2 = tokio::spawn({
+        let w2 = w2.clone();
+        async move {
+            w2.lock_with_lease(Duration::from_secs(9))
+                .await
+                .unwrap()
+                .unlock()
+                .await
+        }
+    });
+    until_queued(&srv, &holder, 2).await;
+    let q = holder.queue(10).await.unwrap();
+    let owners: Vec<&str> = q.iter().map(|w| w.owner.as_str()).collect();
+    assert_eq!(owners, [w1.owner(), w2.owner()], "queue order");
+    assert_eq!(q[1].lease, Some(Duration::from_secs(9)));
+    assert!(q.iter().all(|w| w.alive_for.is_some()), "{q:?}");
+    assert_eq!(holder.queue(1).await.unwrap().len(), 1, "limit");
+    assert_eq!(holder.inspect().await.unwrap().queued, 2);
+    g.unlock().await.unwrap();
+    within("first waiter", t1).await.unwrap().unwrap();
+    within("second waiter", t2).await.unwrap().unwrap();
+    assert!(holder.queue(10).await.unwrap().is_empty());
+}

@@ -446,3 +446,18 @@ async fn watchdog_renews_many_holds_per_round_trip() {
         g.unlock().await.unwrap();
     }
 }
+
+/// A `Lock` keeps no queue on the server: its queue lists nobody, also
+/// while a waiter waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_lists_no_queue() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let (a, b) = (Lock::new(&c, "nq"), Lock::new(&c, "nq"));
+    let g = a.lock().await.unwrap();
+    let waiter = tokio::spawn(async move { b.lock().await.unwrap().unlock().await });
+    until("the waiter waits", || async { c.waiters() == 1 }).await;
+    assert!(a.queue(10).await.unwrap().is_empty());
+    g.unlock().await.unwrap();
+    within("waiter", waiter).await.unwrap().unwrap();
+}
