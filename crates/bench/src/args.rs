@@ -79,16 +79,7 @@ impl ScenarioKind {
 
     /// The name used on the command line and in the JSON report.
     pub fn name(self) -> &'static str {
-        match self {
-            ScenarioKind::Uncontended => "uncontended",
-            ScenarioKind::Contended => "contended",
-            ScenarioKind::Handoff => "handoff",
-            ScenarioKind::Idle => "idle",
-            ScenarioKind::ReadMostly => "read-mostly",
-            ScenarioKind::Semaphore => "semaphore",
-            ScenarioKind::Multi => "multi",
-            ScenarioKind::Topology => "topology",
-        }
+        crate::scenarios::get(self).name()
     }
 
     /// Whether this scenario measures `contender`: the read-mostly scenario
@@ -116,14 +107,7 @@ impl ScenarioKind {
     /// assert!(!ScenarioKind::Topology.measures(ContenderKind::Fair));
     /// ```
     pub fn measures(self, contender: ContenderKind) -> bool {
-        use ContenderKind::{Lock, Multi, Redlock, Rslock3, Rw, Sem, SemPoll};
-        match self {
-            ScenarioKind::ReadMostly => matches!(contender, Lock | Rw),
-            ScenarioKind::Semaphore => matches!(contender, Sem | SemPoll),
-            ScenarioKind::Multi => matches!(contender, Lock | Multi | Redlock | Rslock3),
-            ScenarioKind::Topology => contender == Lock,
-            _ => !matches!(contender, Rw | Sem | SemPoll | Multi | Redlock | Rslock3),
-        }
+        crate::scenarios::get(self).measures(contender)
     }
 
     /// The contenders of [`ContenderKind::ALL`] this scenario measures, by
@@ -479,7 +463,7 @@ impl BenchArgs {
             .into_iter()
             .filter(|s| {
                 if self.scenarios.is_empty() {
-                    *s != ScenarioKind::Topology || self.topology != Topology::Standalone
+                    crate::scenarios::get(*s).in_default_selection(self.topology)
                 } else {
                     self.scenarios.contains(s)
                 }
@@ -656,14 +640,8 @@ impl BenchArgs {
         if self.plot.is_some() && (self.plot_waiters.is_empty() || self.plot_waiters.contains(&0)) {
             bail!("--plot-waiters must list waiter counts of at least 1");
         }
-        let idle = self.selected_scenarios().contains(&ScenarioKind::Idle);
-        if idle && self.lease < self.idle_time + Duration::from_secs(1) {
-            bail!(
-                "--lease ({:?}) must outlast --idle-time ({:?}) by a second: the idle scenario's \
-                 holder keeps the lock that long",
-                self.lease,
-                self.idle_time
-            );
+        for s in self.selected_scenarios() {
+            crate::scenarios::get(s).validate(self)?;
         }
         Ok(())
     }

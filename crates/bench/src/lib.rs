@@ -39,6 +39,7 @@ mod plot;
 mod progress;
 mod report;
 mod scenario;
+mod scenarios;
 mod stats;
 mod topology;
 
@@ -210,7 +211,8 @@ pub async fn bench_with(
     let (mut contenders, mut skipped) = resolve_contenders(args)?;
     let kinds: Vec<ContenderKind> = contenders.iter().map(|c| c.kind()).collect();
     let scenarios = args.scenarios_for(&kinds)?;
-    if args.topology != Topology::Standalone && !scenarios.contains(&ScenarioKind::Topology) {
+    let measures_topology = scenarios.iter().any(|s| scenarios::get(*s).uses_topology());
+    if args.topology != Topology::Standalone && !measures_topology {
         bail!(
             "--topology {} is measured by the topology scenario only, which {}",
             args.topology.name(),
@@ -319,28 +321,18 @@ fn planned_runs(
 ) -> Vec<Duration> {
     let measured = |s: ScenarioKind| contenders.iter().filter(|c| s.measures(**c)).count();
     let mut runs = Vec::new();
-    for &scenario in scenarios {
-        let n = if scenario == ScenarioKind::Topology {
-            measured(scenario) * topology::planned_rows(args.topology)
-        } else {
-            measured(scenario)
-        };
-        runs.extend(std::iter::repeat_n(scenario::planned(args, scenario), n));
+    for &kind in scenarios {
+        let scenario = scenarios::get(kind);
+        let n = measured(kind) * scenario.planned_runs(args);
+        runs.extend(std::iter::repeat_n(scenario.planned(args), n));
     }
     if args.plot.is_some() {
         runs.extend(std::iter::repeat_n(
             args.duration,
-            measured(ScenarioKind::Contended) * sweep_runs(args),
+            measured(ScenarioKind::Contended) * scenarios::contended::sweep_runs(args),
         ));
     }
     runs
-}
-
-/// Runs of the `--plot` sweep per contender: every `--plot-waiters` count,
-/// and those above `--clients` a second time with one client per waiter.
-fn sweep_runs(args: &BenchArgs) -> usize {
-    let own = args.plot_waiters.iter().filter(|&&w| w > args.clients);
-    args.plot_waiters.len() + own.count()
 }
 
 /// The contenders of a run, in run order.
@@ -600,7 +592,10 @@ async fn run_plan(
                 .context("a server of the Redlock rows")?,
         );
     }
-    let site = if plan.scenarios.contains(&ScenarioKind::Topology)
+    let site = if plan
+        .scenarios
+        .iter()
+        .any(|s| scenarios::get(*s).uses_topology())
         && args.topology != Topology::Standalone
     {
         Some(topology_site(args, &progress, deployment_slot).await?)
@@ -695,56 +690,16 @@ async fn topology_site(
     Ok(site)
 }
 
+/// Every scenario of `plan` in turn, then (with `--plot`) the sweep; each
+/// result goes into `report` as it ends.
 async fn run_scenarios(env: &mut Env<'_>, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
-    let args = env.args;
-    let contenders = &plan.contenders;
-    for &scenario in &plan.scenarios {
-        if scenario == ScenarioKind::Topology {
-            let r = topology::run(env, &mut report.results)
-                .await
-                .context("topology / lock");
-            report.ping = stats::summarize(&env.all_pings, None);
-            r?;
-            continue;
-        }
-        for c in contenders.iter().filter(|c| scenario.measures(c.kind())) {
-            let r = scenario::run(env, c.as_ref(), scenario)
-                .await
-                .with_context(|| format!("{} / {}", scenario.name(), c.kind().name()))?;
-            report.results.push(r);
-            report.ping = stats::summarize(&env.all_pings, None);
-        }
+    for &kind in &plan.scenarios {
+        scenarios::get(kind)
+            .run(env, &plan.contenders, report)
+            .await?;
     }
-    if args.plot.is_some() {
-        let measured = contenders
-            .iter()
-            .filter(|c| ScenarioKind::Contended.measures(c.kind()));
-        for c in measured {
-            // The waiters over at most --clients clients, then one client
-            // per waiter; up to --clients waiters the two are the same run.
-            let spread = args.plot_waiters.iter().map(|&w| (w, args.clients.min(w)));
-            let own = args.plot_waiters.iter().filter(|&&w| w > args.clients);
-            for (w, clients) in spread.chain(own.map(|&w| (w, w))) {
-                let r = scenario::contended(env, c.as_ref(), w, clients)
-                    .await
-                    .with_context(|| {
-                        format!(
-                            "sweep at {w} waiters over {clients} client{} / {}",
-                            plural(clients),
-                            c.kind().name()
-                        )
-                    })?;
-                report.sweep.push(SweepPoint {
-                    contender: r.contender,
-                    waiters: w,
-                    clients: r.clients,
-                    acquisitions_per_s: r.acquisitions_per_s.unwrap_or(0.0),
-                    jain_index: r.fairness.as_ref().map_or(1.0, |f| f.jain_index),
-                    min_max_ratio: r.fairness.as_ref().map_or(1.0, |f| f.min_max_ratio),
-                    errors: r.errors,
-                });
-            }
-        }
+    if env.args.plot.is_some() {
+        scenarios::contended::sweep(env, &plan.contenders, report).await?;
     }
     Ok(())
 }

@@ -7,8 +7,8 @@ use std::path::Path;
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
-use crate::args::{ContenderKind, ScenarioKind, TOPOLOGY_NAMES_PER_TASK};
-use crate::contender::{MULTI_PARTS, REDLOCK_SERVERS};
+use crate::args::{ContenderKind, ScenarioKind};
+use crate::scenarios;
 use crate::Topology;
 
 /// Version of the JSON layout of [`Report`]. It changes only when a field is
@@ -510,17 +510,17 @@ impl Report {
         if self.interrupted {
             let _ = writeln!(out, "INTERRUPTED: partial results.");
         }
-        for scenario in ScenarioKind::ALL {
+        for scenario in scenarios::all() {
             let rows: Vec<&RunResult> = self
                 .results
                 .iter()
-                .filter(|r| r.scenario == scenario)
+                .filter(|r| r.scenario == scenario.kind())
                 .collect();
             if rows.is_empty() {
                 continue;
             }
             out.push('\n');
-            out.push_str(&self.section(scenario, &rows));
+            out.push_str(&scenario.section(self, &rows));
         }
         if !self.sweep.is_empty() {
             out.push('\n');
@@ -529,11 +529,7 @@ impl Report {
         let mut notes = Vec::new();
         for r in &self.results {
             if r.exclusion_violations > 0 {
-                let what = if r.scenario == ScenarioKind::Semaphore {
-                    format!("more than {} holders seen at once", self.settings.permits)
-                } else {
-                    "mutual exclusion violated".to_string()
-                };
+                let what = scenarios::get(r.scenario).violation(&self.settings);
                 notes.push(format!(
                     "!! {}: {what} {} times",
                     r.name(),
@@ -544,13 +540,9 @@ impl Report {
                 notes.push(format!("{}: {} errors, first: {e}", r.name(), r.errors));
             }
         }
-        let multi_shown = self
-            .results
-            .iter()
-            .any(|r| r.scenario == ScenarioKind::Multi);
         for s in &self.skipped {
-            // The multi table notes its own skipped rows.
-            if multi_shown && only_in_multi(s.contender) {
+            // A table that notes its own skipped rows (multi's) has them.
+            if self.skipped_noted_in_a_section(s.contender) {
                 continue;
             }
             notes.push(format!("{} not run: {}", s.contender.name(), s.reason));
@@ -569,430 +561,21 @@ impl Report {
         out
     }
 
-    fn section(&self, scenario: ScenarioKind, rows: &[&RunResult]) -> String {
-        if scenario == ScenarioKind::Topology {
-            return self.topology_section(rows);
-        }
-        let s = &self.settings;
-        let (title, header): (String, &[&str]) =
-            match scenario {
-                // The topology scenario has its own tables: see above.
-                ScenarioKind::Uncontended | ScenarioKind::Topology => (
-                    format!(
-                        "uncontended: {} tasks on distinct names, one client, {:.1} s each",
-                        s.tasks, s.duration_s
-                    ),
-                    &[
-                        "contender",
-                        "acq/s",
-                        "acquire p50",
-                        "p99",
-                        "max",
-                        "lock+unlock p50",
-                        "p99",
-                        "cmds/acq",
-                        "PING p50",
-                        "errors",
-                    ],
-                ),
-                ScenarioKind::Contended => (
-                    format!(
-                    "contended: {} waiters over {} clients on one name, hold {} ms, {:.1} s each",
-                    s.waiters, s.clients.min(s.waiters), s.hold_ms, s.duration_s
-                ),
-                    WAITERS_HEADER,
-                ),
-                ScenarioKind::Semaphore => (
-                    format!(
-                        "semaphore: {} permit{}, {} waiters over {} clients taking one each, \
-                         hold {} ms, {:.1} s each",
-                        s.permits,
-                        if s.permits == 1 { "" } else { "s" },
-                        s.waiters,
-                        s.clients.min(s.waiters),
-                        s.hold_ms,
-                        s.duration_s
-                    ),
-                    WAITERS_HEADER,
-                ),
-                ScenarioKind::Handoff => (
-                    format!(
-                    "handoff: release → next holder on another client, up to {} rounds or {:.1} s",
-                    s.rounds, s.duration_s
-                ),
-                    &[
-                        "contender",
-                        "rounds",
-                        "hand-off p50",
-                        "p99",
-                        "max",
-                        "cmds/acq",
-                        "PING p50",
-                        "errors",
-                    ],
-                ),
-                ScenarioKind::Idle => (
-                    format!(
-                        "idle: {} waiters blocked on a held lock for {:.1} s",
-                        s.idle_waiters, s.idle_s
-                    ),
-                    &["contender", "cmds/waiter/s", "commands sent", "errors"],
-                ),
-                ScenarioKind::Multi => (
-                    format!(
-                        "multi: {} tasks on distinct names, one client, {:.1} s each\n  lock: one \
-                         Lock, multi: a MultiLock over {MULTI_PARTS} names, both on server 1; \
-                         redlock, rslock-3: one name on {REDLOCK_SERVERS} servers{}",
-                        s.tasks,
-                        s.duration_s,
-                        if self.redis.redlock_urls.is_empty() {
-                            String::new()
-                        } else {
-                            format!(
-                                " ({}, {})",
-                                self.redis.url,
-                                self.redis.redlock_urls.join(", ")
-                            )
-                        }
-                    ),
-                    &[
-                        "contender",
-                        "acq/s",
-                        "lock+unlock p50",
-                        "p99",
-                        "max",
-                        "p50 / lock",
-                        "cmds/acq",
-                        "PING p50",
-                        "errors",
-                    ],
-                ),
-                ScenarioKind::ReadMostly => (
-                    format!(
-                    "read-mostly: {} waiters over {} clients on one name, {} writes, hold {} ms, \
-                         {:.1} s each",
-                    s.waiters,
-                    s.clients.min(s.waiters),
-                    fmt_percent(s.write_ratio),
-                    s.hold_ms,
-                    s.duration_s
-                ),
-                    &[
-                        "contender",
-                        "ops/s",
-                        "reads/s",
-                        "writes/s",
-                        "read p50",
-                        "p99",
-                        "write p50",
-                        "p99",
-                        "cmds/op",
-                        "PING p50",
-                        "errors",
-                    ],
-                ),
-            };
-        let mut table = Table::new(header);
-        let lock_p50 = rows
-            .iter()
-            .find(|r| r.contender == ContenderKind::Lock)
-            .and_then(|r| r.acquire_release.map(|l| l.p50_us));
-        for r in rows {
-            let name = r.contender.name().to_string();
-            let lat = |l: &Option<Latency>, pick: fn(&Latency) -> (f64, Option<f64>)| {
-                l.as_ref().map_or_else(
-                    || "-".to_string(),
-                    |l| {
-                        let (v, x) = pick(l);
-                        fmt_lat(v, x)
-                    },
-                )
-            };
-            let p50 = |l: &Latency| (l.p50_us, l.p50_x_ping);
-            let p99 = |l: &Latency| (l.p99_us, l.p99_x_ping);
-            let max = |l: &Latency| (l.max_us, l.max_x_ping);
-            let ping = r.ping_p50_us.map_or_else(|| "-".into(), fmt_us);
-            let cmds = r
-                .commands
-                .per_acquisition
-                .map_or_else(|| "-".into(), |c| format!("{c:.2}"));
-            let errors = r.errors.to_string();
-            let rate = r.acquisitions_per_s.map_or_else(|| "-".into(), fmt_rate);
-            let row = match scenario {
-                ScenarioKind::Uncontended | ScenarioKind::Topology => vec![
-                    name,
-                    rate,
-                    lat(&r.acquire, p50),
-                    lat(&r.acquire, p99),
-                    lat(&r.acquire, max),
-                    lat(&r.acquire_release, p50),
-                    lat(&r.acquire_release, p99),
-                    cmds,
-                    ping,
-                    errors,
-                ],
-                ScenarioKind::Contended | ScenarioKind::Semaphore => {
-                    let (jain, ratio, longest) = r.fairness.as_ref().map_or_else(
-                        || ("-".into(), "-".into(), "-".into()),
-                        |f| {
-                            (
-                                format!("{:.3}", f.jain_index),
-                                format!("{:.2}", f.min_max_ratio),
-                                fmt_us(f.longest_wait_us),
-                            )
-                        },
-                    );
-                    vec![
-                        name,
-                        rate,
-                        lat(&r.acquire, p50),
-                        lat(&r.acquire, p99),
-                        longest,
-                        jain,
-                        ratio,
-                        cmds,
-                        ping,
-                        errors,
-                    ]
-                }
-                ScenarioKind::Multi => vec![
-                    name,
-                    rate,
-                    lat(&r.acquire_release, p50),
-                    lat(&r.acquire_release, p99),
-                    lat(&r.acquire_release, max),
-                    times(r.acquire_release.map(|l| l.p50_us), lock_p50),
-                    cmds,
-                    ping,
-                    errors,
-                ],
-                ScenarioKind::Handoff => vec![
-                    name,
-                    r.rounds.unwrap_or(0).to_string(),
-                    lat(&r.handoff, p50),
-                    lat(&r.handoff, p99),
-                    lat(&r.handoff, max),
-                    cmds,
-                    ping,
-                    errors,
-                ],
-                ScenarioKind::Idle => {
-                    let per = r
-                        .commands
-                        .per_waiter_per_s
-                        .map_or_else(|| "-".into(), |c| format!("{c:.1}"));
-                    let sent: Vec<String> = r
-                        .commands
-                        .counted_names
-                        .iter()
-                        .filter_map(|n| r.commands.by_command.get(n).map(|c| format!("{n} {c}")))
-                        .collect();
-                    let sent = if sent.is_empty() {
-                        "none".to_string()
-                    } else {
-                        sent.join(", ")
-                    };
-                    vec![name, per, sent, errors]
-                }
-                ScenarioKind::ReadMostly => {
-                    let rw = r.read_write.as_ref();
-                    let per_s = |pick: fn(&ReadWrite) -> f64| {
-                        rw.map_or_else(|| "-".into(), |m| fmt_rate(pick(m)))
-                    };
-                    let read = rw.and_then(|m| m.read_acquire);
-                    let write = rw.and_then(|m| m.write_acquire);
-                    vec![
-                        name,
-                        rate,
-                        per_s(|m| m.reads_per_s),
-                        per_s(|m| m.writes_per_s),
-                        lat(&read, p50),
-                        lat(&read, p99),
-                        lat(&write, p50),
-                        lat(&write, p99),
-                        cmds,
-                        ping,
-                        errors,
-                    ]
-                }
-            };
-            table.row(row);
-        }
-        let mut out = format!("{title}\n{}", table.render());
-        let summary = match scenario {
-            ScenarioKind::ReadMostly => rw_over_lock(rows),
-            ScenarioKind::Semaphore => sem_over_poll(rows),
-            ScenarioKind::Multi => redlock_over_rslock(rows),
-            _ => None,
-        };
-        if let Some(line) = summary {
-            out.push_str(&line);
-            out.push('\n');
-        }
-        if scenario == ScenarioKind::Multi {
-            out.push_str(&self.skipped_in(scenario));
-        }
-        out
-    }
-
-    /// The topology scenario: a throughput table and a hand-off table, a row
-    /// per deployment, each with its figures over the standalone row's.
-    fn topology_section(&self, rows: &[&RunResult]) -> String {
-        let s = &self.settings;
-        let beside = match &self.redis.topology {
-            Some(t) => {
-                let n = u32::try_from(t.masters.len()).unwrap_or(u32::MAX);
-                let what = match t.topology {
-                    Topology::Cluster => format!("a Redis Cluster of {n} master{}", plural(n)),
-                    _ => format!(
-                        "the master {} ({}) named by {} Sentinel{}",
-                        t.master_name.as_deref().unwrap_or("?"),
-                        t.masters.join(", "),
-                        t.urls.len(),
-                        if t.urls.len() == 1 { "" } else { "s" }
-                    ),
-                };
-                format!(
-                    "beside {what}, Redis {} ({}{}: {})",
-                    t.version,
-                    if t.embedded { "embedded; " } else { "" },
-                    if t.topology == Topology::Cluster {
-                        "seeds"
-                    } else {
-                        "Sentinels"
-                    },
-                    t.urls.join(", ")
-                )
+    /// Whether a section shown notes `contender` as left out: the one
+    /// scenario that measures it shows, and notes its own skipped rows.
+    fn skipped_noted_in_a_section(&self, contender: ContenderKind) -> bool {
+        let mut measuring = scenarios::all().filter(|s| s.measures(contender));
+        match (measuring.next(), measuring.next()) {
+            (Some(only), None) => {
+                only.notes_own_skipped() && self.results.iter().any(|r| r.scenario == only.kind())
             }
-            None => "alone (no --topology given)".to_string(),
-        };
-        let mut out =
-            format!("topology: deadbolt's Lock on the standalone server (server 1) {beside}\n");
-        let of = |m: TopologyMeasure| -> Vec<&RunResult> {
-            rows.iter()
-                .copied()
-                .filter(|r| r.topology.as_ref().is_some_and(|t| t.measure == m))
-                .collect()
-        };
-        let label = |r: &RunResult| {
-            r.topology
-                .as_ref()
-                .map_or_else(|| r.contender.name().to_string(), |t| t.label.clone())
-        };
-        let vs = |r: &RunResult, pick: fn(&VsStandalone) -> Option<f64>| {
-            r.topology
-                .as_ref()
-                .and_then(|t| t.vs_standalone.as_ref())
-                .and_then(pick)
-                .map_or_else(|| "-".to_string(), |x| format!("{x:.2}×"))
-        };
-        let lat = |l: Option<Latency>, pick: fn(&Latency) -> (f64, Option<f64>)| {
-            l.map_or_else(
-                || "-".to_string(),
-                |l| {
-                    let (v, x) = pick(&l);
-                    fmt_lat(v, x)
-                },
-            )
-        };
-        let p50 = |l: &Latency| (l.p50_us, l.p50_x_ping);
-        let p99 = |l: &Latency| (l.p99_us, l.p99_x_ping);
-        let max = |l: &Latency| (l.max_us, l.max_x_ping);
-        let common = |r: &RunResult| {
-            [
-                r.commands
-                    .per_acquisition
-                    .map_or_else(|| "-".into(), |c| format!("{c:.2}")),
-                r.ping_p50_us.map_or_else(|| "-".into(), fmt_us),
-                r.errors.to_string(),
-            ]
-        };
-        let throughput = of(TopologyMeasure::Throughput);
-        if !throughput.is_empty() {
-            let mut table = Table::new(&[
-                "where",
-                "acq/s",
-                "vs standalone",
-                "lock+unlock p50",
-                "p99",
-                "p50 vs standalone",
-                "p99 vs standalone",
-                "cmds/acq",
-                "PING p50",
-                "errors",
-            ]);
-            for r in &throughput {
-                let mut row = vec![
-                    label(r),
-                    r.acquisitions_per_s.map_or_else(|| "-".into(), fmt_rate),
-                    vs(r, |v| v.acquisitions_per_s),
-                    lat(r.acquire_release, p50),
-                    lat(r.acquire_release, p99),
-                    vs(r, |v| v.p50),
-                    vs(r, |v| v.p99),
-                ];
-                row.extend(common(r));
-                table.row(row);
-            }
-            let _ = write!(
-                out,
-                "  throughput: {} task{} on one client, each taking and giving back its {} names \
-                 in turn, {:.1} s per row\n{}",
-                s.tasks,
-                plural(s.tasks),
-                TOPOLOGY_NAMES_PER_TASK,
-                s.duration_s,
-                table.render()
-            );
+            _ => false,
         }
-        let handoff = of(TopologyMeasure::Handoff);
-        if !handoff.is_empty() {
-            let mut table = Table::new(&[
-                "where",
-                "rounds",
-                "hand-off p50",
-                "p99",
-                "max",
-                "p50 vs standalone",
-                "p99 vs standalone",
-                "cmds/acq",
-                "PING p50",
-                "errors",
-            ]);
-            for r in &handoff {
-                let mut row = vec![
-                    label(r),
-                    r.rounds.unwrap_or(0).to_string(),
-                    lat(r.handoff, p50),
-                    lat(r.handoff, p99),
-                    lat(r.handoff, max),
-                    vs(r, |v| v.p50),
-                    vs(r, |v| v.p99),
-                ];
-                row.extend(common(r));
-                table.row(row);
-            }
-            let _ = write!(
-                out,
-                "  hand-off: release → next holder on another client, up to {} rounds or {:.1} s \
-                 per row\n{}",
-                s.rounds,
-                s.duration_s,
-                table.render()
-            );
-        }
-        if self.redis.topology.is_some() {
-            out.push_str(
-                "a cluster or Sentinel row's PING p50 is to the master of its first name, its \
-                 cmds/acq over every master\n",
-            );
-        }
-        out
     }
 
     /// One line per reason for the contenders of `scenario` that were left
     /// out ("redlock, rslock-3 skipped: needs 3 servers: ...").
-    fn skipped_in(&self, scenario: ScenarioKind) -> String {
+    pub(crate) fn skipped_in(&self, scenario: ScenarioKind) -> String {
         let mut reasons: Vec<(&str, Vec<&str>)> = Vec::new();
         for s in self
             .skipped
@@ -1131,262 +714,33 @@ pub(crate) fn plural(n: u32) -> &'static str {
     }
 }
 
-/// The columns of the scenarios where many waiters take one name (a lock,
-/// or a semaphore's permits).
-const WAITERS_HEADER: &[&str] = &[
-    "contender",
-    "acq/s",
-    "acquire p50",
-    "p99",
-    "longest wait",
-    "Jain",
-    "least/most",
-    "cmds/acq",
-    "PING p50",
-    "errors",
-];
-
-/// `a` over `b` as "2.41×", or "-" when either is missing or `b` is 0.
-fn times(a: Option<f64>, b: Option<f64>) -> String {
-    match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
-        _ => "-".to_string(),
-    }
-}
-
-/// The semaphore summary: deadbolt's `Semaphore` over the polling one, when
-/// both ran ("sem / sem-poll: 3.10× the acq/s; acquire p50 0.20×, p99
-/// 0.05×, cmds/acq 0.40×").
-fn sem_over_poll(rows: &[&RunResult]) -> Option<String> {
-    let find = |kind| rows.iter().find(|r| r.contender == kind);
-    let (sem, poll) = (find(ContenderKind::Sem)?, find(ContenderKind::SemPoll)?);
-    let lat = |r: &RunResult, pick: fn(&Latency) -> f64| r.acquire.as_ref().map(pick);
-    Some(format!(
-        "sem / sem-poll: {} the acq/s; acquire p50 {}, p99 {}, cmds/acq {}",
-        times(sem.acquisitions_per_s, poll.acquisitions_per_s),
-        times(lat(sem, |l| l.p50_us), lat(poll, |l| l.p50_us)),
-        times(lat(sem, |l| l.p99_us), lat(poll, |l| l.p99_us)),
-        times(sem.commands.per_acquisition, poll.commands.per_acquisition),
-    ))
-}
-
-/// The multi summary: deadbolt's `Redlock` over rslock on the same servers,
-/// when both ran ("redlock / rslock-3: lock+unlock p50 0.80×, p99 0.50×;
-/// 1.25× the acq/s, cmds/acq 1.00×").
-fn redlock_over_rslock(rows: &[&RunResult]) -> Option<String> {
-    let find = |kind| rows.iter().find(|r| r.contender == kind);
-    let (red, rs) = (find(ContenderKind::Redlock)?, find(ContenderKind::Rslock3)?);
-    let lat = |r: &RunResult, pick: fn(&Latency) -> f64| r.acquire_release.as_ref().map(pick);
-    Some(format!(
-        "redlock / rslock-3: lock+unlock p50 {}, p99 {}; {} the acq/s, cmds/acq {}",
-        times(lat(red, |l| l.p50_us), lat(rs, |l| l.p50_us)),
-        times(lat(red, |l| l.p99_us), lat(rs, |l| l.p99_us)),
-        times(red.acquisitions_per_s, rs.acquisitions_per_s),
-        times(red.commands.per_acquisition, rs.commands.per_acquisition),
-    ))
-}
-
-/// Whether only the multi scenario measures `contender` (its skipped note is
-/// then under that table).
-fn only_in_multi(contender: ContenderKind) -> bool {
-    ScenarioKind::ALL
-        .into_iter()
-        .all(|s| (s == ScenarioKind::Multi) == s.measures(contender))
-}
-
-/// The read-mostly summary: the `RwLock`'s figures over the `Lock`'s, when
-/// both ran ("rw / lock: 2.41× the ops/s; read p50 0.38×, write p50
-/// 1.20×").
-fn rw_over_lock(rows: &[&RunResult]) -> Option<String> {
-    let find = |kind| rows.iter().find(|r| r.contender == kind);
-    let (rw, lock) = (find(ContenderKind::Rw)?, find(ContenderKind::Lock)?);
-    let p50 = |r: &RunResult, write: bool| {
-        r.read_write.as_ref().and_then(|m| {
-            if write {
-                m.write_acquire
-            } else {
-                m.read_acquire
-            }
-            .map(|l| l.p50_us)
-        })
-    };
-    Some(format!(
-        "rw / lock: {} the ops/s; read p50 {}, write p50 {}",
-        times(rw.acquisitions_per_s, lock.acquisitions_per_s),
-        times(p50(rw, false), p50(lock, false)),
-        times(p50(rw, true), p50(lock, true)),
-    ))
-}
-
 /// What the columns mean and which way is better, for the scenarios shown.
 fn legend(shown: &[ScenarioKind]) -> String {
-    use ScenarioKind::{
-        Contended, Handoff, Idle, Multi, ReadMostly, Semaphore, Topology, Uncontended,
-    };
-    let any = |kinds: &[ScenarioKind]| kinds.iter().any(|k| shown.contains(k));
-    let entries: [(bool, &str, &str); 19] = [
-        (
-            any(&[
-                Uncontended,
-                Contended,
-                Handoff,
-                ReadMostly,
-                Semaphore,
-                Multi,
-                Topology,
-            ]),
-            "N.N×",
-            "latency over the PING p50 of the same run (1× = one round trip); lower is better",
-        ),
-        (
-            any(&[Uncontended, Contended, Semaphore, Multi, Topology]),
-            "acq/s",
-            "acquisitions per second, all workers together; higher is better (see least/most)",
-        ),
-        (
-            any(&[Contended, Semaphore]),
-            "longest wait",
-            "the longest single wait for the lock (or a permit); lower is better",
-        ),
-        (
-            any(&[Contended, Semaphore]),
-            "Jain",
-            "Jain's index of acquisitions per waiter: 1 = equal, 1/n = one got all; higher is better",
-        ),
-        (
-            any(&[Contended, Semaphore]),
-            "least/most",
-            "least-served waiter's acquisitions over the most-served's: 0.00 = one starved; higher is better",
-        ),
-        (
-            any(&[Uncontended, Contended, Handoff, Semaphore, Multi, Topology]),
-            "cmds/acq",
-            "commands the clients sent per acquisition (not those inside scripts; multi: to all \
-             its servers); lower is better",
-        ),
-        (
-            any(&[Uncontended, Multi, Topology]),
-            "lock+unlock",
-            "one acquire and its release, back to back; lower is better",
-        ),
-        (
-            any(&[Multi]),
-            "p50 / lock",
-            "the lock+unlock p50 over the single Lock's in the same table; lower is better",
-        ),
-        (
-            any(&[Multi]),
-            "redlock / rslock-3",
-            "deadbolt's Redlock's figure over rslock's on the same servers: above 1× for acq/s, \
-             below 1× for latencies and cmds/acq is deadbolt's ahead",
-        ),
-        (
-            any(&[Handoff, Topology]),
-            "hand-off",
-            "from the start of the release to the waiter holding the lock; lower is better",
-        ),
-        (
-            any(&[Idle]),
-            "cmds/waiter/s",
-            "commands per blocked waiter per second (0: it waits for a message); lower is better",
-        ),
-        (
-            any(&[ReadMostly]),
-            "ops/s",
-            "reads plus writes per second, all waiters together (reads/s and writes/s split it); \
-             higher is better",
-        ),
-        (
-            any(&[ReadMostly]),
-            "read p50",
-            "time a read waited for the lock (write p50: a write); the Lock makes reads wait \
-             like writes; lower is better",
-        ),
-        (
-            any(&[ReadMostly]),
-            "cmds/op",
-            "commands the clients sent per read or write (not those inside scripts); lower is better",
-        ),
-        (
-            any(&[ReadMostly]),
-            "rw / lock",
-            "the RwLock's figure over the Lock's in the same run: above 1× for ops/s, below 1× \
-             for latencies is the RwLock ahead",
-        ),
-        (
-            any(&[Semaphore]),
-            "sem / sem-poll",
-            "deadbolt's Semaphore's figure over the polling one's in the same run: above 1× for \
-             acq/s, below 1× for latencies and cmds/acq is the Semaphore ahead",
-        ),
-        (
-            any(&[Topology]),
-            "where",
-            "the deployment a topology row ran on: standalone is server 1; cluster, 1 master: \
-             every name in one master's slots; cluster, N masters: each task's names spread \
-             evenly over the masters",
-        ),
-        (
-            any(&[Topology]),
-            "vs standalone",
-            "the row's figure over the standalone row's in the same run: above 1× for acq/s, \
-             below 1× for latencies is the topology ahead",
-        ),
-        (
-            any(&[
-                Uncontended,
-                Contended,
-                Handoff,
-                ReadMostly,
-                Semaphore,
-                Multi,
-                Topology,
-            ]),
-            "PING p50",
-            "the round-trip floor during that run (to server 1); a high one means a loaded \
-             machine",
-        ),
-    ];
-    let shown: Vec<(&str, &str)> = entries
-        .into_iter()
-        .filter(|(applies, _, _)| *applies)
-        .map(|(_, term, text)| (term, text))
-        .collect();
-    if shown.is_empty() {
-        return String::new();
-    }
-    let width = shown
-        .iter()
-        .map(|(t, _)| t.chars().count())
-        .max()
-        .unwrap_or(0);
-    let mut out = String::from("\nHow to read it:\n");
-    for (term, text) in shown {
-        let pad = width - term.chars().count();
-        let _ = writeln!(out, "  {term}{}  {text}", " ".repeat(pad));
-    }
-    out
+    scenarios::legend::render(shown.iter().map(|k| scenarios::get(*k)))
 }
 
 /// An aligned plain-text table: first column left-aligned, the rest right-aligned.
-struct Table {
+pub(crate) struct Table {
     header: Vec<String>,
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
-    fn new(header: &[&str]) -> Table {
+    /// A table with these column headings.
+    pub(crate) fn new(header: &[&str]) -> Table {
         Table {
             header: header.iter().map(|h| (*h).to_string()).collect(),
             rows: Vec::new(),
         }
     }
 
-    fn row(&mut self, row: Vec<String>) {
+    /// Add a row, one cell per column.
+    pub(crate) fn row(&mut self, row: Vec<String>) {
         self.rows.push(row);
     }
 
-    fn render(&self) -> String {
+    /// The table as text: headings, a rule, the rows.
+    pub(crate) fn render(&self) -> String {
         let cols = self.header.len();
         let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
         for r in &self.rows {
@@ -1435,7 +789,8 @@ pub(crate) fn fmt_us(us: f64) -> String {
     }
 }
 
-fn fmt_lat(us: f64, x_ping: Option<f64>) -> String {
+/// A latency and its multiple of PING: `100 µs 2.1×`, `56.0 ms 832×`.
+pub(crate) fn fmt_lat(us: f64, x_ping: Option<f64>) -> String {
     match x_ping {
         Some(x) if x < 10.0 => format!("{} {x:.1}×", fmt_us(us)),
         Some(x) => format!("{} {x:.0}×", fmt_us(us)),
@@ -1444,7 +799,7 @@ fn fmt_lat(us: f64, x_ping: Option<f64>) -> String {
 }
 
 /// A share as a percentage: `10%`, `12.5%`.
-fn fmt_percent(share: f64) -> String {
+pub(crate) fn fmt_percent(share: f64) -> String {
     let pct = share * 100.0;
     if (pct - pct.round()).abs() < 1e-9 {
         format!("{pct:.0}%")

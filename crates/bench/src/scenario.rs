@@ -1,4 +1,7 @@
-//! The seven scenarios, each run for one contender at a time.
+//! The machinery the scenarios (`crate::scenarios`) share: the run's
+//! [`Env`], worker tallies, exclusion checks, and the runs more than one
+//! scenario makes (distinct names, many waiters on one name, hand-off
+//! rounds).
 //!
 //! Every run opens its own clients, takes an `INFO commandstats` snapshot
 //! before and after its window (the multi scenario: of every server, added
@@ -15,43 +18,32 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context as _};
 use futures::future::BoxFuture;
 use hdrhistogram::Histogram;
-use rand::rngs::StdRng;
-use rand::{Rng as _, SeedableRng as _};
 use redis::aio::MultiplexedConnection;
-use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::{timeout, timeout_at, Instant};
 
 use crate::args::{BenchArgs, ScenarioKind};
 use crate::contender::{Contender, ContenderClient, Held, LockHandle};
 use crate::progress::Progress;
-use crate::report::{fmt_rate, fmt_us, Commands, Fairness, Latency, ReadWrite, RunResult};
+use crate::report::{fmt_rate, fmt_us, Commands, Fairness, Latency, RunResult};
+use crate::scenarios;
 use crate::stats::{self, float, histogram, record, summarize, Pinger};
 use crate::topology::Site;
 
 /// Bound on any wait beyond the planned time: catches hangs, never speed.
-const HANG: Duration = Duration::from_secs(20);
+pub(crate) const HANG: Duration = Duration::from_secs(20);
 /// Errors in a row after which a worker gives up and the run fails.
 const MAX_ERRORS_IN_A_ROW: u32 = 50;
-/// Idle: time for the waiters to make their first tries (and subscribe)
-/// before their commands are counted.
-const IDLE_SETTLE: Duration = Duration::from_millis(250);
 /// Hand-off: the holder holds at least this long after the waiter started,
 /// so the waiter is waiting when the release comes.
 const HANDOFF_HOLD: Duration = Duration::from_millis(3);
 /// Hand-off: random extra hold for contenders that do not poll.
 pub(crate) const EVENT_JITTER: Duration = Duration::from_millis(2);
-/// Read-mostly: waiter `i` draws reads and writes from a generator seeded
-/// with this plus `i`, so every contender gets the same sequences.
-const READ_MOSTLY_SEED: u64 = 0x6465_6164_626f_6c74;
 
 /// How long a run of `scenario` is planned to take (for progress and its
 /// ETA); the hand-off scenario may end sooner, after `--rounds`.
 pub(crate) fn planned(args: &BenchArgs, scenario: ScenarioKind) -> Duration {
-    match scenario {
-        ScenarioKind::Idle => IDLE_SETTLE + args.idle_time,
-        _ => args.duration,
-    }
+    scenarios::get(scenario).planned(args)
 }
 
 /// What every run needs: the servers, the flags, and where results go.
@@ -81,7 +73,7 @@ impl Env<'_> {
         &self.urls[0]
     }
 
-    fn name(
+    pub(crate) fn name(
         &self,
         scenario: ScenarioKind,
         c: &dyn Contender,
@@ -96,7 +88,7 @@ impl Env<'_> {
     }
 
     /// Server 1's commands so far.
-    async fn snapshot(&mut self) -> anyhow::Result<BTreeMap<String, u64>> {
+    pub(crate) async fn snapshot(&mut self) -> anyhow::Result<BTreeMap<String, u64>> {
         stats::commandstats(&mut self.stats).await
     }
 
@@ -117,14 +109,14 @@ impl Env<'_> {
         &mut self,
         scenario: ScenarioKind,
     ) -> anyhow::Result<BTreeMap<String, u64>> {
-        if scenario == ScenarioKind::Multi {
+        if scenarios::get(scenario).counts_every_server() {
             self.snapshot_all().await
         } else {
             self.snapshot().await
         }
     }
 
-    async fn connect(
+    pub(crate) async fn connect(
         &self,
         c: &dyn Contender,
         n: u32,
@@ -148,7 +140,7 @@ impl Env<'_> {
     /// commands counters, stop the pinger and the clients. Returns the
     /// workers' results, the elapsed time since `start`, the counters after,
     /// and the PING p50 and count.
-    async fn finish_run<T: 'static>(
+    pub(crate) async fn finish_run<T: 'static>(
         &mut self,
         scenario: ScenarioKind,
         set: JoinSet<anyhow::Result<T>>,
@@ -183,43 +175,6 @@ impl Env<'_> {
     }
 }
 
-/// Run `scenario` for contender `c`, with the sizes of the flags.
-///
-/// # Cancel safety
-/// Dropping it drops the run's workers and clients; holds they had end by
-/// their contender's own means (deadbolt's releaser, or the lease).
-pub(crate) async fn run(
-    env: &mut Env<'_>,
-    c: &dyn Contender,
-    scenario: ScenarioKind,
-) -> anyhow::Result<RunResult> {
-    match scenario {
-        ScenarioKind::Uncontended | ScenarioKind::Multi => distinct_names(env, c, scenario).await,
-        // Several rows, each pushed as it ends: see `topology::run`.
-        ScenarioKind::Topology => bail!("the topology scenario runs through topology::run"),
-        ScenarioKind::Contended => {
-            let w = env.args.waiters;
-            contended(env, c, w, env.args.clients.min(w)).await
-        }
-        ScenarioKind::Handoff => handoff(env, c).await,
-        ScenarioKind::Idle => idle(env, c).await,
-        ScenarioKind::ReadMostly => read_mostly(env, c).await,
-        ScenarioKind::Semaphore => {
-            let w = env.args.waiters;
-            let permits = env.args.permits;
-            many_waiters(
-                env,
-                c,
-                ScenarioKind::Semaphore,
-                w,
-                env.args.clients.min(w),
-                u64::from(permits),
-            )
-            .await
-        }
-    }
-}
-
 /// One worker's counts.
 #[derive(Debug, Default)]
 pub(crate) struct Tally {
@@ -230,13 +185,13 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    fn ok(&mut self) {
+    pub(crate) fn ok(&mut self) {
         self.acquisitions += 1;
         self.in_a_row = 0;
     }
 
     /// Count an error; fail when there were too many in a row.
-    fn error(&mut self, e: anyhow::Error) -> anyhow::Result<()> {
+    pub(crate) fn error(&mut self, e: anyhow::Error) -> anyhow::Result<()> {
         self.errors += 1;
         self.in_a_row += 1;
         if self.first_error.is_none() {
@@ -248,7 +203,7 @@ impl Tally {
         Ok(())
     }
 
-    fn merge(&mut self, other: &Tally) {
+    pub(crate) fn merge(&mut self, other: &Tally) {
         self.acquisitions += other.acquisitions;
         self.errors += other.errors;
         if self.first_error.is_none() {
@@ -274,20 +229,20 @@ const EXCLUSIVE_MASK: u64 = SHARED - 1;
 
 impl Exclusion {
     /// A holder got the lock.
-    fn enter(&self) {
+    pub(crate) fn enter(&self) {
         if self.0 .0.fetch_add(1, Ordering::SeqCst) > 0 {
             self.0 .1.fetch_add(1, Ordering::SeqCst);
         }
     }
 
     /// A holder is about to release it (before the release is sent).
-    fn leave(&self) {
+    pub(crate) fn leave(&self) {
         self.0 .0.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// A holder got the lock, shared with other shared holders when
     /// `shared`, else as [`Exclusion::enter`].
-    fn enter_as(&self, shared: bool) {
+    pub(crate) fn enter_as(&self, shared: bool) {
         if !shared {
             return self.enter();
         }
@@ -297,7 +252,7 @@ impl Exclusion {
     }
 
     /// The holder of [`Exclusion::enter_as`] is about to release it.
-    fn leave_as(&self, shared: bool) {
+    pub(crate) fn leave_as(&self, shared: bool) {
         if shared {
             self.0 .0.fetch_sub(SHARED, Ordering::SeqCst);
         } else {
@@ -342,7 +297,7 @@ impl Capacity {
 /// `acquire_read()`), bounded by the run's end plus [`HANG`]: `None` when it
 /// failed (counted in `tally`), an error when it hung or failed too often in
 /// a row.
-async fn acquire_bounded(
+pub(crate) async fn acquire_bounded(
     acquire: BoxFuture<'_, anyhow::Result<Box<dyn Held>>>,
     deadline: Instant,
     tally: &mut Tally,
@@ -367,7 +322,7 @@ pub(crate) async fn join_all<T: 'static>(
     Ok(out)
 }
 
-fn commands(
+pub(crate) fn commands(
     c: &dyn Contender,
     before: &BTreeMap<String, u64>,
     after: &BTreeMap<String, u64>,
@@ -506,7 +461,7 @@ pub(crate) async fn lock_unlock(
 /// uncontended), or the same with locks over many keys or servers (multi:
 /// a name is a `MultiLock`'s three names, or one name on each of a Redlock's
 /// servers).
-async fn distinct_names(
+pub(crate) async fn distinct_names(
     env: &mut Env<'_>,
     c: &dyn Contender,
     scenario: ScenarioKind,
@@ -547,26 +502,17 @@ async fn distinct_names(
     Ok(result)
 }
 
-/// W waiters over C clients on one name, each holding it `--hold`.
-pub(crate) async fn contended(
-    env: &mut Env<'_>,
-    c: &dyn Contender,
-    waiters: u32,
-    clients_n: u32,
-) -> anyhow::Result<RunResult> {
-    many_waiters(env, c, ScenarioKind::Contended, waiters, clients_n, 1).await
-}
-
 /// W waiters over C clients on one name, each taking it (a lock, or one
 /// permit of a semaphore: see [`ContenderClient::prepare`]), holding it
-/// `--hold` and giving it back, for `--duration`. More than `limit` holders
-/// at once counts as a violation.
+/// `--hold` and giving it back, for `--duration`, under a progress bar named
+/// `label`. More than `limit` holders at once counts as a violation.
 ///
 /// [`ContenderClient::prepare`]: crate::contender::ContenderClient::prepare
-async fn many_waiters(
+pub(crate) async fn many_waiters(
     env: &mut Env<'_>,
     c: &dyn Contender,
     scenario: ScenarioKind,
+    label: String,
     waiters: u32,
     clients_n: u32,
     limit: u64,
@@ -586,16 +532,6 @@ async fn many_waiters(
     let capacity = Capacity::new(limit);
     let pinger = Pinger::start(env.url()).await?;
     let before = env.snapshot().await?;
-    let label = match scenario {
-        ScenarioKind::Semaphore => format!("semaphore×{waiters}/{limit} · {}", c.kind().name()),
-        // The --plot sweep's runs with one client per waiter, told apart
-        // from those over --clients clients.
-        _ if clients_n > args.clients => format!(
-            "contended×{waiters}, {clients_n} clients · {}",
-            c.kind().name()
-        ),
-        _ => format!("contended×{waiters} · {}", c.kind().name()),
-    };
     let bar = env.progress.start(&label, planned(args, scenario));
     let start = Instant::now();
     let deadline = start + args.duration;
@@ -670,161 +606,6 @@ async fn many_waiters(
         handoff: None,
         fairness: Some(fairness),
         read_write: None,
-        commands: cmds,
-        topology: None,
-    })
-}
-
-/// One read-mostly worker's results.
-#[derive(Debug)]
-struct MixWorker {
-    index: usize,
-    tally: Tally,
-    reads: u64,
-    writes: u64,
-    read_waits: Histogram<u64>,
-    write_waits: Histogram<u64>,
-}
-
-/// W waiters over C clients on one name, each operation a write with
-/// probability `--write-ratio` and else a read, holding it `--hold`. The
-/// read-write lock reads on its read side; every other contender takes its
-/// one lock for both. Waiter `i` draws from a generator seeded with
-/// [`READ_MOSTLY_SEED`] + `i`.
-async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult> {
-    let args = env.args;
-    let (hold, write_ratio) = (args.hold, args.write_ratio);
-    let waiters = args.waiters;
-    let clients_n = args.clients.min(waiters);
-    let clients = env.connect(c, clients_n).await?;
-    let name = env.name(ScenarioKind::ReadMostly, c, waiters);
-    let handles: Vec<_> = (0..waiters)
-        .zip(clients.iter().cycle())
-        .map(|(_, client)| client.handle(&name))
-        .collect();
-    let shared_reads = c.shared_reads();
-    let exclusion = Exclusion::default();
-    let pinger = Pinger::start(env.url()).await?;
-    let before = env.snapshot().await?;
-    let bar = env.progress.start(
-        &format!("read-mostly · {}", c.kind().name()),
-        planned(args, ScenarioKind::ReadMostly),
-    );
-    let start = Instant::now();
-    let deadline = start + args.duration;
-    let mut set = JoinSet::new();
-    for (index, h) in handles.into_iter().enumerate() {
-        let exclusion = exclusion.clone();
-        let seed = READ_MOSTLY_SEED.wrapping_add(u64::try_from(index).unwrap_or(u64::MAX));
-        set.spawn(async move {
-            let mut rng = StdRng::seed_from_u64(seed);
-            let mut w = MixWorker {
-                index,
-                tally: Tally::default(),
-                reads: 0,
-                writes: 0,
-                read_waits: histogram(),
-                write_waits: histogram(),
-            };
-            while Instant::now() < deadline {
-                let write = rng.random_bool(write_ratio);
-                let shared = shared_reads && !write;
-                let t0 = Instant::now();
-                let acquire = if write { h.acquire() } else { h.acquire_read() };
-                let Some(held) = acquire_bounded(acquire, deadline, &mut w.tally).await? else {
-                    continue;
-                };
-                let waits = if write {
-                    &mut w.write_waits
-                } else {
-                    &mut w.read_waits
-                };
-                record(waits, t0.elapsed());
-                exclusion.enter_as(shared);
-                if !hold.is_zero() {
-                    tokio::time::sleep(hold).await;
-                }
-                exclusion.leave_as(shared);
-                match held.release().await {
-                    Ok(()) => {
-                        w.tally.ok();
-                        if write {
-                            w.writes += 1;
-                        } else {
-                            w.reads += 1;
-                        }
-                    }
-                    Err(e) => w.tally.error(e)?,
-                }
-            }
-            Ok(w)
-        });
-    }
-    let (mut workers, elapsed, after, (ping_p50, sent)) = env
-        .finish_run(ScenarioKind::ReadMostly, set, start, pinger, &clients)
-        .await?;
-    workers.sort_by_key(|w| w.index);
-
-    let mut tally = Tally::default();
-    let (mut reads, mut writes) = (0u64, 0u64);
-    let (mut read_waits, mut write_waits, mut waits) = (histogram(), histogram(), histogram());
-    let mut per_worker = Vec::new();
-    for w in &workers {
-        tally.merge(&w.tally);
-        reads += w.reads;
-        writes += w.writes;
-        per_worker.push(w.tally.acquisitions);
-        for (into, from) in [
-            (&mut read_waits, &w.read_waits),
-            (&mut write_waits, &w.write_waits),
-        ] {
-            into.add(from).map_err(|e| anyhow!("{e}"))?;
-        }
-    }
-    waits.add(&read_waits).map_err(|e| anyhow!("{e}"))?;
-    waits.add(&write_waits).map_err(|e| anyhow!("{e}"))?;
-    let mut cmds = commands(c, &before, &after, sent);
-    cmds.per_acquisition = per(cmds.counted, tally.acquisitions);
-    let secs = elapsed.as_secs_f64();
-    let rate = float(tally.acquisitions) / secs;
-    let read_write = ReadWrite {
-        reads,
-        writes,
-        reads_per_s: float(reads) / secs,
-        writes_per_s: float(writes) / secs,
-        read_acquire: summarize(&read_waits, ping_p50),
-        write_acquire: summarize(&write_waits, ping_p50),
-    };
-    let fairness = Fairness {
-        jain_index: stats::jain(&per_worker),
-        min_max_ratio: stats::min_max_ratio(&per_worker),
-        longest_wait_us: float(waits.max()) / 1e3,
-        per_worker,
-    };
-    bar.finish(format!(
-        "{} ops/s ({} reads/s, {} writes/s)",
-        fmt_rate(rate),
-        fmt_rate(read_write.reads_per_s),
-        fmt_rate(read_write.writes_per_s)
-    ));
-    Ok(RunResult {
-        scenario: ScenarioKind::ReadMostly,
-        contender: c.kind(),
-        workers: waiters,
-        clients: clients_n,
-        elapsed_s: secs,
-        acquisitions: tally.acquisitions,
-        acquisitions_per_s: Some(rate),
-        rounds: None,
-        errors: tally.errors,
-        first_error: tally.first_error,
-        exclusion_violations: exclusion.violations(),
-        ping_p50_us: ping_p50,
-        acquire: summarize(&waits, ping_p50),
-        acquire_release: None,
-        handoff: None,
-        fairness: Some(fairness),
-        read_write: Some(read_write),
         commands: cmds,
         topology: None,
     })
@@ -959,147 +740,6 @@ pub(crate) async fn handoff_rounds(
     })
 }
 
-/// One holder on client A releases while one waiter on client B waits.
-///
-/// The holder holds for [`HANDOFF_HOLD`] plus a random extra of one poll
-/// period (or [`EVENT_JITTER`] for contenders that wait for events), so the
-/// release falls at a random phase of a poller's sleep.
-async fn handoff(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult> {
-    let args = env.args;
-    let clients = env.connect(c, 2).await?;
-    let name = env.name(ScenarioKind::Handoff, c, 0);
-    let holder = clients[0].handle(&name);
-    let waiter = clients[1].handle(&name);
-    let jitter = c.poll_period().unwrap_or(EVENT_JITTER);
-    let exclusion = Exclusion::default();
-    let pinger = Pinger::start(env.url()).await?;
-    let before = env.snapshot().await?;
-    let bar = env.progress.start(
-        &format!("handoff · {}", c.kind().name()),
-        planned(args, ScenarioKind::Handoff),
-    );
-    let start = Instant::now();
-    let deadline = start + args.duration;
-    let outcome = handoff_rounds(&holder, &waiter, jitter, args.rounds, deadline, &exclusion).await;
-    let elapsed = start.elapsed();
-    let after = env.snapshot().await;
-    let pings = env.finish_pinger(pinger).await;
-    shutdown(&clients).await;
-    let (after, (ping_p50, sent)) = (after?, pings?);
-    let (result, line) = outcome?.result(
-        ScenarioKind::Handoff,
-        c.kind(),
-        elapsed,
-        ping_p50,
-        exclusion.violations(),
-        commands(c, &before, &after, sent),
-    );
-    bar.finish(line);
-    Ok(result)
-}
-
-/// W waiters, spread over C clients, blocked on a held lock: what waiting costs Redis.
-async fn idle(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult> {
-    let args = env.args;
-    let waiters = args.idle_waiters;
-    let clients_n = args.clients.min(waiters);
-    let holder_client = env.connect(c, 1).await?;
-    let clients = env.connect(c, clients_n).await?;
-    let name = env.name(ScenarioKind::Idle, c, 0);
-    let holder = holder_client[0].handle(&name);
-    let held = match timeout(HANG, holder.acquire()).await {
-        Err(_) => bail!("the holder did not get a free lock in {HANG:?}"),
-        Ok(r) => r.context("the idle scenario's holder")?,
-    };
-    let exclusion = Exclusion::default();
-    exclusion.enter();
-    let (stop, stopped) = watch::channel(false);
-    let mut set = JoinSet::new();
-    for (_, client) in (0..waiters).zip(clients.iter().cycle()) {
-        let h = client.handle(&name);
-        let exclusion = exclusion.clone();
-        let mut stopped = stopped.clone();
-        set.spawn(async move {
-            let mut tally = Tally::default();
-            loop {
-                tokio::select! {
-                    r = h.acquire() => match r {
-                        // The holder never lets go while the waiters run.
-                        Ok(held) => {
-                            exclusion.enter();
-                            exclusion.leave();
-                            tally.ok();
-                            if let Err(e) = held.release().await {
-                                tally.error(e)?;
-                            }
-                        }
-                        Err(e) => tally.error(e)?,
-                    },
-                    () = stats::until_stopped(&mut stopped) => break,
-                }
-            }
-            Ok(tally)
-        });
-    }
-    let bar = env.progress.start(
-        &format!("idle · {}", c.kind().name()),
-        planned(args, ScenarioKind::Idle),
-    );
-    tokio::time::sleep(IDLE_SETTLE).await;
-    let measured = async {
-        let before = env.snapshot().await?;
-        let t0 = Instant::now();
-        tokio::time::sleep(args.idle_time).await;
-        let after = env.snapshot().await?;
-        anyhow::Ok((before, after, t0.elapsed()))
-    }
-    .await;
-    let _ = stop.send(true);
-    let workers = join_all(set).await;
-    exclusion.leave();
-    let released = held.release().await;
-    shutdown(&clients).await;
-    shutdown(&holder_client).await;
-    let (before, after, elapsed) = measured?;
-    let workers = workers?;
-
-    let mut tally = Tally::default();
-    for t in &workers {
-        tally.merge(t);
-    }
-    if let Err(e) = released {
-        tally.error(e.context("the idle scenario's holder"))?;
-    }
-    let mut cmds = commands(c, &before, &after, 0);
-    let waiter_seconds = f64::from(waiters) * elapsed.as_secs_f64();
-    cmds.per_waiter_per_s = Some(float(cmds.counted) / waiter_seconds);
-    bar.finish(format!(
-        "{:.1} commands per waiter per second",
-        cmds.per_waiter_per_s.unwrap_or(0.0)
-    ));
-    Ok(RunResult {
-        scenario: ScenarioKind::Idle,
-        contender: c.kind(),
-        workers: waiters,
-        clients: clients_n,
-        elapsed_s: elapsed.as_secs_f64(),
-        acquisitions: tally.acquisitions,
-        acquisitions_per_s: None,
-        rounds: None,
-        errors: tally.errors,
-        first_error: tally.first_error,
-        exclusion_violations: exclusion.violations(),
-        ping_p50_us: None,
-        acquire: None,
-        acquire_release: None,
-        handoff: None,
-        fairness: None,
-        read_write: None,
-        commands: cmds,
-        topology: None,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1143,15 +783,5 @@ mod tests {
         lock.enter();
         lock.enter();
         assert_eq!(lock.violations(), 1, "two holders of a lock");
-    }
-
-    #[test]
-    fn every_contender_gets_the_same_draws() {
-        let draws = |i: u64| {
-            let mut rng = StdRng::seed_from_u64(READ_MOSTLY_SEED.wrapping_add(i));
-            (0..64).map(|_| rng.random_bool(0.1)).collect::<Vec<_>>()
-        };
-        assert_eq!(draws(3), draws(3));
-        assert_ne!(draws(0), draws(1), "each waiter its own sequence");
     }
 }

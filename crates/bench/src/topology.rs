@@ -1,6 +1,7 @@
-//! The topology scenario: deadbolt's `Lock` on the standalone server beside
-//! a Redis Cluster or a master found through Sentinel (`--topology`), in one
-//! run.
+//! The topology scenario's deployments and rows: deadbolt's `Lock` on the
+//! standalone server beside a Redis Cluster or a master found through
+//! Sentinel (`--topology`), in one run. (Its selection, section and legend
+//! are in `scenarios/topology.rs`.)
 //!
 //! Rows, one run each, in this order: throughput on the standalone server,
 //! then on the topology (a cluster twice: every name on one master's slots,

@@ -1,0 +1,112 @@
+//! The legend under the table: its entry type, the entries several
+//! scenarios share, and how the entries of the scenarios shown are put
+//! together.
+
+use std::fmt::Write as _;
+
+use super::Scenario;
+
+/// One line of the legend: a column (or summary) and what it means.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    /// Place in the legend: entries are listed by rank, whichever scenario
+    /// brings them.
+    pub(crate) rank: u16,
+    /// The column heading or term.
+    pub(crate) term: &'static str,
+    /// What it means and which way is better.
+    pub(crate) text: &'static str,
+}
+
+/// The `N.N×` of every latency.
+pub(crate) const X_PING: Entry = Entry {
+    rank: 0,
+    term: "N.N×",
+    text: "latency over the PING p50 of the same run (1× = one round trip); lower is better",
+};
+
+/// The acquisition rate.
+pub(crate) const ACQ_S: Entry = Entry {
+    rank: 10,
+    term: "acq/s",
+    text: "acquisitions per second, all workers together; higher is better (see least/most)",
+};
+
+/// The longest wait of the many-waiter scenarios.
+pub(crate) const LONGEST_WAIT: Entry = Entry {
+    rank: 20,
+    term: "longest wait",
+    text: "the longest single wait for the lock (or a permit); lower is better",
+};
+
+/// Jain's fairness index.
+pub(crate) const JAIN: Entry = Entry {
+    rank: 30,
+    term: "Jain",
+    text: "Jain's index of acquisitions per waiter: 1 = equal, 1/n = one got all; higher is better",
+};
+
+/// The least- over the most-served waiter.
+pub(crate) const LEAST_MOST: Entry = Entry {
+    rank: 40,
+    term: "least/most",
+    text: "least-served waiter's acquisitions over the most-served's: 0.00 = one starved; higher \
+           is better",
+};
+
+/// Commands per acquisition.
+pub(crate) const CMDS_ACQ: Entry = Entry {
+    rank: 50,
+    term: "cmds/acq",
+    text: "commands the clients sent per acquisition (not those inside scripts; multi: to all \
+           its servers); lower is better",
+};
+
+/// An acquire and its release.
+pub(crate) const LOCK_UNLOCK: Entry = Entry {
+    rank: 60,
+    term: "lock+unlock",
+    text: "one acquire and its release, back to back; lower is better",
+};
+
+/// Release to the next holder.
+pub(crate) const HAND_OFF: Entry = Entry {
+    rank: 90,
+    term: "hand-off",
+    text: "from the start of the release to the waiter holding the lock; lower is better",
+};
+
+/// The PING floor of each run.
+pub(crate) const PING_P50: Entry = Entry {
+    rank: 1000,
+    term: "PING p50",
+    text: "the round-trip floor during that run (to server 1); a high one means a loaded machine",
+};
+
+/// What the columns mean and which way is better, for the scenarios shown:
+/// the entries of every one of them, each once, by rank.
+pub(crate) fn render<'a>(shown: impl IntoIterator<Item = &'a dyn Scenario>) -> String {
+    let mut entries: Vec<&Entry> = Vec::new();
+    for s in shown {
+        for e in s.legend() {
+            if !entries.iter().any(|have| have.term == e.term) {
+                entries.push(e);
+            }
+        }
+    }
+    if entries.is_empty() {
+        return String::new();
+    }
+    entries.sort_by_key(|e| e.rank);
+    let width = entries
+        .iter()
+        .map(|e| e.term.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut out = String::from("\nHow to read it:\n");
+    for e in entries {
+        let pad = width - e.term.chars().count();
+        let _ = writeln!(out, "  {}{}  {}", e.term, " ".repeat(pad), e.text);
+    }
+    out
+}

@@ -1,0 +1,339 @@
+//! The read-mostly scenario: deadbolt's `RwLock` beside its `Lock` on a mix
+//! of reads and `--write-ratio` writes.
+
+use anyhow::anyhow;
+use futures::future::BoxFuture;
+use hdrhistogram::Histogram;
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng as _};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::cells::{cmds, lat, p50, p99, ping, rate, times};
+use super::legend::{Entry, PING_P50, X_PING};
+use super::Scenario;
+use crate::args::{ContenderKind, ScenarioKind};
+use crate::contender::Contender;
+use crate::report::{fmt_percent, fmt_rate, Fairness, ReadWrite, Report, RunResult, Table};
+use crate::scenario::{acquire_bounded, commands, per, Env, Exclusion, Tally};
+use crate::stats::{self, float, histogram, record, summarize, Pinger};
+
+/// Waiter `i` draws reads and writes from a generator seeded with this plus
+/// `i`, so every contender gets the same sequences.
+const READ_MOSTLY_SEED: u64 = 0x6465_6164_626f_6c74;
+
+/// `--waiters` waiters over `--clients` clients on one name, each operation
+/// a write with probability `--write-ratio` and a read otherwise.
+#[derive(Debug)]
+pub(crate) struct ReadMostly;
+
+/// Reads plus writes per second.
+const OPS_S: Entry = Entry {
+    rank: 110,
+    term: "ops/s",
+    text: "reads plus writes per second, all waiters together (reads/s and writes/s split it); \
+           higher is better",
+};
+
+/// Time a read (a write) waited.
+const READ_P50: Entry = Entry {
+    rank: 120,
+    term: "read p50",
+    text: "time a read waited for the lock (write p50: a write); the Lock makes reads wait like \
+           writes; lower is better",
+};
+
+/// Commands per operation.
+const CMDS_OP: Entry = Entry {
+    rank: 130,
+    term: "cmds/op",
+    text: "commands the clients sent per read or write (not those inside scripts); lower is \
+           better",
+};
+
+/// The `RwLock`'s figures over the `Lock`'s.
+const RW_OVER_LOCK: Entry = Entry {
+    rank: 140,
+    term: "rw / lock",
+    text: "the RwLock's figure over the Lock's in the same run: above 1× for ops/s, below 1× for \
+           latencies is the RwLock ahead",
+};
+
+impl Scenario for ReadMostly {
+    fn kind(&self) -> ScenarioKind {
+        ScenarioKind::ReadMostly
+    }
+
+    fn name(&self) -> &'static str {
+        "read-mostly"
+    }
+
+    fn measures(&self, contender: ContenderKind) -> bool {
+        matches!(contender, ContenderKind::Lock | ContenderKind::Rw)
+    }
+
+    fn run_one<'a>(
+        &'a self,
+        env: &'a mut Env<'_>,
+        c: &'a dyn Contender,
+    ) -> BoxFuture<'a, anyhow::Result<RunResult>> {
+        Box::pin(read_mostly(env, c))
+    }
+
+    fn section(&self, report: &Report, rows: &[&RunResult]) -> String {
+        let s = &report.settings;
+        let mut table = Table::new(&[
+            "contender",
+            "ops/s",
+            "reads/s",
+            "writes/s",
+            "read p50",
+            "p99",
+            "write p50",
+            "p99",
+            "cmds/op",
+            "PING p50",
+            "errors",
+        ]);
+        for r in rows {
+            let rw = r.read_write.as_ref();
+            let per_s =
+                |pick: fn(&ReadWrite) -> f64| rw.map_or_else(|| "-".into(), |m| fmt_rate(pick(m)));
+            let read = rw.and_then(|m| m.read_acquire);
+            let write = rw.and_then(|m| m.write_acquire);
+            table.row(vec![
+                r.contender.name().to_string(),
+                rate(r),
+                per_s(|m| m.reads_per_s),
+                per_s(|m| m.writes_per_s),
+                lat(read, p50),
+                lat(read, p99),
+                lat(write, p50),
+                lat(write, p99),
+                cmds(r),
+                ping(r),
+                r.errors.to_string(),
+            ]);
+        }
+        let mut out = format!(
+            "read-mostly: {} waiters over {} clients on one name, {} writes, hold {} ms, {:.1} s \
+             each\n{}",
+            s.waiters,
+            s.clients.min(s.waiters),
+            fmt_percent(s.write_ratio),
+            s.hold_ms,
+            s.duration_s,
+            table.render()
+        );
+        if let Some(line) = rw_over_lock(rows) {
+            out.push_str(&line);
+            out.push('\n');
+        }
+        out
+    }
+
+    fn legend(&self) -> &'static [&'static Entry] {
+        &[
+            &X_PING,
+            &OPS_S,
+            &READ_P50,
+            &CMDS_OP,
+            &RW_OVER_LOCK,
+            &PING_P50,
+        ]
+    }
+}
+
+/// The read-mostly summary: the `RwLock`'s figures over the `Lock`'s, when
+/// both ran ("rw / lock: 2.41× the ops/s; read p50 0.38×, write p50
+/// 1.20×").
+fn rw_over_lock(rows: &[&RunResult]) -> Option<String> {
+    let find = |kind| rows.iter().find(|r| r.contender == kind);
+    let (rw, lock) = (find(ContenderKind::Rw)?, find(ContenderKind::Lock)?);
+    let p50 = |r: &RunResult, write: bool| {
+        r.read_write.as_ref().and_then(|m| {
+            if write {
+                m.write_acquire
+            } else {
+                m.read_acquire
+            }
+            .map(|l| l.p50_us)
+        })
+    };
+    Some(format!(
+        "rw / lock: {} the ops/s; read p50 {}, write p50 {}",
+        times(rw.acquisitions_per_s, lock.acquisitions_per_s),
+        times(p50(rw, false), p50(lock, false)),
+        times(p50(rw, true), p50(lock, true)),
+    ))
+}
+
+/// One read-mostly worker's results.
+#[derive(Debug)]
+struct MixWorker {
+    index: usize,
+    tally: Tally,
+    reads: u64,
+    writes: u64,
+    read_waits: Histogram<u64>,
+    write_waits: Histogram<u64>,
+}
+
+/// W waiters over C clients on one name, each operation a write with
+/// probability `--write-ratio` and else a read, holding it `--hold`. The
+/// read-write lock reads on its read side; every other contender takes its
+/// one lock for both. Waiter `i` draws from a generator seeded with
+/// [`READ_MOSTLY_SEED`] + `i`.
+async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult> {
+    let args = env.args;
+    let (hold, write_ratio) = (args.hold, args.write_ratio);
+    let waiters = args.waiters;
+    let clients_n = args.clients.min(waiters);
+    let clients = env.connect(c, clients_n).await?;
+    let name = env.name(ReadMostly.kind(), c, waiters);
+    let handles: Vec<_> = (0..waiters)
+        .zip(clients.iter().cycle())
+        .map(|(_, client)| client.handle(&name))
+        .collect();
+    let shared_reads = c.shared_reads();
+    let exclusion = Exclusion::default();
+    let pinger = Pinger::start(env.url()).await?;
+    let before = env.snapshot().await?;
+    let bar = env.progress.start(
+        &format!("read-mostly · {}", c.kind().name()),
+        ReadMostly.planned(args),
+    );
+    let start = Instant::now();
+    let deadline = start + args.duration;
+    let mut set = JoinSet::new();
+    for (index, h) in handles.into_iter().enumerate() {
+        let exclusion = exclusion.clone();
+        let seed = READ_MOSTLY_SEED.wrapping_add(u64::try_from(index).unwrap_or(u64::MAX));
+        set.spawn(async move {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut w = MixWorker {
+                index,
+                tally: Tally::default(),
+                reads: 0,
+                writes: 0,
+                read_waits: histogram(),
+                write_waits: histogram(),
+            };
+            while Instant::now() < deadline {
+                let write = rng.random_bool(write_ratio);
+                let shared = shared_reads && !write;
+                let t0 = Instant::now();
+                let acquire = if write { h.acquire() } else { h.acquire_read() };
+                let Some(held) = acquire_bounded(acquire, deadline, &mut w.tally).await? else {
+                    continue;
+                };
+                let waits = if write {
+                    &mut w.write_waits
+                } else {
+                    &mut w.read_waits
+                };
+                record(waits, t0.elapsed());
+                exclusion.enter_as(shared);
+                if !hold.is_zero() {
+                    tokio::time::sleep(hold).await;
+                }
+                exclusion.leave_as(shared);
+                match held.release().await {
+                    Ok(()) => {
+                        w.tally.ok();
+                        if write {
+                            w.writes += 1;
+                        } else {
+                            w.reads += 1;
+                        }
+                    }
+                    Err(e) => w.tally.error(e)?,
+                }
+            }
+            Ok(w)
+        });
+    }
+    let (mut workers, elapsed, after, (ping_p50, sent)) = env
+        .finish_run(ReadMostly.kind(), set, start, pinger, &clients)
+        .await?;
+    workers.sort_by_key(|w| w.index);
+
+    let mut tally = Tally::default();
+    let (mut reads, mut writes) = (0u64, 0u64);
+    let (mut read_waits, mut write_waits, mut waits) = (histogram(), histogram(), histogram());
+    let mut per_worker = Vec::new();
+    for w in &workers {
+        tally.merge(&w.tally);
+        reads += w.reads;
+        writes += w.writes;
+        per_worker.push(w.tally.acquisitions);
+        for (into, from) in [
+            (&mut read_waits, &w.read_waits),
+            (&mut write_waits, &w.write_waits),
+        ] {
+            into.add(from).map_err(|e| anyhow!("{e}"))?;
+        }
+    }
+    waits.add(&read_waits).map_err(|e| anyhow!("{e}"))?;
+    waits.add(&write_waits).map_err(|e| anyhow!("{e}"))?;
+    let mut cmds = commands(c, &before, &after, sent);
+    cmds.per_acquisition = per(cmds.counted, tally.acquisitions);
+    let secs = elapsed.as_secs_f64();
+    let rate = float(tally.acquisitions) / secs;
+    let read_write = ReadWrite {
+        reads,
+        writes,
+        reads_per_s: float(reads) / secs,
+        writes_per_s: float(writes) / secs,
+        read_acquire: summarize(&read_waits, ping_p50),
+        write_acquire: summarize(&write_waits, ping_p50),
+    };
+    let fairness = Fairness {
+        jain_index: stats::jain(&per_worker),
+        min_max_ratio: stats::min_max_ratio(&per_worker),
+        longest_wait_us: float(waits.max()) / 1e3,
+        per_worker,
+    };
+    bar.finish(format!(
+        "{} ops/s ({} reads/s, {} writes/s)",
+        fmt_rate(rate),
+        fmt_rate(read_write.reads_per_s),
+        fmt_rate(read_write.writes_per_s)
+    ));
+    Ok(RunResult {
+        scenario: ReadMostly.kind(),
+        contender: c.kind(),
+        workers: waiters,
+        clients: clients_n,
+        elapsed_s: secs,
+        acquisitions: tally.acquisitions,
+        acquisitions_per_s: Some(rate),
+        rounds: None,
+        errors: tally.errors,
+        first_error: tally.first_error,
+        exclusion_violations: exclusion.violations(),
+        ping_p50_us: ping_p50,
+        acquire: summarize(&waits, ping_p50),
+        acquire_release: None,
+        handoff: None,
+        fairness: Some(fairness),
+        read_write: Some(read_write),
+        commands: cmds,
+        topology: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_contender_gets_the_same_draws() {
+        let draws = |i: u64| {
+            let mut rng = StdRng::seed_from_u64(READ_MOSTLY_SEED.wrapping_add(i));
+            (0..64).map(|_| rng.random_bool(0.1)).collect::<Vec<_>>()
+        };
+        assert_eq!(draws(3), draws(3));
+        assert_ne!(draws(0), draws(1), "each waiter its own sequence");
+    }
+}

@@ -1,0 +1,74 @@
+//! The uncontended scenario: `--tasks` tasks lock and unlock distinct names
+//! on one client.
+
+use futures::future::BoxFuture;
+
+use super::cells::{cmds, lat, max, p50, p99, ping, rate};
+use super::legend::{Entry, ACQ_S, CMDS_ACQ, LOCK_UNLOCK, PING_P50, X_PING};
+use super::Scenario;
+use crate::args::ScenarioKind;
+use crate::contender::Contender;
+use crate::report::{Report, RunResult, Table};
+use crate::scenario::{self, Env};
+
+/// `--tasks` tasks lock and unlock distinct names for `--duration`.
+#[derive(Debug)]
+pub(crate) struct Uncontended;
+
+impl Scenario for Uncontended {
+    fn kind(&self) -> ScenarioKind {
+        ScenarioKind::Uncontended
+    }
+
+    fn name(&self) -> &'static str {
+        "uncontended"
+    }
+
+    fn run_one<'a>(
+        &'a self,
+        env: &'a mut Env<'_>,
+        c: &'a dyn Contender,
+    ) -> BoxFuture<'a, anyhow::Result<RunResult>> {
+        Box::pin(scenario::distinct_names(env, c, self.kind()))
+    }
+
+    fn section(&self, report: &Report, rows: &[&RunResult]) -> String {
+        let s = &report.settings;
+        let mut table = Table::new(&[
+            "contender",
+            "acq/s",
+            "acquire p50",
+            "p99",
+            "max",
+            "lock+unlock p50",
+            "p99",
+            "cmds/acq",
+            "PING p50",
+            "errors",
+        ]);
+        for r in rows {
+            table.row(vec![
+                r.contender.name().to_string(),
+                rate(r),
+                lat(r.acquire, p50),
+                lat(r.acquire, p99),
+                lat(r.acquire, max),
+                lat(r.acquire_release, p50),
+                lat(r.acquire_release, p99),
+                cmds(r),
+                ping(r),
+                r.errors.to_string(),
+            ]);
+        }
+        format!(
+            "uncontended: {} tasks on distinct names, one client, {:.1} s each\n{}",
+            s.tasks,
+            s.duration_s,
+            table.render()
+        )
+    }
+
+    fn legend(&self) -> &'static [&'static Entry] {
+        &[&X_PING, &ACQ_S, &CMDS_ACQ, &LOCK_UNLOCK, &PING_P50]
+    }
+}
