@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context as _;
+use comfy_table::{CellAlignment, ContentArrangement, LineStyle, TableStyle};
 use serde::{Deserialize, Serialize};
 
 use crate::args::{ContenderKind, ScenarioKind};
@@ -719,60 +720,42 @@ fn legend(shown: &[ScenarioKind]) -> String {
     scenarios::legend::render(shown.iter().map(|k| scenarios::get(*k)))
 }
 
-/// An aligned plain-text table: first column left-aligned, the rest right-aligned.
-pub(crate) struct Table {
-    header: Vec<String>,
-    rows: Vec<Vec<String>>,
-}
+/// No borders or column lines; only the rule under the headings (`-`).
+const RULE_UNDER_HEADINGS: TableStyle =
+    TableStyle::new().header_separator(LineStyle::none().fill('-'));
+
+/// An aligned plain-text table (comfy-table, with no borders): first column
+/// left-aligned, the rest right-aligned two spaces apart, a rule of `-`
+/// under the headings as wide as the table, no trailing spaces.
+pub(crate) struct Table(comfy_table::Table);
 
 impl Table {
     /// A table with these column headings.
     pub(crate) fn new(header: &[&str]) -> Table {
-        Table {
-            header: header.iter().map(|h| (*h).to_string()).collect(),
-            rows: Vec::new(),
-        }
+        let mut table = comfy_table::Table::new();
+        table
+            .load_style(RULE_UNDER_HEADINGS)
+            .set_content_arrangement(ContentArrangement::Disabled)
+            .set_header(header);
+        Table(table)
     }
 
     /// Add a row, one cell per column.
     pub(crate) fn row(&mut self, row: Vec<String>) {
-        self.rows.push(row);
+        self.0.add_row(row);
     }
 
     /// The table as text: headings, a rule, the rows.
-    pub(crate) fn render(&self) -> String {
-        let cols = self.header.len();
-        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
-        for r in &self.rows {
-            for (i, cell) in r.iter().enumerate().take(cols) {
-                widths[i] = widths[i].max(cell.chars().count());
-            }
+    pub(crate) fn render(&mut self) -> String {
+        for (i, column) in self.0.column_iter_mut().enumerate() {
+            let (padding, align) = if i == 0 {
+                ((0, 0), CellAlignment::Left)
+            } else {
+                ((2, 0), CellAlignment::Right)
+            };
+            column.set_padding(padding).set_cell_alignment(align);
         }
-        let line = |cells: &[String]| {
-            let mut s = String::new();
-            for (i, cell) in cells.iter().enumerate().take(cols) {
-                let pad = widths[i].saturating_sub(cell.chars().count());
-                if i == 0 {
-                    s.push_str(cell);
-                    s.push_str(&" ".repeat(pad));
-                } else {
-                    s.push_str("  ");
-                    s.push_str(&" ".repeat(pad));
-                    s.push_str(cell);
-                }
-            }
-            s.trim_end().to_string()
-        };
-        let mut out = line(&self.header);
-        out.push('\n');
-        let total: usize = widths.iter().sum::<usize>() + 2 * cols.saturating_sub(1);
-        out.push_str(&"-".repeat(total));
-        out.push('\n');
-        for r in &self.rows {
-            out.push_str(&line(r));
-            out.push('\n');
-        }
-        out
+        format!("{}\n", self.0.trim_fmt())
     }
 }
 
