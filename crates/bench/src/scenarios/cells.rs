@@ -1,6 +1,7 @@
-//! Table cells the scenarios' sections share: latencies, rates, command
-//! counts, and the columns of the scenarios where many waiters take one
-//! name.
+//! The table cells the scenarios' sections share.
+//!
+//! Latencies, rates, command counts, and the columns of the scenarios where
+//! many waiters take one name.
 
 use crate::report::{fmt_lat, fmt_rate, fmt_us, Latency, RunResult};
 

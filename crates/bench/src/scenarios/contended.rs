@@ -1,5 +1,7 @@
-//! The contended scenario: `--waiters` waiters over `--clients` clients on
-//! one name, and the `--plot` sweep of it at several waiter counts.
+//! The contended scenario, and the `--plot` sweep of it.
+//!
+//! `--waiters` waiters over `--clients` clients on one name; the sweep runs
+//! it at several waiter counts.
 
 use anyhow::Context as _;
 use futures::future::BoxFuture;

@@ -1,5 +1,6 @@
-//! The handoff scenario: one holder releases while one waiter on another
-//! client waits; the release-to-next-holder latency.
+//! The handoff scenario: release-to-next-holder latency.
+//!
+//! One holder releases while one waiter on another client waits.
 
 use futures::future::BoxFuture;
 use tokio::time::Instant;

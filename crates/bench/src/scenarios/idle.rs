@@ -1,5 +1,7 @@
-//! The idle scenario: `--idle-waiters` waiters blocked on a held lock, and
-//! the Redis commands they cost per second.
+//! The idle scenario: what blocked waiters cost Redis.
+//!
+//! `--idle-waiters` waiters blocked on a held lock, and the Redis commands
+//! they send per second.
 
 use std::time::Duration;
 

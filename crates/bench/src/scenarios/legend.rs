@@ -1,6 +1,7 @@
-//! The legend under the table: its entry type, the entries several
-//! scenarios share, and how the entries of the scenarios shown are put
-//! together.
+//! The legend under the table.
+//!
+//! Its entry type, the entries several scenarios share, and how the
+//! entries of the scenarios shown are put together.
 
 use std::fmt::Write as _;
 

@@ -1,11 +1,15 @@
-//! The scenarios, one file each behind the [`Scenario`] trait, and the
-//! registry ([`all`], [`get`]) the rest of the bench iterates over.
+//! The scenarios: the [`Scenario`] trait and the registry of them.
+//!
+//! One file each behind the trait; the rest of the bench iterates over the
+//! registry ([`all`], [`get`]).
 //!
 //! A scenario says what it is called, which contenders it measures, how
 //! long its runs are planned to take, how it runs (one [`RunResult`] per
 //! contender, or its own rows), its section of the printed table and the
 //! legend entries of the columns it shows. A new scenario is a new file
-//! here, its variant of [`ScenarioKind`], and one line in [`get`].
+//! here and one line in [`get`], besides its variant of [`ScenarioKind`]
+//! (which clap and serde need; the tests check [`ScenarioKind::ALL`] lists
+//! every variant and that the names agree).
 
 use std::time::Duration;
 

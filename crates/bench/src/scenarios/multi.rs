@@ -1,5 +1,7 @@
-//! The multi scenario: locks over many keys or servers (a `MultiLock`,
-//! deadbolt's `Redlock`, rslock over 3 servers) beside a single `Lock`.
+//! The multi scenario: locks over many keys or servers.
+//!
+//! A `MultiLock`, deadbolt's `Redlock` and rslock over 3 servers beside a
+//! single `Lock`.
 
 use futures::future::BoxFuture;
 

@@ -1,5 +1,6 @@
-//! The read-mostly scenario: deadbolt's `RwLock` beside its `Lock` on a mix
-//! of reads and `--write-ratio` writes.
+//! The read-mostly scenario: deadbolt's `RwLock` beside its `Lock`.
+//!
+//! A mix of reads and `--write-ratio` writes on one name.
 
 use anyhow::anyhow;
 use futures::future::BoxFuture;

@@ -1,5 +1,7 @@
-//! The semaphore scenario: deadbolt's `Semaphore` beside a polling ZSET
-//! semaphore, `--waiters` waiters taking one of `--permits` permits each.
+//! The semaphore scenario: deadbolt's `Semaphore` beside a polling one.
+//!
+//! `--waiters` waiters taking one of `--permits` permits each; the polling
+//! semaphore is a ZSET of holders.
 
 use futures::future::BoxFuture;
 

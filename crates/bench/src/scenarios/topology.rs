@@ -1,5 +1,6 @@
-//! The topology scenario as the bench sees it: its selection, its runs (the
-//! rows themselves are made by `crate::topology`), its section and legend.
+//! The topology scenario's selection, runs, section and legend.
+//!
+//! The rows themselves are made by `crate::topology`.
 
 use std::fmt::Write as _;
 

@@ -1,5 +1,6 @@
-//! The uncontended scenario: `--tasks` tasks lock and unlock distinct names
-//! on one client.
+//! The uncontended scenario: distinct names, one client.
+//!
+//! `--tasks` tasks lock and unlock names no other task uses.
 
 use futures::future::BoxFuture;
 
