@@ -922,6 +922,7 @@ impl Client {
                     return Ok(Some(grant(token, pttl, sent_at)));
                 }
                 Ok(reply @ (Reply::Busy { pttl } | Reply::Queued { pttl, .. })) => {
+                    sub.tried();
                     queue.observe(self, spec, reply, sent_at);
                     last_err = None;
                     refused = 0;

@@ -292,6 +292,13 @@ struct Slot {
     tag: Option<String>,
     class: &'static str,
     pending: AtomicBool,
+    /// A wake-up was taken by [`Subscription::wait`] and no try has been
+    /// answered since ([`Subscription::tried`]): a waiter that leaves now
+    /// (out of time, cancelled before its try reached the server) passes it
+    /// on, like one that leaves with `pending` set. Without it, the next
+    /// waiter slept until its own bound (found by the model test in
+    /// crates/core/tests/notifier_model.rs).
+    woken: AtomicBool,
     acquired: AtomicBool,
     /// When the current holder's lease ends, as told by a `t:<tag> <pttl>`
     /// message: the waiter moves its sleep bound without a round trip.
@@ -316,6 +323,7 @@ impl Slot {
             class: waiter.class,
             local: waiter.local,
             pending: AtomicBool::new(false),
+            woken: AtomicBool::new(false),
             acquired: AtomicBool::new(false),
             hint: parking_lot::Mutex::new(None),
             try_by: parking_lot::Mutex::new(None),
@@ -936,6 +944,7 @@ impl Subscription {
     pub(crate) async fn wait(&self, deadline: Instant) -> Woke {
         loop {
             if self.slot.pending.swap(false, Ordering::SeqCst) {
+                self.slot.woken.store(true, Ordering::SeqCst);
                 return Woke::Notified;
             }
             if let Some(h) = self.slot.hint.lock().take() {
@@ -946,10 +955,14 @@ impl Subscription {
                 () = self.slot.notify.notified() => {}
                 () = tokio::time::sleep_until(by) => {
                     if by < deadline {
+                        // The turn a named release gave another client is
+                        // over: this waiter's wake-up from that release.
                         *self.slot.try_by.lock() = None;
+                        self.slot.woken.store(true, Ordering::SeqCst);
                         return Woke::Notified;
                     }
                     return if self.slot.pending.swap(false, Ordering::SeqCst) {
+                        self.slot.woken.store(true, Ordering::SeqCst);
                         Woke::Notified
                     } else {
                         Woke::Deadline
@@ -957,6 +970,12 @@ impl Subscription {
                 }
             }
         }
+    }
+
+    /// A try of this waiter was answered (busy or queued): a wake-up it
+    /// took has been used, and its leaving passes nothing on.
+    pub(crate) fn tried(&self) {
+        self.slot.woken.store(false, Ordering::SeqCst);
     }
 
     /// The hand-off that named this waiter, if one arrived.
@@ -1015,12 +1034,13 @@ impl Drop for Subscription {
             let _ = shared.ops.send(());
             return;
         }
-        if self.slot.pending.load(Ordering::SeqCst)
-            && !self.slot.acquired.load(Ordering::SeqCst)
-            && self.slot.tag.is_none()
-        {
-            // This waiter was woken but leaves without the lock: hand the
-            // wake-up to the next local waiter of its class.
+        let woken =
+            self.slot.pending.load(Ordering::SeqCst) || self.slot.woken.load(Ordering::SeqCst);
+        if woken && !self.slot.acquired.load(Ordering::SeqCst) && self.slot.tag.is_none() {
+            // This waiter was woken (and did not get an answer to a try
+            // since) but leaves without the lock: hand the wake-up to the
+            // next local waiter of its class. At worst that waiter tries
+            // once for nothing.
             wake_any(ch, 1, Some(self.slot.class));
         }
     }

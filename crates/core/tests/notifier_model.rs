@@ -50,6 +50,10 @@ enum Mutation {
     /// `wait` does not look at the flag; it returns when the `Notify`
     /// fires (`wait.rs:938` removed).
     NoFlagCheck,
+    /// The protocol before `Slot::woken`: a wake-up taken by `wait` is
+    /// forgotten, so a waiter that leaves before its next try is answered
+    /// passes nothing on (the gap this model found).
+    NoWokenFlag,
 }
 
 /// Where the cancellable waiter `C` may leave.
@@ -107,6 +111,8 @@ struct Waiter {
     pc: Pc,
     /// `Slot::pending`.
     pending: bool,
+    /// `Slot::woken`: a wake-up taken by `wait`, no try answered since.
+    woken: bool,
     /// `Slot::acquired`.
     acquired: bool,
     /// The slot is in the channel's table (`Channel::slots`).
@@ -196,6 +202,7 @@ fn check(mutation: Mutation, cancel: Cancel) -> Report {
     let waiter = Waiter {
         pc: Pc::BeginTry,
         pending: false,
+        woken: false,
         acquired: false,
         in_table: true,
         permit: false,
@@ -406,6 +413,8 @@ impl Model {
                     t.w[i].pc = if i == W { Pc::Holds } else { Pc::Drop1 };
                     out.push((format!("{n}: try takes the lock, mark_acquired"), t));
                 } else {
+                    // The answer came: `Subscription::tried` (acquire.rs).
+                    t.w[i].woken = false;
                     t.w[i].pc = if self.mutation == Mutation::ClearAfterTry {
                         Pc::ClearLate
                     } else {
@@ -432,6 +441,7 @@ impl Model {
                     out.push((format!("{n}: wait (no flag check)"), t));
                 } else if t.w[i].pending {
                     t.w[i].pending = false;
+                    t.w[i].woken = self.mutation != Mutation::NoWokenFlag;
                     t.w[i].pc = Pc::BeginTry;
                     out.push((format!("{n}: wait sees pending, returns Notified"), t));
                 } else {
@@ -469,10 +479,9 @@ impl Model {
                 let mut t = s.clone();
                 t.w[i].in_table = false;
                 let other_left = (0..2).any(|j| t.w[j].in_table);
-                let pass = other_left
-                    && t.w[i].pending
-                    && !t.w[i].acquired
-                    && self.mutation != Mutation::NoPassOn;
+                let woken = t.w[i].pending || t.w[i].woken;
+                let pass =
+                    other_left && woken && !t.w[i].acquired && self.mutation != Mutation::NoPassOn;
                 match pass.then(|| Self::pick(&t)).flatten() {
                     Some(j) => {
                         t.table_locked = true;
@@ -487,7 +496,7 @@ impl Model {
                     }
                     None => {
                         t.w[i].pc = Pc::Gone;
-                        let what = if t.w[i].pending && !t.w[i].acquired {
+                        let what = if woken && !t.w[i].acquired {
                             "drop with a pending wake-up, passes nothing on"
                         } else {
                             "drop, nothing to pass on"
@@ -553,7 +562,7 @@ fn lost_wake_up(s: &State) -> bool {
 const CANCEL: Cancel = Cancel {
     asleep: true,
     in_try: true,
-    after_wake: false,
+    after_wake: true,
 };
 
 fn show(trace: &[String]) -> String {
@@ -691,27 +700,26 @@ fn without_the_flag_check_the_permit_still_covers_the_window() {
     }
 }
 
-/// Known gap (reported with issue 23): `wait` clears the flag when it
-/// returns `Notified` (`wait.rs:938`), so a waiter that was woken and
-/// leaves before its next try reaches the server — out of time at the
-/// acquire loop's deadline check, or dropped before the request is
-/// written — passes nothing on (`wait.rs:1018` reads a clear flag), and
-/// the other waiter sleeps to its own bound. The model finds it; this test
-/// pins the finding and must be flipped when the gap is closed.
+/// The gap this model found (issue 23): `wait` clears the flag when it
+/// returns `Notified`, so a waiter that was woken and leaves before its
+/// next try is answered (out of time at the acquire loop's deadline check,
+/// or dropped before the request is written) passed nothing on, and the
+/// other waiter slept to its own bound. `Slot::woken` keeps such a wake-up
+/// until a try is answered; the protocol without it is caught.
 #[test]
-fn known_gap_a_waiter_leaving_after_wait_returned_swallows_the_wake_up() {
-    let r = check(
-        Mutation::None,
-        Cancel {
-            asleep: false,
-            in_try: false,
-            after_wake: true,
-        },
-    );
-    let trace = r
+fn a_waiter_leaving_after_wait_returned_passes_the_wake_up_on() {
+    let after_wake = Cancel {
+        asleep: false,
+        in_try: false,
+        after_wake: true,
+    };
+    if let Some(t) = check(Mutation::None, after_wake).counterexample {
+        panic!("lost wake-up:\n{}", show(&t));
+    }
+    let trace = check(Mutation::NoWokenFlag, after_wake)
         .counterexample
-        .expect("the gap is closed: flip this test to assert no counterexample");
-    println!("counterexample:\n{}", show(&trace));
+        .expect("the protocol without Slot::woken is caught");
+    println!("counterexample without Slot::woken:\n{}", show(&trace));
     assert!(trace
         .iter()
         .any(|l| l == "C: wait sees pending, returns Notified"));
