@@ -12,16 +12,17 @@ use tokio_util::task::TaskTracker;
 
 use redis::FromRedisValue;
 
+use crate::acquire::{AcquireSpec, ConditionSpec, WaitMode};
 use crate::config::Config;
-use crate::conn::{resp3_info, with_resp3, Conn, Target};
+use crate::conn::{resp3_info, run_on, with_resp3, Conn, Target};
 use crate::error::{Error, Result};
 use crate::heartbeat::Heartbeat;
+use crate::hold::release::Releaser;
+use crate::hold::renew::Watchdog;
+use crate::hold::{Hold, HoldInner, LeaseMode, LeaseState};
 use crate::keys::Keys;
-use crate::lease::{HoldInner, LeaseState};
-use crate::releaser::Releaser;
 use crate::scripts::{LuaScript, ScriptCall, ALL};
 use crate::wait::Engine;
-use crate::watchdog::Watchdog;
 
 /// A connection to Redis shared by every primitive made from it.
 ///
@@ -508,13 +509,60 @@ impl Client {
     /// acquire scripts of their own and must undo a call that may have run
     /// (cancelled, `Indeterminate`). The call must be idempotent.
     pub fn release_in_background(&self, call: ScriptCall) {
-        let bound = self
-            .config()
-            .release_timeout
-            .unwrap_or(self.config().watchdog_timeout);
         self.inner
             .releaser
-            .submit(call, crate::config::after(bound));
+            .submit(call, crate::hold::release::deadline(self.config(), None));
+    }
+
+    /// Acquire a hold as described by `spec` for `owner` (a primitive's
+    /// handle calls it from its [`Acquire::acquire_with`](crate::Acquire::acquire_with)).
+    ///
+    /// Returns `Ok(None)` when the wait ended without the hold.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a bad lease (nothing sent);
+    /// [`Error::Unavailable`] / [`Error::Indeterminate`] when the time ran out
+    /// while Redis could not answer (any possible grant is already with the
+    /// releaser); [`Error::WrongType`], [`Error::Redis`], [`Error::Shutdown`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe in effect: if dropped after a request may have reached
+    /// Redis, the possible grant or queue entry is released exactly once by
+    /// the background releaser (or expires with its lease).
+    pub async fn acquire(
+        &self,
+        spec: &AcquireSpec,
+        owner: &str,
+        lease: LeaseMode,
+        wait: WaitMode,
+    ) -> Result<Option<Hold>> {
+        crate::acquire::acquire(self, spec, owner, lease, wait).await
+    }
+
+    /// Wait until a condition holds (for example a count reaching zero),
+    /// with the acquire loop: the first try alone, then a subscription, a
+    /// catch-up try and waits on the channel. The check replies `{1, ...}`
+    /// when the condition holds and `{0, pttl}` when not (nothing is
+    /// recorded, so nothing is released). Returns whether the condition
+    /// held before the wait ended.
+    ///
+    /// # Errors
+    /// As [`Client::acquire`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the tries record nothing.
+    pub async fn wait_until(
+        &self,
+        spec: &ConditionSpec,
+        owner: &str,
+        wait: WaitMode,
+    ) -> Result<bool> {
+        crate::acquire::wait_until(self, spec, owner, wait).await
+    }
+
+    /// Number of holds the watchdog currently renews.
+    pub fn renewed_holds(&self) -> usize {
+        self.inner.watchdog.len()
     }
 
     /// Wait until the background releaser has nothing left, or `timeout`.
@@ -627,29 +675,4 @@ fn url_error(url: &str, e: &redis::RedisError) -> String {
     };
     let text = e.detail().map_or_else(|| e.to_string(), str::to_string);
     format!("redis URL {url:?} is not usable: {text}{hint}")
-}
-
-/// Run `call` on `conn` (shared by the client and the releaser).
-pub(crate) async fn run_on<T: FromRedisValue>(conn: &Arc<Conn>, call: &ScriptCall) -> Result<T> {
-    let (mut c, epoch) = conn.get()?;
-    let mut inv = call.script.script_for(conn.sharded()).prepare_invoke();
-    for k in &call.keys {
-        inv.key(k);
-    }
-    for a in &call.args {
-        inv.arg(a);
-    }
-    match inv.invoke_async::<T>(&mut c).await {
-        Ok(v) => Ok(v),
-        Err(e) => match conn.sent_error(epoch, e) {
-            // A script's own `WRONGTYPE <key>` names the key; Redis's message
-            // does not: name the primitive's main key then.
-            Error::WrongType { key } if key.is_empty() || key.contains(' ') => {
-                Err(Error::WrongType {
-                    key: call.main_key().to_string(),
-                })
-            }
-            other => Err(other),
-        },
-    }
 }

@@ -16,7 +16,7 @@
 //! - a Redis Cluster: redis-rs's cluster connection, which keeps one
 //!   connection per node, follows MOVED/ASK and reconnects nodes itself. It
 //!   is never "known down" as a whole; a node's disconnection instead moves
-//!   the epoch on (so that waiters try again, see `wait.rs`).
+//!   the epoch on (so that waiters try again, see `wait/`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -32,6 +32,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::scripts::ScriptCall;
 
 /// Called with every push message (Pub/Sub messages, subscribe confirmations).
 pub(crate) type PushHandler = Arc<dyn Fn(PushInfo) + Send + Sync>;
@@ -702,5 +703,34 @@ async fn watch_sentinels(conn: Weak<Conn>, sentinels: Vec<redis::Client>, master
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// Run one script call on `conn` and decode its reply: what every part of
+/// core (client, releaser, watchdog, heartbeat) sends through.
+pub(crate) async fn run_on<T: redis::FromRedisValue>(
+    conn: &Arc<Conn>,
+    call: &ScriptCall,
+) -> Result<T> {
+    let (mut c, epoch) = conn.get()?;
+    let mut inv = call.script.script_for(conn.sharded()).prepare_invoke();
+    for k in &call.keys {
+        inv.key(k);
+    }
+    for a in &call.args {
+        inv.arg(a);
+    }
+    match inv.invoke_async::<T>(&mut c).await {
+        Ok(v) => Ok(v),
+        Err(e) => match conn.sent_error(epoch, e) {
+            // A script's own `WRONGTYPE <key>` names the key; Redis's message
+            // does not: name the primitive's main key then.
+            Error::WrongType { key } if key.is_empty() || key.contains(' ') => {
+                Err(Error::WrongType {
+                    key: call.main_key().to_string(),
+                })
+            }
+            other => Err(other),
+        },
     }
 }

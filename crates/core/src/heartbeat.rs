@@ -14,7 +14,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use crate::client::run_on;
+use crate::conn::run_on;
 use crate::conn::Conn;
 use crate::scripts::{LuaScript, ScriptCall};
 

@@ -23,19 +23,16 @@ mod conn;
 mod error;
 mod exclusive;
 mod guard;
+mod handoff;
 mod heartbeat;
+mod hold;
 mod keys;
-mod lease;
 mod lockable;
 pub mod primitive;
-mod releaser;
 pub mod scripts;
 mod tls;
 mod wait;
-#[cfg(test)]
-mod wait_races;
 pub mod wake;
-mod watchdog;
 
 pub use acquire::{
     attempt_seq, new_attempt_id, AcquireBuilder, AcquireSpec, ConditionBuilder, ConditionSpec,
@@ -48,19 +45,12 @@ pub use error::{Cause, Error, Result};
 pub use exclusive::{Exclusive, ExclusiveKind, LockInfo, PlainLock, QueuedWaiter};
 pub use guard::ExclusiveGuard;
 pub use heartbeat::HeartbeatSpec;
-pub use keys::{encode_tag, hash_slot, Keys};
-pub use lease::{
+pub use hold::{
     drift, valid_until, Acquiring, Hold, HoldSet, HoldSpec, LeaseMode, LeaseState, PassSpec,
 };
+pub use keys::{encode_tag, hash_slot, Keys};
 pub use lockable::Lockable;
 pub use primitive::Acquire;
 #[cfg(feature = "tls")]
 pub use tls::ensure_crypto_provider;
 pub use wake::{ClientFirst, Grant, OnePerClient, Signal, Wake, WakePolicy, NAMED_CLIENT_FIRST};
-
-impl Client {
-    /// Number of holds the watchdog currently renews.
-    pub fn renewed_holds(&self) -> usize {
-        self.inner.watchdog.len()
-    }
-}

@@ -17,9 +17,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::client::run_on;
+use crate::conn::run_on;
 use crate::conn::Conn;
-use crate::lease::{HoldInner, LeaseState, Renewal};
+use crate::hold::{HoldInner, LeaseState, Renewal};
 use crate::scripts::ScriptCall;
 
 const BATCH: usize = 256;

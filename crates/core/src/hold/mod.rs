@@ -1,4 +1,9 @@
-//! Lease state of one granted hold, shared by every primitive's guard.
+//! A granted hold: its lease state, fencing token, `extend` and `unlock`,
+//! shared by every primitive's guard; renewal ([`renew`]) and release in
+//! the background ([`release`]) live beside it.
+
+pub(crate) mod release;
+pub(crate) mod renew;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -11,7 +16,6 @@ use tokio::time::Instant;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::scripts::{LuaScript, ScriptCall};
-use crate::wait::{Claim, Delivered, LocalGrant};
 
 /// Where a hold stands, as far as this process knows.
 ///
@@ -134,7 +138,7 @@ pub struct PassSpec {
 #[derive(Debug)]
 pub struct Hold {
     pub(crate) inner: Arc<HoldInner>,
-    armed: bool,
+    pub(crate) armed: bool,
 }
 
 /// The holds one handle was granted, and its acquires in progress, to tell
@@ -236,7 +240,7 @@ impl std::fmt::Debug for HoldInner {
     }
 }
 
-static NEXT_HOLD: AtomicU64 = AtomicU64::new(1);
+pub(crate) static NEXT_HOLD: AtomicU64 = AtomicU64::new(1);
 
 impl HoldInner {
     /// Move to `to` unless already terminal. Returns whether it moved.
@@ -282,12 +286,7 @@ impl HoldInner {
     }
 
     fn release_deadline(&self) -> Instant {
-        let cfg = self.client.config();
-        let bound = cfg.release_timeout.unwrap_or(match self.mode {
-            LeaseMode::Watchdog => cfg.watchdog_timeout,
-            LeaseMode::Fixed(d) => d.min(cfg.watchdog_timeout.max(Duration::from_secs(5))),
-        });
-        crate::config::after(bound)
+        release::deadline(self.client.config(), Some(self.mode))
     }
 }
 
@@ -559,151 +558,6 @@ impl Hold {
         tracing::debug!(kind = inner.spec.kind, key = %inner.spec.key, attempt = %inner.attempt,
             ok = outcome.is_ok(), elapsed = ?started.elapsed(), "release");
         outcome
-    }
-}
-
-impl Hold {
-    /// Hand the hold straight to a sleeping waiter of this client, when
-    /// the primitive supports it and the budget allows. `None` when no
-    /// hand-off was tried: the caller releases as usual.
-    async fn pass_locally(&mut self) -> Option<Result<()>> {
-        let inner = self.inner.clone();
-        let p = inner.spec.pass.as_ref()?;
-        let client = &inner.client;
-        let engine = &client.inner.engine;
-        let budget = client.config().local_handoffs;
-        let chain = inner.chain.load(Ordering::Relaxed);
-        // After `budget` local hand-offs in a row while waiters of other
-        // clients waited, release to them instead (the release names the
-        // client that has waited longest; this one's waiters hold back).
-        let want = budget > 0 && chain < budget && client.check_open().is_ok();
-        // Until the call's outcome is known, the claim is in flight: if
-        // this future is dropped mid-call, the guard abandons it (the
-        // hand-off may land after all) instead of just waking the waiter.
-        let mut in_flight = InFlight {
-            claim: Some(engine.claim(&p.channel, p.class, inner.id, want)?),
-            client,
-        };
-        let w = in_flight.claim().waiter();
-        let call = ScriptCall::new(
-            p.script,
-            p.keys.clone(),
-            vec![
-                inner.attempt.clone(),
-                w.owner.clone(),
-                w.attempt.clone(),
-                w.lease_ms.to_string(),
-            ],
-        );
-        let release_new = w.release.clone();
-        let owner_new = w.owner.clone();
-        let sent_at = Instant::now();
-        let r = client.run::<Vec<i64>>(&call).await;
-        tracing::debug!(kind = inner.spec.kind, key = %inner.spec.key, attempt = %inner.attempt,
-            reply = ?r.as_ref().ok(), elapsed = ?sent_at.elapsed(), "local hand-off");
-        let claim = in_flight.settle();
-        Some(match r {
-            Ok(v) => match v.as_slice() {
-                [2, token, pttl, others, ..] => {
-                    self.armed = false;
-                    inner.state.send_replace(LeaseState::Released);
-                    let pttl = pttl.unsigned_abs();
-                    let grant = LocalGrant {
-                        token: token.unsigned_abs(),
-                        pttl,
-                        sent_at,
-                        chain: if *others != 0 { chain + 1 } else { 0 },
-                        hold_id: NEXT_HOLD.fetch_add(1, Ordering::Relaxed),
-                    };
-                    // Listed before it is delivered: a waiter of this client
-                    // that comes now sleeps on the new hold at once.
-                    engine.list_hold(
-                        &p.channel,
-                        grant.hold_id,
-                        &owner_new,
-                        valid_until(sent_at, pttl),
-                    );
-                    match claim.deliver(grant) {
-                        Delivered::Yes => {}
-                        // The waiter keeps the hold under a record of its own.
-                        Delivered::Took => engine.unlist_hold(&p.channel, grant.hold_id),
-                        Delivered::Left => {
-                            // The waiter left while the call ran: the hold
-                            // is its attempt's now; give it back.
-                            engine.unlist_hold(&p.channel, grant.hold_id);
-                            client.release_in_background(release_new);
-                        }
-                    }
-                    Ok(())
-                }
-                [1, ..] => {
-                    // An inner hold of a re-entered lock: still held.
-                    claim.cancel(false);
-                    self.armed = false;
-                    inner.state.send_replace(LeaseState::Released);
-                    Ok(())
-                }
-                _ => {
-                    // Not held any more: the lock may be free.
-                    claim.cancel(true);
-                    self.armed = false;
-                    inner.finish(LeaseState::Lost);
-                    Err(Error::NotHeld)
-                }
-            },
-            Err(e) => {
-                if e.is_indeterminate() {
-                    // The hand-off may have landed: the waiter asks the
-                    // server (it finds such a hold under its attempt id),
-                    // and releases its attempt if it ends without the lock.
-                    abandon(claim, client);
-                    inner.finish(LeaseState::Unknown);
-                } else {
-                    // Not run (or refused with nothing written): the
-                    // waiter asks the server.
-                    claim.cancel(true);
-                }
-                // Still armed unless shut down: the drop hands the release
-                // (a no-op after a hand-off that landed) to the releaser.
-                Err(e)
-            }
-        })
-    }
-}
-
-/// A local hand-off's claim while its call is in flight (see
-/// [`Hold::pass_locally`]).
-struct InFlight<'a> {
-    claim: Option<Claim>,
-    client: &'a Client,
-}
-
-impl InFlight<'_> {
-    fn claim(&self) -> &Claim {
-        self.claim.as_ref().expect("claim in flight")
-    }
-
-    /// The call's outcome is known: the caller settles the claim.
-    fn settle(&mut self) -> Claim {
-        self.claim.take().expect("claim in flight")
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        // The unlock was cancelled mid-call: the hand-off may land yet.
-        if let Some(claim) = self.claim.take() {
-            abandon(claim, self.client);
-        }
-    }
-}
-
-/// Abandon a claim whose hand-off may have landed ([`Claim::abandon`]): a
-/// waiter that left already has its attempt released in the background.
-fn abandon(claim: Claim, client: &Client) {
-    let release = claim.waiter().release.clone();
-    if claim.abandon() {
-        client.release_in_background(release);
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::client::run_on;
+use crate::conn::run_on;
 use crate::conn::Conn;
 use crate::error::Error;
 use crate::scripts::ScriptCall;
@@ -82,6 +82,22 @@ impl Releaser {
             }
         }
     }
+}
+
+/// Until when a release handed to the background is retried: the
+/// configured `release_timeout`, else about as long as the hold could last
+/// (the watchdog timeout; a fixed lease, at most the longer of the watchdog
+/// timeout and 5 s). `None` for an attempt that holds no lease yet (a
+/// cancelled or uncertain acquire): the watchdog timeout. The one place
+/// this bound is worked out.
+pub(crate) fn deadline(cfg: &crate::Config, lease: Option<crate::LeaseMode>) -> Instant {
+    let bound = cfg.release_timeout.unwrap_or(match lease {
+        Some(crate::LeaseMode::Fixed(d)) => {
+            d.min(cfg.watchdog_timeout.max(std::time::Duration::from_secs(5)))
+        }
+        Some(crate::LeaseMode::Watchdog) | None => cfg.watchdog_timeout,
+    });
+    crate::config::after(bound)
 }
 
 async fn release_until(conn: &Arc<Conn>, call: &ScriptCall, deadline: Instant) {

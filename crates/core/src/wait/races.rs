@@ -1,4 +1,4 @@
-//! Unit tests of the waiting engine's ordering races (`wait.rs`), on a real
+//! Unit tests of the waiting engine's ordering races (`wait/mod.rs`), on a real
 //! [`Engine`] (a client against a throwaway redis-server): wake-ups before
 //! and during a wait, wake-ups passed on by waiters that leave, and the
 //! local hand-off claim states (deliver, cancel, abandon, leave).
@@ -17,10 +17,9 @@ use deadbolt_testkit::support::{cmd, server};
 use deadbolt_testkit::RedisServer;
 use tokio::time::Instant;
 
+use crate::handoff::{Delivered, LocalGrant, LocalNow, LocalWaiter};
 use crate::scripts::{ScriptCall, HOLD_RENEW};
-use crate::wait::{
-    Delivered, Engine, LocalGrant, LocalNow, LocalWaiter, Subscription, Waiter, Woke,
-};
+use crate::wait::{Engine, Subscription, Waiter, Woke};
 use crate::Client;
 
 /// A wait that must end by a wake-up gets this long; ending by its

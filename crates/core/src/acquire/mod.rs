@@ -1,0 +1,706 @@
+//! The acquire loop shared by every exclusive primitive.
+//!
+//! A primitive describes its scripts and keys in an [`AcquireSpec`]; this
+//! module runs the first attempt alone, subscribes only when it failed, tries
+//! once more, then waits on the waiting engine for a release message or the
+//! holder's remaining TTL, whichever is sooner, and tries again.
+//!
+//! Acquire scripts share one contract:
+//! `ARGV = [owner, attempt, lease_ms, mode, extra...]`, where mode is `'try'`
+//! (one attempt), `'wait'` (the first try of an acquire that waits when
+//! busy) or `'again'` (a later try of that acquire; scripts that need not
+//! tell the two apart treat every mode but `'try'` alike), reply
+//! `{1, token, pttl}` granted, `{0, pttl}` busy (nothing recorded),
+//! `{2, pttl, fresh, secret}` queued (the attempt is recorded and must be
+//! released when the caller gives up; `secret` identifies the queue entry).
+//! Specs with hand-off by name ([`AcquireBuilder::tagged`]) get one more ARGV
+//! after the extra ones: a fresh random secret per call, stored with the
+//! queue entry the call creates and echoed by a hand-off message for that
+//! entry. A hand-off is accepted only when it carries the secret of the
+//! waiter's current entry: a late grant for an entry the waiter already lost
+//! (purged, re-enqueued) or a forged one is ignored, and the waiter asks the
+//! server instead. Release scripts take `ARGV = [attempt, extra...]` and
+//! reply 0 when the attempt held nothing; a reply of 3 (specs with
+//! [`AcquireBuilder::pass`]) means released with a message that names another
+//! client's waiter, and this client's next acquires hold back a moment so
+//! that waiter tries first.
+//!
+//! Every acquire carries an attempt id. While a request of the attempt may
+//! have been recorded by the server (in flight, `Indeterminate`, or queued),
+//! the attempt is *armed*: if the future is dropped, or the call ends, the
+//! release-by-attempt is handed to the background releaser, exactly once.
+//! A retry of the attempt is idempotent on the server.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::client::Client;
+use crate::config::lease_ms;
+use crate::error::{Error, Result};
+use crate::handoff::{LocalGrant, LocalNow, LocalWaiter};
+use crate::heartbeat::HeartbeatReg;
+use crate::hold::{valid_until, Hold, HoldSpec, LeaseMode, PassSpec};
+use crate::scripts::ScriptCall;
+use crate::wait::{Subscription, Waiter, Woke};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+mod spec;
+pub use spec::{AcquireBuilder, AcquireSpec, ConditionBuilder, ConditionSpec, WaitMode};
+
+/// A decoded acquire reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reply {
+    Granted { token: u64, pttl: u64 },
+    Busy { pttl: i64 },
+    Queued { pttl: i64, fresh: bool, secret: u64 },
+}
+
+fn decode(v: &[i64]) -> Result<Reply> {
+    match v {
+        [1, token, pttl, ..] => Ok(Reply::Granted {
+            token: token.unsigned_abs(),
+            pttl: pttl.unsigned_abs(),
+        }),
+        [0, pttl, ..] => Ok(Reply::Busy { pttl: *pttl }),
+        [2, pttl, rest @ ..] => Ok(Reply::Queued {
+            pttl: *pttl,
+            fresh: rest.first() == Some(&1),
+            secret: rest.get(1).map_or(0, |s| s.unsigned_abs()),
+        }),
+        _ => Err(Error::InvalidArgument(format!(
+            "unexpected acquire reply {v:?}"
+        ))),
+    }
+}
+
+/// A fresh attempt id: 96 random bits in hex, then `s` and the attempt's
+/// sequence number, which rises with every id this process draws (see
+/// [`attempt_seq`]).
+pub fn new_attempt_id() -> String {
+    static SEQ: AtomicU64 = AtomicU64::new(1);
+    let a: u64 = rand::random();
+    let b: u32 = rand::random();
+    let seq = SEQ.fetch_add(1, Ordering::SeqCst);
+    format!("{a:016x}{b:08x}s{seq}")
+}
+
+/// The sequence number of an attempt id drawn by [`new_attempt_id`] (0 for
+/// an id without one). An attempt drawn after another has a larger one;
+/// the scripts read it the same way (`hold_seq` in `lua/hold_lib.lua`).
+pub fn attempt_seq(attempt: &str) -> u64 {
+    attempt
+        .rsplit_once('s')
+        .and_then(|(_, n)| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Until when a waiter told "busy" with `pttl` sleeps at most (a release
+/// message or a hint may wake it sooner): the holder's TTL, at least 1 ms
+/// (`0`: the hold ends within this millisecond, so the next try finds it
+/// gone; sleeping for want of a bound would wait a whole `no_bound`); at
+/// once when the key vanished between the script's checks (`-2`); else
+/// (`-1`, no TTL known) `no_bound`, as a message or a reconnect wakes it.
+fn sleep_bound(now: Instant, pttl: i64, no_bound: Duration) -> Instant {
+    match pttl {
+        -2 => now,
+        p if p >= 0 => crate::config::later(now, Duration::from_millis(p.unsigned_abs().max(1))),
+        _ => crate::config::later(now, no_bound),
+    }
+}
+
+/// What the loop got: a grant, with the instant its validity counts from.
+struct Granted {
+    token: u64,
+    pttl: u64,
+    sent_at: Instant,
+    /// A hand-off under a claim lease shorter than the lease asked for:
+    /// extend to this many ms in the background.
+    extend_to: Option<u64>,
+    /// Local hand-offs in a row while other clients waited (0 for a grant
+    /// from the server).
+    chain: u32,
+    /// A local hand-off's hold id, already listed.
+    hold_id: Option<u64>,
+}
+
+/// The release-by-attempt call of `spec` for `attempt`.
+fn release_call(spec: &AcquireSpec, attempt: &str) -> ScriptCall {
+    ScriptCall::new(
+        spec.release,
+        spec.release_keys.clone(),
+        std::iter::once(attempt.to_string())
+            .chain(spec.release_extra.iter().cloned())
+            .collect(),
+    )
+}
+
+/// A queue entry's secret: random, in 1 .. 2^53 (Lua carries it exactly).
+fn new_secret() -> u64 {
+    rand::random_range(1..(1u64 << 53))
+}
+
+/// Hands the release of an attempt to the releaser if dropped while armed.
+struct Attempt<'a> {
+    client: &'a Client,
+    release: ScriptCall,
+    /// The acquire records something on the server (false for condition
+    /// waits, which only read).
+    records: bool,
+    /// The server may hold a record of this attempt (in flight, Indeterminate).
+    in_doubt: bool,
+    /// The server holds a queue entry for this attempt.
+    queued: bool,
+    /// Nothing of the attempt is left to release: it ended with the hold,
+    /// or its release ran.
+    done: bool,
+    /// Set when an unlock in this client may hand its hold to the attempt.
+    local: Option<Arc<LocalWaiter>>,
+    /// The channel the attempt waits on (with `local`).
+    channel: Option<&'a str>,
+}
+
+impl Attempt<'_> {
+    /// Whether the attempt must be released if it ends now without the
+    /// hold: a request of it may have been recorded, it is queued, or a
+    /// local hand-off to it may have landed unseen (its unlock gave up on
+    /// the answer: [`LocalWaiter::doubted`]).
+    fn armed(&self) -> bool {
+        self.records
+            && !self.done
+            && (self.in_doubt || self.queued || self.local.as_ref().is_some_and(|l| l.doubted()))
+    }
+
+    fn disarm(&mut self) {
+        self.in_doubt = false;
+        self.queued = false;
+    }
+
+    /// The attempt holds the lock: nothing of it is ever released here.
+    fn win(&mut self) {
+        self.disarm();
+        self.done = true;
+    }
+
+    /// Leave the queue now (awaited), falling back to the releaser.
+    async fn give_up(&mut self) {
+        if !self.armed() {
+            return;
+        }
+        if self.client.run::<i64>(&self.release).await.is_ok() {
+            self.disarm();
+            self.done = true;
+        }
+    }
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        // A hold handed over locally that the waiter did not take (it was
+        // cancelled in between) is released like an armed attempt.
+        let passed = self.local.as_ref().and_then(|l| l.leave());
+        if let (Some(g), Some(channel)) = (passed, self.channel) {
+            self.client.inner.engine.unlist_hold(channel, g.hold_id);
+        }
+        let passed = passed.is_some();
+        // Also during shutdown: the releaser runs until shutdown closes it,
+        // so a waiter woken by shutdown leaves its queue.
+        if self.armed() || passed {
+            self.client.release_in_background(self.release.clone());
+        }
+    }
+}
+
+/// [`Client::acquire`]: the attempt id, the loop, then the hold.
+pub(crate) async fn acquire(
+    client: &Client,
+    spec: &AcquireSpec,
+    owner: &str,
+    lease: LeaseMode,
+    wait: WaitMode,
+) -> Result<Option<Hold>> {
+    let ms = match lease {
+        LeaseMode::Watchdog => lease_ms(client.config().watchdog_timeout)?,
+        LeaseMode::Fixed(d) => lease_ms(d)?,
+    };
+    // Counted until the hold is registered: shutdown waits for running
+    // acquires and then retires every registered hold, so a grant that
+    // lands during shutdown is retired too. (A hold registered after the
+    // retiring step stayed in Redis until its lease ended: the likely
+    // cause of one torture failure: a hold left after shutdown.)
+    let _running = client.inner.acquiring.token();
+    // Entered before the attempt id is drawn (see `HoldSet::acquire_arg`).
+    let _this_handle = spec.live.as_ref().map(|s| s.enter());
+    let attempt_id = new_attempt_id();
+    let got = run_acquire(client, spec, owner, ms, wait, &attempt_id, true).await?;
+    let hold = got.map(|g| {
+        let hold = Hold::with_id(
+            g.hold_id,
+            client,
+            HoldSpec {
+                kind: spec.kind,
+                key: spec.key.clone(),
+                renew: spec.renew,
+                renew_keys: spec.renew_keys.clone(),
+                release: release_call(spec, &attempt_id),
+                pass: spec.pass.map(|script| PassSpec {
+                    script,
+                    keys: spec.keys.clone(),
+                    channel: spec.channel.clone(),
+                    class: spec.class,
+                    owner: owner.to_string(),
+                }),
+            },
+            attempt_id.clone(),
+            g.token,
+            lease,
+            g.sent_at,
+            g.pttl,
+        );
+        if let Some(ms) = g.extend_to {
+            hold.extend_in_background(ms, g.pttl);
+        }
+        hold.inner.chain.store(g.chain, Ordering::Relaxed);
+        if let Some(set) = &spec.live {
+            set.add(&hold);
+        }
+        hold
+    });
+    if let Some(hold) = &hold {
+        // The hold exists first, so an acquire cancelled while waiting
+        // for the replicas drops it, which releases it in the background.
+        if let Err(e) = client.await_replicas(&spec.key).await {
+            // Granted, but not known to survive a failover: give it
+            // back (the drop releases it in the background).
+            hold.inner.finish(crate::hold::LeaseState::Released);
+            return Err(e);
+        }
+    }
+    Ok(hold)
+}
+
+/// [`Client::wait_until`]: the loop for a condition that records nothing.
+pub(crate) async fn wait_until(
+    client: &Client,
+    spec: &ConditionSpec,
+    owner: &str,
+    wait: WaitMode,
+) -> Result<bool> {
+    let attempt_id = new_attempt_id();
+    let got = run_acquire(client, &spec.0, owner, 1, wait, &attempt_id, false).await?;
+    Ok(got.is_some())
+}
+
+async fn run_acquire(
+    client: &Client,
+    spec: &AcquireSpec,
+    owner: &str,
+    ms: u64,
+    wait: WaitMode,
+    attempt_id: &str,
+    records: bool,
+) -> Result<Option<Granted>> {
+    client.check_open()?;
+    // Counted while running, so shutdown can wait for woken waiters to
+    // leave (dropped after the attempt, which hands over its release).
+    let _running = client.inner.acquiring.token();
+    let span = tracing::debug_span!("acquire", kind = spec.kind, key = %spec.key,
+        owner, attempt = %attempt_id);
+    let started = Instant::now();
+    let r = acquire_inner(client, spec, owner, ms, wait, attempt_id, records)
+        .instrument(span.clone())
+        .await;
+    span.in_scope(|| {
+        tracing::debug!(outcome = match &r { Ok(Some(_)) => "acquired", Ok(None) => "timed out", Err(_) => "error" },
+            waited = ?started.elapsed(), "acquire done");
+    });
+    r
+}
+
+async fn acquire_inner(
+    client: &Client,
+    spec: &AcquireSpec,
+    owner: &str,
+    ms: u64,
+    wait: WaitMode,
+    attempt_id: &str,
+    records: bool,
+) -> Result<Option<Granted>> {
+    let deadline = wait.deadline();
+    let release = release_call(spec, attempt_id);
+    let local = (records && spec.pass.is_some() && wait != WaitMode::Try)
+        .then(|| Arc::new(LocalWaiter::new(owner, attempt_id, ms, release.clone())));
+    let mut attempt = Attempt {
+        client,
+        release,
+        records,
+        in_doubt: false,
+        queued: false,
+        done: false,
+        local: local.clone(),
+        channel: Some(&spec.channel),
+    };
+    let call = |mode: &str| {
+        ScriptCall::new(
+            spec.acquire,
+            spec.keys.clone(),
+            [
+                owner.to_string(),
+                attempt_id.to_string(),
+                ms.to_string(),
+                mode.to_string(),
+            ]
+            .into_iter()
+            .chain(spec.extra_args.iter().cloned())
+            .chain(spec.tagged.then(|| new_secret().to_string()))
+            .chain(spec.live.as_ref().map(|s| s.acquire_arg(attempt_id)))
+            .collect(),
+        )
+    };
+    let grant = |token: u64, pttl: u64, sent_at: Instant| Granted {
+        token,
+        pttl,
+        sent_at,
+        extend_to: None,
+        chain: 0,
+        hold_id: None,
+    };
+    let try_call = call(if wait == WaitMode::Try { "try" } else { "wait" });
+
+    let mut last_err: Option<Error> = None;
+    // A channel this client already listens on (another local waiter,
+    // or one lingering after a recent wait) costs nothing to join: join
+    // it before the first try, and the try after subscribing is not
+    // needed, since no release can fall between the two.
+    let waiter = Waiter {
+        policy: spec.wake,
+        class: spec.class,
+        tag: spec.tagged.then(|| attempt_id.to_string()),
+        local,
+    };
+    let early = match wait {
+        WaitMode::Try => None,
+        _ => client
+            .inner
+            .engine
+            .subscribe_if_confirmed(&spec.channel, waiter.clone()),
+    };
+    // Another owner of this client holds the lock and will hand it to
+    // a local waiter or release it (waking this one): sleep at once,
+    // without a try that could only find it busy.
+    let local_bound = match (&early, &attempt.local) {
+        (Some(_), Some(_)) => client.inner.engine.held_elsewhere(&spec.channel, owner),
+        _ => None,
+    };
+    if let Some(sub) = &early {
+        sub.begin_try();
+    }
+    let (sent_at, first) = match local_bound {
+        Some(until) => {
+            let left = until.saturating_duration_since(Instant::now());
+            let pttl = i64::try_from(left.as_millis()).unwrap_or(i64::MAX).max(1);
+            (Instant::now(), Ok(Reply::Busy { pttl }))
+        }
+        None => try_once(client, &mut attempt, &try_call).await,
+    };
+    let mut queue = QueueState::new(sent_at);
+    let mut next_wait = match first {
+        Ok(Reply::Granted { token, pttl }) => {
+            if let Some(sub) = &early {
+                sub.mark_acquired();
+            }
+            return Ok(Some(grant(token, pttl, sent_at)));
+        }
+        Ok(Reply::Busy { .. }) | Ok(Reply::Queued { .. }) if wait == WaitMode::Try => {
+            attempt.give_up().await;
+            return Ok(None);
+        }
+        Ok(reply) => {
+            queue.observe(client, spec, reply, sent_at);
+            match (&early, reply) {
+                (Some(_), Reply::Busy { pttl } | Reply::Queued { pttl, .. }) => Some(pttl),
+                _ => None,
+            }
+        }
+        Err(e) if e.is_retryable() && wait != WaitMode::Try => {
+            last_err = Some(e);
+            None
+        }
+        Err(e) => return Err(e),
+    };
+
+    let sub = match early {
+        Some(sub) => sub,
+        None => {
+            // Failed: subscribe, then try again at once (a release may
+            // have landed between the first try and the subscription).
+            let sub = client.inner.engine.subscribe(&spec.channel, waiter);
+            let confirm_by = crate::config::after(client.config().command_timeout);
+            let confirm_by = deadline.map_or(confirm_by, |d| d.min(confirm_by));
+            sub.confirmed(confirm_by).await;
+            sub
+        }
+    };
+    let mut refused: i64 = 0;
+    loop {
+        if let Some(reason) = sub.refused() {
+            // Without the channel no release would ever wake this waiter.
+            return Err(Error::SubscribeRefused {
+                channel: spec.channel.clone(),
+                reason,
+            });
+        }
+        if let Some(pttl) = next_wait.take() {
+            let passed = sleep_until_woken(client, &sub, pttl, deadline).await;
+            if let Some(g) = passed {
+                // Handed over by an unlock in this client, under this
+                // attempt's own id and lease.
+                attempt.win();
+                sub.mark_acquired();
+                return Ok(Some(Granted {
+                    token: g.token,
+                    pttl: g.pttl,
+                    sent_at: g.sent_at,
+                    extend_to: None,
+                    chain: g.chain,
+                    hold_id: Some(g.hold_id),
+                }));
+            }
+            if let Some(g) = take_named_grant(&sub, queue.entry, ms) {
+                attempt.win();
+                sub.mark_acquired();
+                return Ok(Some(g));
+            }
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        sub.begin_try();
+        let (sent_at, r) = try_once(client, &mut attempt, &call("again")).await;
+        match r {
+            Ok(Reply::Granted { token, pttl }) => {
+                sub.mark_acquired();
+                return Ok(Some(grant(token, pttl, sent_at)));
+            }
+            Ok(reply @ (Reply::Busy { pttl } | Reply::Queued { pttl, .. })) => {
+                sub.tried();
+                queue.observe(client, spec, reply, sent_at);
+                last_err = None;
+                refused = 0;
+                next_wait = Some(pttl);
+            }
+            Err(e) if e.is_retryable() => {
+                if e.is_unavailable() {
+                    if client.inner.conn.is_up() {
+                        // The server refused without running it (LOADING,
+                        // BUSY, READONLY...): wait on the channel with a
+                        // growing bound rather than ask again at once.
+                        refused = (refused * 2).clamp(10, 500);
+                        next_wait = Some(refused);
+                    } else {
+                        client.inner.conn.wait_up(deadline).await;
+                    }
+                }
+                last_err = Some(e);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    // Out of time.
+    drop(sub);
+    drop(queue);
+    match last_err {
+        Some(e) => Err(e), // the armed attempt's drop hands it to the releaser
+        None => {
+            attempt.give_up().await;
+            Ok(None)
+        }
+    }
+}
+
+/// Step one: try once. Returns when the request was sent and the decoded
+/// reply or the error, keeping the attempt's armed state right.
+async fn try_once(
+    client: &Client,
+    attempt: &mut Attempt<'_>,
+    call: &ScriptCall,
+) -> (Instant, Result<Reply>) {
+    let prior_doubt = attempt.in_doubt;
+    attempt.in_doubt = true;
+    let sent_at = Instant::now();
+    let r = match client.run::<Vec<i64>>(call).await {
+        Ok(v) => decode(&v),
+        Err(e) => Err(e),
+    };
+    match &r {
+        Ok(Reply::Granted { .. }) => attempt.win(),
+        Ok(Reply::Busy { .. }) => {
+            // A definite "not granted" settles earlier doubts too; a
+            // queue entry is dropped by the script when it answers busy.
+            attempt.disarm();
+        }
+        Ok(Reply::Queued { .. }) => {
+            attempt.in_doubt = false;
+            attempt.queued = true;
+        }
+        Err(Error::Indeterminate(_)) => {}
+        // This request did not grant anything, but an earlier one of
+        // the same attempt may have: keep that doubt.
+        Err(_) => attempt.in_doubt = prior_doubt,
+    }
+    (sent_at, r)
+}
+
+/// Step two: sleep until a release message, the holder's TTL (`pttl` from
+/// the last reply), or the deadline. Woken or not, the next try tells: a
+/// lease that ran out is free. A hint moves the bound without a try.
+/// Returns the hold an unlock in this client handed over while it slept.
+async fn sleep_until_woken(
+    client: &Client,
+    sub: &Subscription,
+    pttl: i64,
+    deadline: Option<Instant>,
+) -> Option<LocalGrant> {
+    let by_ttl = sleep_bound(Instant::now(), pttl, client.config().watchdog_timeout);
+    let mut until = deadline.map_or(by_ttl, |d| d.min(by_ttl));
+    loop {
+        while let Woke::Hint(h) = sub.wait(until).await {
+            until = deadline.map_or(h, |d| d.min(h));
+        }
+        match sub.local_wake() {
+            LocalNow::Go => return None,
+            LocalNow::Passed(g) => return Some(g),
+            // An unlock in this client is handing its hold over: it
+            // settles within its command's timeout (an unlock dropped
+            // mid-call abandons the claim, which wakes this waiter).
+            LocalNow::Claimed => {
+                until = crate::config::after(client.config().command_timeout);
+            }
+        }
+    }
+}
+
+/// Step three, for hand-offs by name: a message that names this attempt
+/// carries the token, the claim lease and the entry's secret. The lock is
+/// taken without a round trip when the grant is for the current queue
+/// entry (`entry`: its secret, and an instant no later than when the
+/// request that created it was sent) and its claim is still good counted
+/// from then. Anything else (a late grant for a lost entry, a forgery) is
+/// left to the next try. A claim whose validity is mostly gone is not
+/// worth a guard that turns `Lost` at once: the next try (a pick-up call)
+/// extends it to the real lease instead.
+fn take_named_grant(sub: &Subscription, entry: Option<(u64, Instant)>, ms: u64) -> Option<Granted> {
+    let (g, (current, t0)) = (sub.take_grant()?, entry?);
+    let (token, ttl) = (g.token, g.ttl_ms);
+    let useful = Duration::from_millis(ttl / 3).max(Duration::from_millis(1));
+    (g.secret == current && valid_until(t0, ttl) > Instant::now() + useful).then_some(Granted {
+        token,
+        pttl: ttl,
+        sent_at: t0,
+        extend_to: (ms > ttl).then_some(ms),
+        chain: 0,
+        hold_id: None,
+    })
+}
+
+/// What a waiter knows about its place in a queue: whether it was queued
+/// (to notice a purge), its current entry and its liveness registration.
+struct QueueState {
+    /// When the attempt's first request was sent.
+    started: Instant,
+    queued: bool,
+    /// The current queue entry: its secret, and an instant no later than
+    /// when the request that created it was sent (any hand-off to this entry
+    /// happened after it).
+    entry: Option<(u64, Instant)>,
+    heartbeat: Option<HeartbeatReg>,
+}
+
+impl QueueState {
+    fn new(started: Instant) -> QueueState {
+        QueueState {
+            started,
+            queued: false,
+            entry: None,
+            heartbeat: None,
+        }
+    }
+
+    fn observe(&mut self, client: &Client, spec: &AcquireSpec, reply: Reply, sent_at: Instant) {
+        let Reply::Queued { fresh, secret, .. } = reply else {
+            return;
+        };
+        if fresh {
+            self.entry = Some((secret, sent_at));
+        } else if self.entry.map(|e| e.0) != Some(secret) {
+            // The entry was created by an earlier request of this attempt
+            // whose reply never came: it was sent after `started`.
+            self.entry = Some((secret, self.started));
+        }
+        if fresh && self.queued {
+            tracing::warn!(kind = spec.kind, key = %spec.key,
+                "waiter was purged from the queue while alive; re-enqueued at the tail");
+        }
+        self.queued = true;
+        if self.heartbeat.is_none() {
+            self.heartbeat = spec
+                .heartbeat
+                .as_ref()
+                .map(|h| client.inner.heartbeat.register(h));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_replies() {
+        assert_eq!(
+            decode(&[1, 7, 100]).unwrap(),
+            Reply::Granted {
+                token: 7,
+                pttl: 100
+            }
+        );
+        assert_eq!(decode(&[0, 50]).unwrap(), Reply::Busy { pttl: 50 });
+        assert_eq!(
+            decode(&[2, 50, 1, 9]).unwrap(),
+            Reply::Queued {
+                pttl: 50,
+                fresh: true,
+                secret: 9
+            }
+        );
+        let s = new_secret();
+        assert!(s > 0 && s < (1 << 53));
+        assert!(decode(&[]).is_err());
+    }
+
+    #[test]
+    fn a_hold_ending_now_is_tried_again_at_once() {
+        let now = Instant::now();
+        let long = Duration::from_secs(30);
+        assert_eq!(sleep_bound(now, 0, long), now + Duration::from_millis(1));
+        assert_eq!(
+            sleep_bound(now, 250, long),
+            now + Duration::from_millis(250)
+        );
+        assert_eq!(sleep_bound(now, -2, long), now);
+        assert_eq!(sleep_bound(now, -1, long), now + long);
+    }
+
+    #[test]
+    fn attempt_ids_are_unique_and_numbered_in_order() {
+        let a = new_attempt_id();
+        let b = new_attempt_id();
+        assert_ne!(a, b);
+        assert!(a.starts_with(|c: char| c.is_ascii_hexdigit()));
+        assert!(attempt_seq(&a) > 0);
+        assert!(attempt_seq(&b) > attempt_seq(&a));
+        assert_eq!(attempt_seq("00ff"), 0);
+    }
+}

@@ -1,0 +1,342 @@
+//! What a primitive tells core about an acquire ([`AcquireSpec`], built by
+//! [`AcquireBuilder`]) or a wait for a condition ([`ConditionSpec`]), and how
+//! long it may wait ([`WaitMode`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::heartbeat::HeartbeatSpec;
+use crate::hold::HoldSet;
+use crate::keys::Keys;
+use crate::scripts::LuaScript;
+use crate::wake::WakePolicy;
+
+/// How long an acquire may wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitMode {
+    /// One attempt; never joins a queue.
+    Try,
+    /// Up to this long.
+    For(Duration),
+    /// Until acquired (rides out reconnects).
+    Forever,
+}
+
+/// What a primitive tells core about one acquire: its scripts, keys,
+/// channel and wake-up policy. Built with [`AcquireSpec::builder`]; the
+/// fields are core's (the contract of each is on its builder method).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct AcquireSpec {
+    /// Primitive kind, for tracing.
+    pub(crate) kind: &'static str,
+    /// Acquire script (contract in the module docs).
+    pub(crate) acquire: &'static LuaScript,
+    /// KEYS of the acquire script.
+    pub(crate) keys: Vec<String>,
+    /// ARGV after the four common ones.
+    pub(crate) extra_args: Vec<String>,
+    /// Release script (by attempt id).
+    pub(crate) release: &'static LuaScript,
+    /// KEYS of the release script.
+    pub(crate) release_keys: Vec<String>,
+    /// ARGV of the release script after the attempt id.
+    pub(crate) release_extra: Vec<String>,
+    /// The primitive's main key (named in tracing and errors).
+    pub(crate) key: String,
+    /// Script that renews a hold (watchdog rounds, `extend`); its contract
+    /// is in [`HoldSpec::renew`](crate::HoldSpec::renew).
+    pub(crate) renew: &'static LuaScript,
+    /// The keys of one hold for the renew script, all in one hash slot.
+    pub(crate) renew_keys: Vec<String>,
+    /// Channel the waiter subscribes to.
+    pub(crate) channel: String,
+    /// Decodes the channel's messages into wake-ups (see [`crate::wake`]).
+    pub(crate) wake: &'static dyn WakePolicy,
+    /// The waiter's class, for policies that wake one kind of waiter
+    /// (`"read"`, `"write"`); primitives with one kind use `""`.
+    pub(crate) class: &'static str,
+    /// When true, `t:<attempt>` / `g:<attempt> ...` messages wake this waiter
+    /// (and only it), and each acquire call carries a fresh entry secret as
+    /// its last ARGV (see the module docs).
+    pub(crate) tagged: bool,
+    /// Liveness heartbeat kept while the attempt is queued (primitives with a
+    /// server-side queue).
+    pub(crate) heartbeat: Option<HeartbeatSpec>,
+    /// Local hand-off script, for primitives whose waiters may be served in
+    /// any order (no server-side queue): an unlock that finds a sleeping waiter of
+    /// this client on the channel hands its hold to that waiter in one
+    /// call, instead of a release, a message and the waiter's acquire.
+    /// `KEYS` = [`AcquireSpec::keys`]; `ARGV` = `[attempt of the releasing
+    /// hold, new owner, new attempt, lease_ms]`; reply `{0}` the releasing
+    /// attempt holds nothing (nothing changed), `{1}` an inner hold of a
+    /// re-entered lock was released (nothing handed over), `{2, token,
+    /// pttl, others}` handed over, where `others` is 1 when waiters of
+    /// other clients were seen since the lock was last free. See
+    /// `docs/architecture.md` for the budget that keeps them from starving.
+    pub(crate) pass: Option<&'static LuaScript>,
+    /// The holds of the handle this spec belongs to, for reentrant
+    /// primitives whose holds are counted per owner in one hash (`Lock`,
+    /// `FairLock`). When given, every acquire call ends its ARGV with
+    /// [`HoldSet::acquire_arg`]: `0` when one of them is still active or
+    /// another acquire of the handle (a clone in another task) is in
+    /// progress, else the attempt's sequence number ([`attempt_seq`](crate::attempt_seq)), and
+    /// the holds it grants are added. With a sequence number, the script
+    /// treats a hold recorded for this owner, but neither for this attempt
+    /// nor for any attempt drawn after it, as stale (a grant whose reply
+    /// was lost and whose release ran before it, kept alive by later
+    /// re-entries) and replaces it instead of re-entering it. Every
+    /// attempt of the handle drawn before this one has ended by then, so
+    /// such a hold is nobody's; one of a clone's acquire that started
+    /// later, and overtook this call on its way, is left alone.
+    pub(crate) live: Option<Arc<HoldSet>>,
+}
+
+impl AcquireSpec {
+    /// Describe the acquire of a primitive of `kind` (for tracing) whose
+    /// keys are `keys`: `acquire` and `release` scripts (contracts in the
+    /// module docs), and the policy that decodes the messages on its
+    /// channel. Defaults, each changed by a method below: both scripts take
+    /// the main key alone and no extra ARGV; holds are renewed by core's
+    /// `hold_renew.lua` on the main key; waiters wait on `keys.channel()`;
+    /// one class of waiter; no queue (no heartbeat, no tagged hand-off); no
+    /// local hand-off; no per-handle hold set.
+    pub fn builder(
+        kind: &'static str,
+        keys: &Keys,
+        acquire: &'static LuaScript,
+        release: &'static LuaScript,
+        wake: &'static dyn WakePolicy,
+    ) -> AcquireBuilder {
+        let main = keys.main().to_string();
+        AcquireBuilder(AcquireSpec {
+            kind,
+            acquire,
+            keys: vec![main.clone()],
+            extra_args: Vec::new(),
+            release,
+            release_keys: vec![main.clone()],
+            release_extra: Vec::new(),
+            key: main.clone(),
+            renew: &crate::scripts::HOLD_RENEW,
+            renew_keys: vec![main],
+            channel: keys.channel(),
+            wake,
+            class: "",
+            tagged: false,
+            heartbeat: None,
+            pass: None,
+            live: None,
+        })
+    }
+
+    /// The primitive's main key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The channel its waiters wait on.
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// The same acquire with one more ARGV after the extra ones (a
+    /// per-call argument, such as a semaphore's permit count).
+    #[must_use]
+    pub fn with_arg(&self, arg: impl Into<String>) -> AcquireSpec {
+        let mut spec = self.clone();
+        spec.extra_args.push(arg.into());
+        spec
+    }
+
+    /// This acquire with `live` as the handle's hold set (see
+    /// [`AcquireBuilder::live`]).
+    pub(crate) fn with_live(mut self, live: Arc<HoldSet>) -> AcquireSpec {
+        self.live = Some(live);
+        self
+    }
+}
+
+/// Builds an [`AcquireSpec`] ([`AcquireSpec::builder`]).
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct AcquireBuilder(AcquireSpec);
+
+impl AcquireBuilder {
+    /// KEYS of the acquire script (default: the main key).
+    pub fn keys(mut self, keys: Vec<String>) -> Self {
+        self.0.keys = keys;
+        self
+    }
+
+    /// ARGV of the acquire script after the four common ones.
+    pub fn extra_args(mut self, args: Vec<String>) -> Self {
+        self.0.extra_args = args;
+        self
+    }
+
+    /// KEYS of the release script, and its ARGV after the attempt id.
+    pub fn release_with(mut self, keys: Vec<String>, extra: Vec<String>) -> Self {
+        self.0.release_keys = keys;
+        self.0.release_extra = extra;
+        self
+    }
+
+    /// The script that renews a hold (watchdog rounds, `extend`), and the
+    /// keys of one hold for it, all in one hash slot; its contract is on
+    /// [`HoldSpec::renew`](crate::HoldSpec::renew).
+    pub fn renew(mut self, script: &'static LuaScript, keys: Vec<String>) -> Self {
+        self.0.renew = script;
+        self.0.renew_keys = keys;
+        self
+    }
+
+    /// The channel the waiters subscribe to (default `keys.channel()`).
+    pub fn channel(mut self, channel: String) -> Self {
+        self.0.channel = channel;
+        self
+    }
+
+    /// The waiter's class, for policies that wake one kind of waiter
+    /// (`"read"`, `"write"`).
+    pub fn class(mut self, class: &'static str) -> Self {
+        self.0.class = class;
+        self
+    }
+
+    /// Hand-off by name: `t:<attempt>` / `g:<attempt> ...` messages wake
+    /// this waiter (and only it), and each acquire call carries a fresh
+    /// entry secret as its last ARGV (see the module docs).
+    pub fn tagged(mut self) -> Self {
+        self.0.tagged = true;
+        self
+    }
+
+    /// A liveness heartbeat kept while the attempt is queued (primitives
+    /// with a server-side queue).
+    pub fn heartbeat(mut self, heartbeat: HeartbeatSpec) -> Self {
+        self.0.heartbeat = Some(heartbeat);
+        self
+    }
+
+    /// Local hand-off script, for primitives whose waiters may be served in
+    /// any order (no server-side queue): an unlock that finds a sleeping
+    /// waiter of this client on the channel hands its hold to that waiter
+    /// in one call, instead of a release, a message and the waiter's
+    /// acquire. `KEYS` = the acquire keys; `ARGV` = `[attempt of the
+    /// releasing hold, new owner, new attempt, lease_ms]`; reply `{0}` the
+    /// releasing attempt holds nothing (nothing changed), `{1}` an inner
+    /// hold of a re-entered lock was released (nothing handed over), `{2,
+    /// token, pttl, others}` handed over, where `others` is 1 when waiters
+    /// of other clients were seen since the lock was last free. See
+    /// `docs/architecture.md` for the budget that keeps them from starving.
+    pub fn pass(mut self, script: &'static LuaScript) -> Self {
+        self.0.pass = Some(script);
+        self
+    }
+
+    /// The holds of the handle this acquire belongs to, for reentrant
+    /// primitives whose holds are counted per owner in one hash. Every
+    /// acquire call then ends its ARGV with [`HoldSet::acquire_arg`]: `0`
+    /// when one of them is still active or another acquire of the handle
+    /// (a clone in another task) is in progress, else the attempt's
+    /// sequence number ([`attempt_seq`](crate::attempt_seq)), and the holds it grants are
+    /// added. With a sequence number, the script treats a hold recorded
+    /// for this owner, but neither for this attempt nor for any attempt
+    /// drawn after it, as stale (a grant whose reply was lost and whose
+    /// release ran before it, kept alive by later re-entries) and replaces
+    /// it instead of re-entering it. Every attempt of the handle drawn
+    /// before this one has ended by then, so such a hold is nobody's; one
+    /// of a clone's acquire that started later, and overtook this call on
+    /// its way, is left alone. One set per handle.
+    pub fn live(mut self, live: Arc<HoldSet>) -> Self {
+        self.0.live = Some(live);
+        self
+    }
+
+    /// The description.
+    pub fn build(self) -> AcquireSpec {
+        self.0
+    }
+}
+
+/// What a primitive tells core about a wait for a condition (a latch's
+/// count reaching zero): a script that checks it and records nothing, its
+/// keys, and the channel and policy that announce a change. Built with
+/// [`ConditionSpec::builder`]; run by [`Client::wait_until`](crate::Client::wait_until).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ConditionSpec(pub(crate) AcquireSpec);
+
+impl ConditionSpec {
+    /// A wait of `kind` on `keys`: `check` replies `{1, ...}` when the
+    /// condition holds and `{0, pttl}` when not (it takes the acquire
+    /// contract's ARGV and writes nothing); waiters wait on
+    /// `keys.channel()` for a message `wake` decodes. KEYS of `check`
+    /// default to the main key.
+    pub fn builder(
+        kind: &'static str,
+        keys: &Keys,
+        check: &'static LuaScript,
+        wake: &'static dyn WakePolicy,
+    ) -> ConditionBuilder {
+        // A check records nothing: the release is never run, the renewal
+        // never needed; the acquire description carries them only because
+        // the acquire loop is shared.
+        ConditionBuilder(AcquireSpec::builder(kind, keys, check, check, wake).build())
+    }
+
+    /// The main key.
+    pub fn key(&self) -> &str {
+        &self.0.key
+    }
+}
+
+/// Builds a [`ConditionSpec`] ([`ConditionSpec::builder`]).
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ConditionBuilder(AcquireSpec);
+
+impl ConditionBuilder {
+    /// KEYS of the check script (default: the main key).
+    pub fn keys(mut self, keys: Vec<String>) -> Self {
+        self.0.keys = keys.clone();
+        self.0.release_keys = keys;
+        self
+    }
+
+    /// The channel (default `keys.channel()`).
+    pub fn channel(mut self, channel: String) -> Self {
+        self.0.channel = channel;
+        self
+    }
+
+    /// The description.
+    pub fn build(self) -> ConditionSpec {
+        ConditionSpec(self.0)
+    }
+}
+
+impl WaitMode {
+    /// A wait of up to `wait`; zero is one attempt ([`WaitMode::Try`]).
+    pub fn up_to(wait: Duration) -> WaitMode {
+        if wait.is_zero() {
+            WaitMode::Try
+        } else {
+            WaitMode::For(wait)
+        }
+    }
+
+    /// When a wait that starts now ends: now for `Try`, `None` for
+    /// `Forever` and for a wait too long for an `Instant` (a wait without
+    /// end).
+    pub fn deadline(self) -> Option<Instant> {
+        match self {
+            WaitMode::Try => Some(Instant::now()),
+            WaitMode::For(d) => Instant::now().checked_add(d),
+            WaitMode::Forever => None,
+        }
+    }
+}
