@@ -9,6 +9,7 @@
 //! p50 with one waiter on another client, and contended throughput of
 //! FairLock against Lock (32 waiters over 4 clients, no hold time).
 
+use deadbolt::Acquire as _;
 use std::time::{Duration, Instant};
 
 use deadbolt::primitive::{Client, Exclusive, ExclusiveKind};

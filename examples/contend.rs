@@ -4,6 +4,7 @@
 //! throwaway redis-server is started on a free loopback port and stopped at
 //! the end.
 
+use deadbolt::Acquire as _;
 use std::time::Duration;
 
 #[tokio::main]

@@ -18,6 +18,7 @@
 //! Then the p50 of lock+unlock with and without `sync_replicas(1, 100 ms)`,
 //! interleaved on one name.
 
+use deadbolt::Acquire as _;
 use std::time::{Duration, Instant};
 
 use deadbolt_testkit::RedisCluster;

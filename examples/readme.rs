@@ -2,6 +2,8 @@
 //! compiles it: `tests/readme.rs` checks that README.md shows the code below
 //! this header word for word. It expects a Redis at 127.0.0.1:6379.
 
+use deadbolt::prelude::*;
+
 #[tokio::main]
 async fn main() -> deadbolt::Result<()> {
     let client = deadbolt::Client::connect("redis://127.0.0.1/").await?;

@@ -11,6 +11,7 @@
 //! ([`Error::Indeterminate`]).
 //!
 //! ```no_run
+//! use deadbolt::prelude::*; // the acquire calls (`Acquire`)
 //! # async fn write_with_fence(_t: u64) -> deadbolt::Result<()> { Ok(()) }
 //! # async fn f() -> deadbolt::Result<()> {
 //! let client = deadbolt::Client::connect("redis://127.0.0.1/").await?;
@@ -52,6 +53,17 @@ pub use deadbolt_semaphore::{CountDownLatch, Permits, Semaphore};
 pub use deadbolt_core::primitive;
 pub use deadbolt_core::{Acquire, Lockable};
 
+/// What most users import: the [`Acquire`] trait, whose methods are the
+/// five acquire calls of every lock (`lock`, `try_lock`, `try_lock_for`,
+/// `lock_with_lease`, `try_lock_with`).
+///
+/// ```
+/// use deadbolt::prelude::*;
+/// ```
+pub mod prelude {
+    pub use crate::Acquire;
+}
+
 #[cfg(feature = "tls")]
 pub use deadbolt_core::ensure_crypto_provider;
 /// The redis-rs crate deadbolt is built on, for [`Client::from_redis`]
@@ -66,6 +78,7 @@ pub use redis;
 ///
 /// ```no_run
 /// # async fn f() -> deadbolt::Result<()> {
+/// use deadbolt::prelude::*;
 /// use std::time::Duration;
 /// let client = deadbolt::Client::builder("redis://127.0.0.1/")
 ///     .namespace("billing")
@@ -245,6 +258,7 @@ impl Client {
 ///
 /// ```no_run
 /// # async fn f() -> deadbolt::Result<()> {
+/// use deadbolt::prelude::*;
 /// let mut clients = Vec::new();
 /// for port in [7001, 7002, 7003] {
 ///     clients.push(deadbolt::Client::connect(&format!("redis://127.0.0.1:{port}/")).await?);

@@ -3,6 +3,7 @@
 //! renewing, releasing, inspecting. (A user without the channels is refused
 //! by name: `refused_subscription_fails_waiters_promptly` in deadbolt-lock.)
 
+use deadbolt::Acquire as _;
 use std::time::Duration;
 
 use deadbolt::Client;

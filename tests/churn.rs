@@ -50,6 +50,7 @@
 //! Add a variant to [`Handle`] with its acquire calls, a [`Kind`] with its
 //! names and allowed leftovers, and implement [`Held`] for its guard.
 
+use deadbolt::Acquire as _;
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::future::Future;

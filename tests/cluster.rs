@@ -13,6 +13,7 @@
 //! - a master and its replica killed for good: names on other slots keep
 //!   working, names on the dead slots fail promptly.
 
+use deadbolt::Acquire as _;
 use std::future::Future;
 use std::time::Duration;
 

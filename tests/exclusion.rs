@@ -1,6 +1,7 @@
 //! Cross-crate: every exclusive primitive, made through the facade, keeps a
 //! read-modify-write counter exact under contention from separate clients.
 
+use deadbolt::Acquire as _;
 use std::time::Duration;
 
 use deadbolt::primitive::{Exclusive, ExclusiveKind};

@@ -3,6 +3,7 @@
 //! it is (not a `WrongType` or a timeout) and leaves nothing written; with
 //! memory back, the same handle works.
 
+use deadbolt::Acquire as _;
 use std::future::Future;
 use std::time::Duration;
 

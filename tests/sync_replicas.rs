@@ -2,6 +2,7 @@
 //! `Indeterminate` and given back; with the replicas it asks for, acquires
 //! work as usual.
 
+use deadbolt::Acquire as _;
 use std::time::Duration;
 
 use deadbolt::Error;

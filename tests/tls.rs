@@ -6,6 +6,7 @@
 //! Every client here talks to the TLS port only; the plain port serves the
 //! testkit's own helpers (`wait_for_channels`).
 
+use deadbolt::Acquire as _;
 use std::time::Duration;
 
 use deadbolt::Client;

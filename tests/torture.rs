@@ -71,6 +71,7 @@
 //! holds: a `weight` and a capacity; no token: no fenced writes), and add one
 //! [`Kind`] to [`KINDS`].
 
+use deadbolt::Acquire as _;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::future::Future;

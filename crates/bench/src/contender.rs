@@ -24,6 +24,7 @@
 //! Everything else (scenarios, command counting, report, table, plot) takes
 //! the new contender as it is.
 
+use deadbolt_core::Acquire as _;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 

@@ -3,6 +3,7 @@
 //!
 //! Nothing asserts speed: the only time bounds catch hangs.
 
+use deadbolt_core::Acquire as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

@@ -8,6 +8,7 @@
 //!
 //! Nothing asserts speed: the only time bounds catch hangs.
 
+use deadbolt_core::Acquire as _;
 use std::process::Command;
 
 use clap::Parser as _;

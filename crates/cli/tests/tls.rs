@@ -4,6 +4,7 @@
 //! the command fails with a message, not a panic.
 #![cfg(feature = "tls")]
 
+use deadbolt_core::Acquire as _;
 use std::process::{Command, Output};
 use std::time::Duration;
 

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use std::marker::PhantomData;
 
+use crate::primitive::Acquire;
 use crate::scripts::{ScriptCall, HOLD_INSPECT};
 use crate::{
     AcquireSpec, Client, Error, ExclusiveGuard as LockGuard, HoldSet, Keys, LeaseMode, Result,
@@ -92,7 +93,7 @@ impl QueuedWaiter {
 ///
 /// # Examples
 /// ```no_run
-/// # use deadbolt_core::{Client, Exclusive, ExclusiveKind};
+/// # use deadbolt_core::{Acquire, Client, Exclusive, ExclusiveKind};
 /// // `K` is `deadbolt_lock::Reentrant` for a `Lock`, `deadbolt_fair::Fifo` for a `FairLock`.
 /// async fn print_token<K: ExclusiveKind>(client: &Client) -> deadbolt_core::Result<()> {
 /// let lock = Exclusive::<K>::new(client, "orders:42");
@@ -207,103 +208,6 @@ impl<K: ExclusiveKind> Exclusive<K> {
             .spec
             .as_ref()
             .map_err(|e| Error::InvalidArgument(e.clone()))
-    }
-
-    /// Acquire with an explicit lease and wait mode (what the five acquire
-    /// methods call).
-    ///
-    /// # Errors
-    /// As [`Self::try_lock_for`].
-    ///
-    /// # Cancel safety
-    /// As [`Self::lock`].
-    pub async fn acquire_with(
-        &self,
-        lease: LeaseMode,
-        wait: WaitMode,
-    ) -> Result<Option<LockGuard>> {
-        let spec = self.spec()?;
-        let hold = self
-            .inner
-            .client
-            .acquire(spec, &self.inner.owner, lease, wait)
-            .await?;
-        Ok(hold.map(LockGuard::new))
-    }
-
-    /// Wait until the lock is acquired; the watchdog renews the lease until unlock.
-    ///
-    /// Rides out reconnects: it keeps waiting while Redis is unreachable.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an empty name, [`Error::WrongType`] when
-    /// another value sits at the key, [`Error::Shutdown`], [`Error::Redis`].
-    ///
-    /// # Cancel safety
-    /// If dropped after its request may have reached Redis, a possible grant
-    /// is released once by the client's background releaser; nothing stays
-    /// held and the hold count is never raised twice.
-    pub async fn lock(&self) -> Result<LockGuard> {
-        self.acquire_with(LeaseMode::Watchdog, WaitMode::Forever)
-            .await
-            .map(|g| g.expect("an unbounded wait only ends with the lock"))
-    }
-
-    /// One attempt, no waiting; watchdog lease.
-    ///
-    /// # Errors
-    /// As [`Self::lock`], plus [`Error::Unavailable`] / [`Error::Indeterminate`]
-    /// when Redis could not answer (an Indeterminate grant is already handed
-    /// to the releaser).
-    ///
-    /// # Cancel safety
-    /// As [`Self::lock`].
-    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.acquire_with(LeaseMode::Watchdog, WaitMode::Try).await
-    }
-
-    /// Wait up to `wait` for the lock; watchdog lease. `Ok(None)` when the
-    /// wait ends without it. A zero wait is one attempt, like [`Self::try_lock`].
-    ///
-    /// # Errors
-    /// As [`Self::try_lock`]; `Unavailable`/`Indeterminate` only when the wait
-    /// ran out while Redis could not answer.
-    ///
-    /// # Cancel safety
-    /// As [`Self::lock`].
-    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
-        self.acquire_with(LeaseMode::Watchdog, WaitMode::up_to(wait))
-            .await
-    }
-
-    /// Wait until acquired, with a fixed `lease` that is not renewed.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a lease under 1 ms or over
-    /// [`MAX_LEASE_MS`](crate::MAX_LEASE_MS); otherwise as [`Self::lock`].
-    ///
-    /// # Cancel safety
-    /// As [`Self::lock`]; an unreleased grant also ends with its lease.
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        self.acquire_with(LeaseMode::Fixed(lease), WaitMode::Forever)
-            .await
-            .map(|g| g.expect("an unbounded wait only ends with the lock"))
-    }
-
-    /// Wait up to `wait` for the lock with a fixed `lease`.
-    ///
-    /// # Errors
-    /// As [`Self::lock_with_lease`] and [`Self::try_lock_for`].
-    ///
-    /// # Cancel safety
-    /// As [`Self::lock`].
-    pub async fn try_lock_with(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<LockGuard>> {
-        self.acquire_with(LeaseMode::Fixed(lease), WaitMode::up_to(wait))
-            .await
     }
 
     /// Holder, hold count, token, remaining TTL, fencing counter and queue
@@ -460,12 +364,14 @@ impl<K: ExclusiveKind> Exclusive<K> {
 impl<K: ExclusiveKind> crate::Acquire for Exclusive<K> {
     type Guard = LockGuard;
 
-    fn acquire_with(
-        &self,
-        lease: LeaseMode,
-        wait: WaitMode,
-    ) -> impl Future<Output = Result<Option<LockGuard>>> + Send {
-        Exclusive::acquire_with(self, lease, wait)
+    async fn acquire_with(&self, lease: LeaseMode, wait: WaitMode) -> Result<Option<LockGuard>> {
+        let spec = self.spec()?;
+        let hold = self
+            .inner
+            .client
+            .acquire(spec, &self.inner.owner, lease, wait)
+            .await?;
+        Ok(hold.map(LockGuard::new))
     }
 }
 

@@ -12,6 +12,7 @@
 //! inspection — is as for `deadbolt_lock::Lock`. See `docs/fair.md`.
 //!
 //! ```no_run
+//! use deadbolt_core::Acquire; // lock, try_lock, try_lock_for, ...
 //! # async fn f() -> deadbolt_core::Result<()> {
 //! let client = deadbolt_core::Client::connect("redis://127.0.0.1/").await?;
 //! let lock = deadbolt_fair::FairLock::new(&client, "printer");

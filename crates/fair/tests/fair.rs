@@ -1,5 +1,6 @@
 //! FairLock against a real redis-server.
 
+use deadbolt_core::Acquire as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -2,6 +2,7 @@
 //! shutdown, per-waiter claim leases, keys of another type. Real
 //! redis-server processes; faults through deadbolt-testkit.
 
+use deadbolt_core::Acquire as _;
 use std::time::{Duration, Instant};
 
 use deadbolt_core::{Client, Error, LeaseState};

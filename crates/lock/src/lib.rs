@@ -7,6 +7,7 @@
 //! this crate supplies the scripts. See `docs/lock.md`.
 //!
 //! ```no_run
+//! use deadbolt_core::Acquire; // lock, try_lock, try_lock_for, ...
 //! # async fn f() -> deadbolt_core::Result<()> {
 //! let client = deadbolt_core::Client::connect("redis://127.0.0.1/").await?;
 //! let lock = deadbolt_lock::Lock::new(&client, "orders:42");

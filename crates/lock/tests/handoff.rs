@@ -3,6 +3,7 @@
 //! the client that has waited longest.
 mod common;
 
+use deadbolt_core::Acquire as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

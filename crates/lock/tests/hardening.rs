@@ -4,6 +4,7 @@
 
 mod common;
 
+use deadbolt_core::Acquire as _;
 use std::time::Duration;
 
 use common::*;

@@ -2,6 +2,7 @@
 
 mod common;
 
+use deadbolt_core::Acquire as _;
 use std::time::{Duration, Instant};
 
 use common::*;

@@ -17,6 +17,7 @@
 //! against; fencing tokens are the tool for correctness.
 //!
 //! ```no_run
+//! use deadbolt_core::Acquire; // lock, try_lock, try_lock_for, ...
 //! # async fn f(client: deadbolt_core::Client) -> deadbolt_core::Result<()> {
 //! let both = deadbolt_multilock::MultiLock::of_locks(&client, &["acct:1", "acct:2"]);
 //! let guard = both.lock().await?; // both or neither
@@ -344,78 +345,6 @@ impl MultiLock {
             }
         }
     }
-
-    /// Wait until every lock is held; watchdog leases. A part whose server
-    /// cannot answer (`Unavailable`, `Indeterminate`) is waited for like a
-    /// busy one, with nothing else held meanwhile: the wait rides out the
-    /// outage, as `Lock::lock` does.
-    ///
-    /// # Errors
-    /// A part's error ([`Error::WrongType`], [`Error::Shutdown`], ...):
-    /// whatever was taken is released first.
-    ///
-    /// # Cancel safety
-    /// If dropped, every part taken or possibly taken is released by its
-    /// client's background releaser: no part stays held.
-    pub async fn lock(&self) -> Result<MultiGuard> {
-        self.acquire(LeaseMode::Watchdog, WaitMode::Forever)
-            .await
-            .map(|g| g.expect("an unbounded wait only ends with the locks"))
-    }
-
-    /// One attempt at every lock, no waiting.
-    ///
-    /// # Errors
-    /// As [`Self::lock`], plus `Unavailable` / `Indeterminate`.
-    ///
-    /// # Cancel safety
-    /// As [`Self::lock`].
-    pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
-        self.acquire(LeaseMode::Watchdog, WaitMode::Try).await
-    }
-
-    /// Wait up to `wait` for every lock; `Ok(None)` when the wait ends
-    /// without them (nothing held).
-    ///
-    /// # Errors
-    /// As [`Self::try_lock`]; `Unavailable` / `Indeterminate` only when the
-    /// wait ended while a part's server could not answer.
-    ///
-    /// # Cancel safety
-    /// As [`Self::lock`].
-    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiGuard>> {
-        self.acquire(LeaseMode::Watchdog, WaitMode::up_to(wait))
-            .await
-    }
-
-    /// Wait until every lock is held, each with a fixed `lease`.
-    ///
-    /// # Errors
-    /// As [`Self::lock`], and `InvalidArgument` for a bad lease.
-    ///
-    /// # Cancel safety
-    /// As [`Self::lock`].
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<MultiGuard> {
-        self.acquire(LeaseMode::Fixed(lease), WaitMode::Forever)
-            .await
-            .map(|g| g.expect("an unbounded wait only ends with the locks"))
-    }
-
-    /// Wait up to `wait` for every lock, each with a fixed `lease`.
-    ///
-    /// # Errors
-    /// As [`Self::lock_with_lease`] and [`Self::try_lock_for`].
-    ///
-    /// # Cancel safety
-    /// As [`Self::lock`].
-    pub async fn try_lock_with(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<MultiGuard>> {
-        self.acquire(LeaseMode::Fixed(lease), WaitMode::up_to(wait))
-            .await
-    }
 }
 
 /// Every lock of a [`MultiLock`], held together.
@@ -608,77 +537,6 @@ impl Redlock {
             let jitter = Duration::from_millis(rand::random_range(0..=20));
             tokio::time::sleep(jitter).await;
         }
-    }
-
-    /// Wait until a majority holds the lock; renewed while held (a renewal
-    /// counts only when a majority accepts it within the remaining validity;
-    /// otherwise the guard is `Lost`).
-    ///
-    /// # Errors
-    /// A server's error that retrying cannot mend (`WrongType`, `Shutdown`);
-    /// unreachable servers only count as refusals.
-    ///
-    /// # Cancel safety
-    /// If dropped, every possible grant on every server is released by its
-    /// client's background releaser.
-    pub async fn lock(&self) -> Result<RedlockGuard> {
-        self.acquire(LeaseMode::Watchdog, WaitMode::Forever)
-            .await
-            .map(|g| g.expect("an unbounded wait only ends with the lock"))
-    }
-
-    /// One round, no waiting.
-    ///
-    /// # Errors
-    /// As [`Self::lock`].
-    ///
-    /// # Cancel safety
-    /// As [`Self::lock`].
-    pub async fn try_lock(&self) -> Result<Option<RedlockGuard>> {
-        self.acquire(LeaseMode::Watchdog, WaitMode::Try).await
-    }
-
-    /// Rounds until a majority holds, for up to `wait`.
-    ///
-    /// # Errors
-    /// As [`Self::lock`].
-    ///
-    /// # Cancel safety
-    /// As [`Self::lock`].
-    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<RedlockGuard>> {
-        self.acquire(LeaseMode::Watchdog, WaitMode::up_to(wait))
-            .await
-    }
-
-    /// Wait until a majority holds the lock with a fixed `lease` (not renewed).
-    ///
-    /// # Errors
-    /// As [`Self::lock`], and `InvalidArgument` for a bad lease, including
-    /// one no longer than its clock-drift allowance (1 % + 2 ms: such a
-    /// lease could never be valid once granted).
-    ///
-    /// # Cancel safety
-    /// As [`Self::lock`].
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<RedlockGuard> {
-        self.acquire(LeaseMode::Fixed(lease), WaitMode::Forever)
-            .await
-            .map(|g| g.expect("an unbounded wait only ends with the lock"))
-    }
-
-    /// Up to `wait` for a majority, with a fixed `lease`.
-    ///
-    /// # Errors
-    /// As [`Self::lock_with_lease`].
-    ///
-    /// # Cancel safety
-    /// As [`Self::lock`].
-    pub async fn try_lock_with(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<RedlockGuard>> {
-        self.acquire(LeaseMode::Fixed(lease), WaitMode::up_to(wait))
-            .await
     }
 }
 

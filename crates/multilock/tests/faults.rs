@@ -7,6 +7,7 @@
 //! way to a majority, a blackholed server, and fencing tokens across holders
 //! and restarts.
 
+use deadbolt_core::Acquire as _;
 use std::sync::Arc;
 use std::time::Duration;
 

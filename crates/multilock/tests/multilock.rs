@@ -1,5 +1,6 @@
 //! MultiLock and Redlock against real redis-server processes.
 
+use deadbolt_core::Acquire as _;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
