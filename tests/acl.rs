@@ -72,7 +72,7 @@ async fn the_documented_acl_serves_every_primitive() {
     let l = b.fair_lock("f");
     hand_over!("fair", a.fair_lock("f").lock().await.unwrap(), l => l.try_lock_for(wait), unlock);
     let l = b.rw_lock("rw");
-    hand_over!("rw", a.rw_lock("rw").write().await.unwrap(), l => l.try_read_for(wait), unlock);
+    hand_over!("rw", a.rw_lock("rw").write_lock().lock().await.unwrap(), l => l.read_lock().try_lock_for(wait), unlock);
     let l = b.multi_lock(&["m2", "m1"]);
     let m = a.multi_lock(&["m1", "m2"]);
     hand_over!("multi", m.lock().await.unwrap(), l => l.try_lock_for(wait), unlock);

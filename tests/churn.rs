@@ -208,8 +208,8 @@ fn boxed<G: Held + 'static>(r: deadbolt::Result<Option<G>>) -> Got {
     r.map(|g| g.map(|g| Box::new(g) as Box<dyn Held>))
 }
 
-/// The four acquire calls of a lock-like handle (`lock`, `try_lock_for`,
-/// `lock_with_lease`, `try_lock` and their read/write spellings).
+/// The four acquire calls of a handle (`lock`, `try_lock_for`,
+/// `lock_with_lease`, `try_lock`).
 macro_rules! acquire {
     ($h:expr, $a:expr, $wait:ident, $for:ident, $lease:ident, $try:ident) => {
         match $a {
@@ -241,9 +241,13 @@ impl Handle {
                     acquire!(l, a, lock, try_lock_for, lock_with_lease, try_lock)
                 }
                 Handle::Rw(l) if write => {
-                    acquire!(l, a, write, try_write_for, write_with_lease, try_write)
+                    let l = l.write_lock();
+                    acquire!(l, a, lock, try_lock_for, lock_with_lease, try_lock)
                 }
-                Handle::Rw(l) => acquire!(l, a, read, try_read_for, read_with_lease, try_read),
+                Handle::Rw(l) => {
+                    let l = l.read_lock();
+                    acquire!(l, a, lock, try_lock_for, lock_with_lease, try_lock)
+                }
                 Handle::Sem(s) => match a {
                     Acq::Wait => boxed(s.acquire(n).await.map(Some)),
                     Acq::For(d) => boxed(s.try_acquire_for(n, d).await),

@@ -158,13 +158,13 @@ async fn basics(cluster: &RedisCluster) {
         .await;
 
         // RwLock: a writer waits for a reader.
-        let r = a.rw_lock(&name).read().await.unwrap();
+        let r = a.rw_lock(&name).read_lock().lock().await.unwrap();
         let wb = b.rw_lock(&name);
         woken_by_release(
             "rwlock",
             &b,
             async move {
-                let w = wb.write().await.unwrap();
+                let w = wb.write_lock().lock().await.unwrap();
                 w.unlock().await.unwrap();
             },
             async { r.unlock().await.unwrap() },

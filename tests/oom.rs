@@ -60,18 +60,20 @@ async fn every_primitive_reports_out_of_memory_as_it_is() {
         .unwrap();
 
     let rw = c.rw_lock("rw");
-    refused(&srv, "try_read", rw.try_read()).await;
-    refused(&srv, "try_read_for", rw.try_read_for(wait)).await;
-    refused(&srv, "try_write", rw.try_write()).await;
-    refused(&srv, "try_write_for", rw.try_write_for(wait)).await;
-    rw.try_read()
+    refused(&srv, "try_read", rw.read_lock().try_lock()).await;
+    refused(&srv, "try_read_for", rw.read_lock().try_lock_for(wait)).await;
+    refused(&srv, "try_write", rw.write_lock().try_lock()).await;
+    refused(&srv, "try_write_for", rw.write_lock().try_lock_for(wait)).await;
+    rw.read_lock()
+        .try_lock()
         .await
         .unwrap()
         .unwrap()
         .unlock()
         .await
         .unwrap();
-    rw.try_write()
+    rw.write_lock()
+        .try_lock()
         .await
         .unwrap()
         .unwrap()
@@ -113,10 +115,15 @@ async fn every_primitive_reports_out_of_memory_as_it_is() {
     let held = other.fair_lock("f").lock().await.unwrap();
     refused(&srv, "fair try_lock_for (busy)", fair.try_lock_for(wait)).await;
     held.unlock().await.unwrap();
-    let held = other.rw_lock("rw").write().await.unwrap();
+    let held = other.rw_lock("rw").write_lock().lock().await.unwrap();
     // (A reader behind a writer records nothing while it waits: its wait
     // simply runs out, as without OOM.)
-    refused(&srv, "try_write_for (busy)", rw.try_write_for(wait)).await;
+    refused(
+        &srv,
+        "try_write_for (busy)",
+        rw.write_lock().try_lock_for(wait),
+    )
+    .await;
     held.unlock().await.unwrap();
     let held = other.semaphore("s").acquire(2).await.unwrap();
     refused(&srv, "try_acquire_for (busy)", sem.try_acquire_for(1, wait)).await;
@@ -134,8 +141,8 @@ async fn holders_let_go_under_out_of_memory() {
     let c = Client::connect(&srv.url()).await.unwrap();
     let lock = c.lock("l").lock().await.unwrap();
     let fair = c.fair_lock("f").lock().await.unwrap();
-    let read = c.rw_lock("r").read().await.unwrap();
-    let write = c.rw_lock("w").write().await.unwrap();
+    let read = c.rw_lock("r").read_lock().lock().await.unwrap();
+    let write = c.rw_lock("w").write_lock().lock().await.unwrap();
     let multi = c.multi_lock(&["m1", "m2"]).lock().await.unwrap();
     let sem = c.semaphore("s");
     assert!(sem.try_set_permits(1).await.unwrap());

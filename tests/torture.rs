@@ -196,13 +196,15 @@ impl Contender for RwContender {
             if self.n.fetch_add(1, Ordering::Relaxed) % 4 == 3 {
                 Ok(self
                     .lock
-                    .try_write_for(wait)
+                    .write_lock()
+                    .try_lock_for(wait)
                     .await?
                     .map(|g| Box::new(Writer(g)) as Box<dyn Held>))
             } else {
                 Ok(self
                     .lock
-                    .try_read_for(wait)
+                    .read_lock()
+                    .try_lock_for(wait)
                     .await?
                     .map(|g| Box::new(g) as Box<dyn Held>))
             }

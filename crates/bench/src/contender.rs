@@ -389,11 +389,11 @@ impl Held for deadbolt_core::ExclusiveGuard {
 /// both with a watchdog lease.
 impl LockHandle for deadbolt_rwlock::RwLock {
     fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
-        Box::pin(async move { Ok(Box::new(self.write().await?) as Box<dyn Held>) })
+        Box::pin(async move { Ok(Box::new(self.write_lock().lock().await?) as Box<dyn Held>) })
     }
 
     fn acquire_read(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
-        Box::pin(async move { Ok(Box::new(self.read().await?) as Box<dyn Held>) })
+        Box::pin(async move { Ok(Box::new(self.read_lock().lock().await?) as Box<dyn Held>) })
     }
 }
 

@@ -229,9 +229,17 @@ async fn inspect_and_force_unlock_a_read_write_lock() {
 
     // A writer, and a second writer waiting behind it.
     let writer = RwLock::new(&client, "catalog");
-    let guard = writer.write().await.unwrap();
+    let guard = writer.write_lock().lock().await.unwrap();
     let next = RwLock::new(&client, "catalog");
-    let waiting = tokio::spawn(async move { next.write().await.unwrap().unlock().await.unwrap() });
+    let waiting = tokio::spawn(async move {
+        next.write_lock()
+            .lock()
+            .await
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap()
+    });
     // Its mark is set by its first try: poll the state (no sleeping).
     let deadline = Instant::now() + HANG;
     while writer.inspect().await.unwrap().waiting_writers < 1 {
@@ -263,9 +271,14 @@ async fn inspect_and_force_unlock_a_read_write_lock() {
     // Two readers with fixed leases: listed longest lease first.
     let long = RwLock::new(&client, "catalog");
     let short = RwLock::new(&client, "catalog");
-    let r_long = long.read_with_lease(Duration::from_secs(40)).await.unwrap();
+    let r_long = long
+        .read_lock()
+        .lock_with_lease(Duration::from_secs(40))
+        .await
+        .unwrap();
     let r_short = short
-        .read_with_lease(Duration::from_secs(20))
+        .read_lock()
+        .lock_with_lease(Duration::from_secs(20))
         .await
         .unwrap();
     let reading = deadbolt_cli::inspect(&target).await.unwrap();
@@ -338,7 +351,7 @@ async fn inspect_and_force_unlock_a_read_write_lock() {
     ));
 
     // A writer, force-unlocked through the binary.
-    let guard = writer.write().await.unwrap();
+    let guard = writer.write_lock().lock().await.unwrap();
     let printed = deadbolt_stdout(cli_args("force-unlock", &["--yes"])).await;
     assert_eq!(
         printed,

@@ -60,7 +60,7 @@ fn part(c: &Client, kind: Kind, name: &str) -> Arc<dyn Lockable> {
     match kind {
         Kind::Plain => Arc::new(Lock::new(c, name)),
         Kind::Fair => Arc::new(FairLock::new(c, name)),
-        Kind::Write => Arc::new(RwLock::new(c, name).write_side()),
+        Kind::Write => Arc::new(RwLock::new(c, name).write_lock()),
     }
 }
 

@@ -30,7 +30,7 @@ fn mixed(c: &Client) -> MultiLock {
     MultiLock::new(vec![
         Arc::new(Lock::new(c, "a")) as Arc<dyn Lockable>,
         Arc::new(FairLock::new(c, "b")),
-        Arc::new(RwLock::new(c, "c").write_side()),
+        Arc::new(RwLock::new(c, "c").write_lock()),
     ])
 }
 
@@ -48,7 +48,12 @@ async fn mixed_kinds_exclude_each_part() {
         .await
         .unwrap()
         .is_none());
-    assert!(RwLock::new(&other, "c").try_read().await.unwrap().is_none());
+    assert!(RwLock::new(&other, "c")
+        .read_lock()
+        .try_lock()
+        .await
+        .unwrap()
+        .is_none());
     // Reentrant per handle (a clone is the same owner of every part).
     let again = m.clone().try_lock().await.unwrap().unwrap();
     again.unlock().await.unwrap();

@@ -17,12 +17,13 @@
 //! readers upgrading would wait for each other for ever).
 //!
 //! ```no_run
+//! use deadbolt_core::Acquire; // lock, try_lock, try_lock_for, ...
 //! # async fn f() -> deadbolt_core::Result<()> {
 //! let client = deadbolt_core::Client::connect("redis://127.0.0.1/").await?;
 //! let rw = deadbolt_rwlock::RwLock::new(&client, "catalog");
-//! let r = rw.read().await?;   // shared with other readers
+//! let r = rw.read_lock().lock().await?;   // shared with other readers
 //! r.unlock().await?;
-//! let w = rw.write().await?;  // alone; carries a fencing token
+//! let w = rw.write_lock().lock().await?;  // alone; carries a fencing token
 //! println!("writing with token {}", w.fencing_token());
 //! w.unlock().await?;
 //! # Ok(()) }
@@ -38,7 +39,7 @@ use deadbolt_core::primitive::{
     AcquireSpec, Client, Error, ExclusiveGuard, HeartbeatSpec, Hold, Keys, LeaseMode, Result,
     ScriptCall, WaitMode, Wake, WakePolicy,
 };
-use deadbolt_core::Lockable;
+use deadbolt_core::{Acquire, Lockable};
 use futures::future::BoxFuture;
 
 /// The read-write lock's Lua scripts (files in the workspace's `lua/`; the
@@ -257,148 +258,18 @@ impl RwLock {
         Ok(self.take(true, lease, wait).await?.map(ExclusiveGuard::new))
     }
 
-    /// Wait until a read hold is granted; the watchdog renews its lease
-    /// until unlock. Waits while another owner writes or a live writer
-    /// waits (unless this handle already reads); rides out reconnects.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an empty name, [`Error::WrongType`]
-    /// when another value sits at a key, [`Error::SubscribeRefused`],
-    /// [`Error::Shutdown`], [`Error::Redis`].
-    ///
-    /// # Cancel safety
-    /// If dropped after its request may have reached Redis, a possible
-    /// grant is released once by the client's background releaser.
-    pub async fn read(&self) -> Result<ReadGuard> {
-        self.read_for(LeaseMode::Watchdog, WaitMode::Forever)
-            .await
-            .map(|g| g.expect("an unbounded wait only ends with the lock"))
+    /// The read side: shared holds, each with a lease of its own. A read
+    /// waits while another owner writes or a live writer waits (unless this
+    /// handle already reads); the last reader's release wakes the writers.
+    pub fn read_lock(&self) -> ReadLock {
+        ReadLock(self.clone())
     }
 
-    /// One attempt at a read hold, no waiting; watchdog lease.
-    ///
-    /// # Errors
-    /// As [`Self::read`], plus [`Error::Unavailable`] /
-    /// [`Error::Indeterminate`] when Redis could not answer.
-    ///
-    /// # Cancel safety
-    /// As [`Self::read`].
-    pub async fn try_read(&self) -> Result<Option<ReadGuard>> {
-        self.read_for(LeaseMode::Watchdog, WaitMode::Try).await
-    }
-
-    /// Wait up to `wait` for a read hold; watchdog lease. `Ok(None)` when
-    /// the wait ends without it; a zero wait is one attempt.
-    ///
-    /// # Errors
-    /// As [`Self::try_read`].
-    ///
-    /// # Cancel safety
-    /// As [`Self::read`].
-    pub async fn try_read_for(&self, wait: Duration) -> Result<Option<ReadGuard>> {
-        self.read_for(LeaseMode::Watchdog, WaitMode::up_to(wait))
-            .await
-    }
-
-    /// Wait until a read hold is granted, with a fixed `lease` (not renewed).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a lease under 1 ms or over
-    /// [`MAX_LEASE_MS`](deadbolt_core::MAX_LEASE_MS); otherwise as [`Self::read`].
-    ///
-    /// # Cancel safety
-    /// As [`Self::read`]; an unreleased grant also ends with its lease.
-    pub async fn read_with_lease(&self, lease: Duration) -> Result<ReadGuard> {
-        self.read_for(LeaseMode::Fixed(lease), WaitMode::Forever)
-            .await
-            .map(|g| g.expect("an unbounded wait only ends with the lock"))
-    }
-
-    /// Wait up to `wait` for a read hold with a fixed `lease`.
-    ///
-    /// # Errors
-    /// As [`Self::read_with_lease`] and [`Self::try_read_for`].
-    ///
-    /// # Cancel safety
-    /// As [`Self::read`].
-    pub async fn try_read_with(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<ReadGuard>> {
-        self.read_for(LeaseMode::Fixed(lease), WaitMode::up_to(wait))
-            .await
-    }
-
-    /// Wait until the write hold is granted; the watchdog renews it until
-    /// unlock. While it waits, new readers wait behind it.
-    ///
-    /// # Errors
-    /// [`Error::UpgradeNotSupported`] at once when this handle holds a read
-    /// hold and no write hold; otherwise as [`Self::read`], plus
-    /// [`Error::BadValue`] for an unusable fencing counter.
-    ///
-    /// # Cancel safety
-    /// If dropped after its request may have reached Redis, a possible grant
-    /// or waiting mark is released once by the background releaser.
-    pub async fn write(&self) -> Result<WriteGuard> {
-        self.write_for(LeaseMode::Watchdog, WaitMode::Forever)
-            .await
-            .map(|g| g.expect("an unbounded wait only ends with the lock"))
-    }
-
-    /// One attempt at the write hold (never marks a waiting writer).
-    ///
-    /// # Errors
-    /// As [`Self::write`], plus [`Error::Unavailable`] /
-    /// [`Error::Indeterminate`] when Redis could not answer.
-    ///
-    /// # Cancel safety
-    /// As [`Self::write`].
-    pub async fn try_write(&self) -> Result<Option<WriteGuard>> {
-        self.write_for(LeaseMode::Watchdog, WaitMode::Try).await
-    }
-
-    /// Wait up to `wait` for the write hold; watchdog lease. A writer that
-    /// gives up removes its waiting mark at once.
-    ///
-    /// # Errors
-    /// As [`Self::try_write`].
-    ///
-    /// # Cancel safety
-    /// As [`Self::write`].
-    pub async fn try_write_for(&self, wait: Duration) -> Result<Option<WriteGuard>> {
-        self.write_for(LeaseMode::Watchdog, WaitMode::up_to(wait))
-            .await
-    }
-
-    /// Wait until the write hold is granted, with a fixed `lease`.
-    ///
-    /// # Errors
-    /// As [`Self::write`] and [`Self::read_with_lease`].
-    ///
-    /// # Cancel safety
-    /// As [`Self::write`]; an unreleased grant also ends with its lease.
-    pub async fn write_with_lease(&self, lease: Duration) -> Result<WriteGuard> {
-        self.write_for(LeaseMode::Fixed(lease), WaitMode::Forever)
-            .await
-            .map(|g| g.expect("an unbounded wait only ends with the lock"))
-    }
-
-    /// Wait up to `wait` for the write hold with a fixed `lease`.
-    ///
-    /// # Errors
-    /// As [`Self::write_with_lease`] and [`Self::try_write_for`].
-    ///
-    /// # Cancel safety
-    /// As [`Self::write`].
-    pub async fn try_write_with(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<WriteGuard>> {
-        self.write_for(LeaseMode::Fixed(lease), WaitMode::up_to(wait))
-            .await
+    /// The write side: one holder, reentrant per handle, with a fencing
+    /// token; waiting writers go before new readers. Also a [`Lockable`],
+    /// so a `MultiLock` can hold it beside other locks.
+    pub fn write_lock(&self) -> WriteLock {
+        WriteLock(self.clone())
     }
 
     /// Writer, readers (with their leases), waiting writers and fencing
@@ -510,7 +381,7 @@ impl RwLock {
     /// [`Error::NotHeld`] returned if the hold is lost first.
     ///
     /// # Errors
-    /// As [`Self::read`], `NotHeld`, and the unlock's error.
+    /// As a read acquire ([`RwLock::read_lock`]), `NotHeld`, and the unlock's error.
     ///
     /// # Cancel safety
     /// If dropped, `work` is dropped and the hold goes to the releaser.
@@ -519,7 +390,7 @@ impl RwLock {
         F: FnOnce() -> Fut,
         Fut: Future<Output = T>,
     {
-        let guard = self.read().await?;
+        let guard = self.read_lock().lock().await?;
         let lost = guard.lost();
         // The work first: an outcome ready together with the loss counts.
         let out = tokio::select! {
@@ -568,19 +439,34 @@ fn parts(client: &Client, k: &Keys) -> Parts {
     }
 }
 
-/// The write side of an [`RwLock`] as a [`Lockable`], so a `MultiLock` can
-/// hold it beside other locks ([`RwLock::write_side`]).
+/// The write side of an [`RwLock`] ([`RwLock::write_lock`]): its acquire
+/// calls come from [`Acquire`]; it is also a [`Lockable`], so a `MultiLock`
+/// can hold it beside other locks.
 #[derive(Debug, Clone)]
-pub struct WriteSide(RwLock);
+pub struct WriteLock(RwLock);
 
-impl RwLock {
-    /// The write side of this handle (the same owner), as a [`Lockable`].
-    pub fn write_side(&self) -> WriteSide {
-        WriteSide(self.clone())
+/// The read side of an [`RwLock`] ([`RwLock::read_lock`]); its acquire
+/// calls come from [`Acquire`].
+#[derive(Debug, Clone)]
+pub struct ReadLock(RwLock);
+
+impl Acquire for ReadLock {
+    type Guard = ReadGuard;
+
+    async fn acquire_with(&self, lease: LeaseMode, wait: WaitMode) -> Result<Option<ReadGuard>> {
+        self.0.read_for(lease, wait).await
     }
 }
 
-impl Lockable for WriteSide {
+impl Acquire for WriteLock {
+    type Guard = WriteGuard;
+
+    async fn acquire_with(&self, lease: LeaseMode, wait: WaitMode) -> Result<Option<WriteGuard>> {
+        self.0.write_for(lease, wait).await
+    }
+}
+
+impl Lockable for WriteLock {
     fn lock_key(&self) -> Result<String> {
         self.0.key().map(str::to_string)
     }

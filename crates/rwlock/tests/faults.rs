@@ -6,6 +6,7 @@
 //! whose write lease runs out, holders and waiting writers whose process
 //! dies, leases that run out unreleased, and releases whose reply is lost.
 
+use deadbolt_core::Acquire as _;
 use std::time::{Duration, Instant};
 
 use deadbolt_core::{Client, ClientBuilder, Error, LeaseState};
@@ -78,14 +79,14 @@ type Timed<T> = tokio::task::JoinHandle<(Instant, deadbolt_core::Result<T>)>;
 
 fn reading(l: RwLock) -> Timed<ReadGuard> {
     tokio::spawn(async move {
-        let r = l.read().await;
+        let r = l.read_lock().lock().await;
         (Instant::now(), r)
     })
 }
 
 fn writing(l: RwLock) -> Timed<WriteGuard> {
     tokio::spawn(async move {
-        let r = l.write().await;
+        let r = l.write_lock().lock().await;
         (Instant::now(), r)
     })
 }
@@ -94,12 +95,12 @@ fn writing(l: RwLock) -> Timed<WriteGuard> {
 fn taken(l: RwLock, write: bool) -> tokio::task::JoinHandle<Instant> {
     tokio::spawn(async move {
         if write {
-            let g = l.write().await.unwrap();
+            let g = l.write_lock().lock().await.unwrap();
             let at = Instant::now();
             g.unlock().await.unwrap();
             at
         } else {
-            let g = l.read().await.unwrap();
+            let g = l.read_lock().lock().await.unwrap();
             let at = Instant::now();
             g.unlock().await.unwrap();
             at
@@ -110,7 +111,7 @@ fn taken(l: RwLock, write: bool) -> tokio::task::JoinHandle<Instant> {
 /// A writer that takes the lock and lets go, and tells its fencing token.
 fn tokened(l: RwLock) -> tokio::task::JoinHandle<u64> {
     tokio::spawn(async move {
-        let g = l.write().await.unwrap();
+        let g = l.write_lock().lock().await.unwrap();
         let t = g.fencing_token();
         g.unlock().await.unwrap();
         t
@@ -157,16 +158,16 @@ async fn a_key_of_another_type_is_refused_by_name_by_every_call_and_nothing_is_w
         let bad = keys[i].clone();
         let channel = channel_of(&c, &name);
         let a = RwLock::new(&c, &name);
-        let aw1 = a.write_with_lease(lease).await.unwrap();
-        let ar1 = a.read_with_lease(lease).await.unwrap();
-        let ar2 = a.read_with_lease(lease).await.unwrap();
-        let aw2 = a.write_with_lease(lease).await.unwrap();
+        let aw1 = a.write_lock().lock_with_lease(lease).await.unwrap();
+        let ar1 = a.read_lock().lock_with_lease(lease).await.unwrap();
+        let ar2 = a.read_lock().lock_with_lease(lease).await.unwrap();
+        let aw2 = a.write_lock().lock_with_lease(lease).await.unwrap();
         let writer = writing(RwLock::new(&w, &name));
         let reader = reading(RwLock::new(&w, &name));
         // Another lock the same client's writer waits on.
         let other = format!("{name}-ok");
         let oa = RwLock::new(&c, &other);
-        let og = oa.write_with_lease(lease).await.unwrap();
+        let og = oa.write_lock().lock_with_lease(lease).await.unwrap();
         let other_writer = writing(RwLock::new(&w, &other));
         until("the waiters wait", || async {
             a.inspect().await.unwrap().waiting_writers == 1
@@ -187,14 +188,21 @@ async fn a_key_of_another_type_is_refused_by_name_by_every_call_and_nothing_is_w
         let sn = name.as_str();
         let d = RwLock::new(&c, &name);
         let (wait, l) = (Duration::from_secs(5), Duration::from_secs(10));
-        refused!(&srv, sn, &before, &bad, "try_read", d.try_read());
+        refused!(
+            &srv,
+            sn,
+            &before,
+            &bad,
+            "try_read",
+            d.read_lock().try_lock()
+        );
         refused!(
             &srv,
             sn,
             &before,
             &bad,
             "try_read_for",
-            d.try_read_for(wait)
+            d.read_lock().try_lock_for(wait)
         );
         refused!(
             &srv,
@@ -202,25 +210,32 @@ async fn a_key_of_another_type_is_refused_by_name_by_every_call_and_nothing_is_w
             &before,
             &bad,
             "try_read_with",
-            d.try_read_with(wait, l)
+            d.read_lock().try_lock_with(wait, l)
         );
-        refused!(&srv, sn, &before, &bad, "read", d.read());
+        refused!(&srv, sn, &before, &bad, "read", d.read_lock().lock());
         refused!(
             &srv,
             sn,
             &before,
             &bad,
             "read_with_lease",
-            d.read_with_lease(l)
+            d.read_lock().lock_with_lease(l)
         );
-        refused!(&srv, sn, &before, &bad, "try_write", d.try_write());
+        refused!(
+            &srv,
+            sn,
+            &before,
+            &bad,
+            "try_write",
+            d.write_lock().try_lock()
+        );
         refused!(
             &srv,
             sn,
             &before,
             &bad,
             "try_write_for",
-            d.try_write_for(wait)
+            d.write_lock().try_lock_for(wait)
         );
         refused!(
             &srv,
@@ -228,22 +243,50 @@ async fn a_key_of_another_type_is_refused_by_name_by_every_call_and_nothing_is_w
             &before,
             &bad,
             "try_write_with",
-            d.try_write_with(wait, l)
+            d.write_lock().try_lock_with(wait, l)
         );
-        refused!(&srv, sn, &before, &bad, "write", d.write());
+        refused!(&srv, sn, &before, &bad, "write", d.write_lock().lock());
         refused!(
             &srv,
             sn,
             &before,
             &bad,
             "write_with_lease",
-            d.write_with_lease(l)
+            d.write_lock().lock_with_lease(l)
         );
         // The holder's re-entries on both sides.
-        refused!(&srv, sn, &before, &bad, "try_read (holder)", a.try_read());
-        refused!(&srv, sn, &before, &bad, "read (holder)", a.read());
-        refused!(&srv, sn, &before, &bad, "try_write (holder)", a.try_write());
-        refused!(&srv, sn, &before, &bad, "write (holder)", a.write());
+        refused!(
+            &srv,
+            sn,
+            &before,
+            &bad,
+            "try_read (holder)",
+            a.read_lock().try_lock()
+        );
+        refused!(
+            &srv,
+            sn,
+            &before,
+            &bad,
+            "read (holder)",
+            a.read_lock().lock()
+        );
+        refused!(
+            &srv,
+            sn,
+            &before,
+            &bad,
+            "try_write (holder)",
+            a.write_lock().try_lock()
+        );
+        refused!(
+            &srv,
+            sn,
+            &before,
+            &bad,
+            "write (holder)",
+            a.write_lock().lock()
+        );
         // Inspection and force.
         refused!(&srv, sn, &before, &bad, "inspect", d.inspect());
         refused!(&srv, sn, &before, &bad, "is_locked", d.is_locked());
@@ -314,9 +357,13 @@ async fn a_key_of_another_type_is_refused_by_name_by_every_call_and_nothing_is_w
             alive.is_some_and(|a| a < now)
         })
         .await;
-        let g = within("read after the repair", d.read()).await.unwrap();
+        let g = within("read after the repair", d.read_lock().lock())
+            .await
+            .unwrap();
         g.unlock().await.unwrap();
-        let g = within("write after the repair", d.write()).await.unwrap();
+        let g = within("write after the repair", d.write_lock().lock())
+            .await
+            .unwrap();
         g.unlock().await.unwrap();
         assert!(!d.is_locked().await.unwrap());
         og.unlock().await.unwrap();
@@ -344,7 +391,11 @@ async fn extending_a_read_hold_over_a_key_of_another_type_says_so_and_keeps_the_
         let name = format!("wrong-extend-{suffix}");
         let bad = keys_of(&c, &name)[i].clone();
         let rw = RwLock::new(&c, &name);
-        let g = rw.read_with_lease(Duration::from_secs(60)).await.unwrap();
+        let g = rw
+            .read_lock()
+            .lock_with_lease(Duration::from_secs(60))
+            .await
+            .unwrap();
         let saved = plant_list(&srv, &bad).await;
         let before = snapshot(&srv, &name).await;
         let r = within("extend", g.extend(Duration::from_secs(90))).await;
@@ -366,8 +417,16 @@ async fn extending_a_read_hold_over_a_key_of_another_type_says_so_and_keeps_the_
         .build()
         .await
         .unwrap();
-    let gx = RwLock::new(&wd, "renew-x").read().await.unwrap();
-    let gy = RwLock::new(&wd, "renew-y").read().await.unwrap();
+    let gx = RwLock::new(&wd, "renew-x")
+        .read_lock()
+        .lock()
+        .await
+        .unwrap();
+    let gy = RwLock::new(&wd, "renew-y")
+        .read_lock()
+        .lock()
+        .await
+        .unwrap();
     let bad = keys_of(&wd, "renew-x")[2].clone();
     let lost = gx.lost();
     let _ = plant_list(&srv, &bad).await;
@@ -397,7 +456,11 @@ async fn extending_a_write_hold_over_a_key_of_another_type_says_so_and_keeps_the
     let name = "wrong-extend-w";
     let bad = keys_of(&c, name)[0].clone();
     let rw = RwLock::new(&c, name);
-    let g = rw.write_with_lease(Duration::from_secs(60)).await.unwrap();
+    let g = rw
+        .write_lock()
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
     let saved = plant_list(&srv, &bad).await;
     let before = snapshot(&srv, name).await;
     let r = within("extend", g.extend(Duration::from_secs(90))).await;
@@ -413,8 +476,16 @@ async fn extending_a_write_hold_over_a_key_of_another_type_says_so_and_keeps_the
         .build()
         .await
         .unwrap();
-    let gx = RwLock::new(&wd, "renew-wx").write().await.unwrap();
-    let gy = RwLock::new(&wd, "renew-wy").write().await.unwrap();
+    let gx = RwLock::new(&wd, "renew-wx")
+        .write_lock()
+        .lock()
+        .await
+        .unwrap();
+    let gy = RwLock::new(&wd, "renew-wy")
+        .write_lock()
+        .lock()
+        .await
+        .unwrap();
     let bad = keys_of(&wd, "renew-wx")[0].clone();
     let lost = gx.lost();
     let _ = plant_list(&srv, &bad).await;
@@ -460,11 +531,16 @@ async fn a_pause_longer_than_the_command_timeout_loses_no_hold_no_preference_and
     let name = "pause";
     let holder = RwLock::new(&hc, name);
     let w1 = holder
-        .write_with_lease(Duration::from_secs(30))
+        .write_lock()
+        .lock_with_lease(Duration::from_secs(30))
         .await
         .unwrap();
     // Renewed every 2 s: the pause spans a renewal.
-    let renewed = RwLock::new(&hc, "pause-renewed").read().await.unwrap();
+    let renewed = RwLock::new(&hc, "pause-renewed")
+        .read_lock()
+        .lock()
+        .await
+        .unwrap();
     let wl = RwLock::new(&wc, name);
     let writer_owner = wl.owner().to_string();
     let writer = writing(wl);
@@ -542,7 +618,7 @@ async fn killed_pubsub_connections_do_not_strand_readers_or_writers() {
     let name = "kill";
     let channel = channel_of(&hc, name);
     let holder = RwLock::new(&hc, name);
-    let w1 = holder.write().await.unwrap();
+    let w1 = holder.write_lock().lock().await.unwrap();
     let mut readers = Vec::new();
     for i in 0..4 {
         readers.push(reading(RwLock::new(
@@ -616,7 +692,7 @@ async fn a_message_that_falls_while_the_subscriber_is_down_still_wakes_the_waite
         };
         let (waiters, released) = match round % 3 {
             0 => {
-                let g = held.write().await.unwrap();
+                let g = held.write_lock().lock().await.unwrap();
                 let waiters = vec![
                     taken(RwLock::new(&wc, &name), false),
                     taken(RwLock::new(&wc, &name), true),
@@ -632,7 +708,7 @@ async fn a_message_that_falls_while_the_subscriber_is_down_still_wakes_the_waite
                 (waiters, released)
             }
             1 => {
-                let g = held.read().await.unwrap();
+                let g = held.read_lock().lock().await.unwrap();
                 let waiters = vec![taken(RwLock::new(&wc, &name), true)];
                 until("the writer waits and listens", || async {
                     wc.waiters() == 1 && subscribers(&srv, &channel).await == 1
@@ -644,9 +720,9 @@ async fn a_message_that_falls_while_the_subscriber_is_down_still_wakes_the_waite
                 (waiters, released)
             }
             _ => {
-                let g = held.read().await.unwrap();
+                let g = held.read_lock().lock().await.unwrap();
                 let wl = RwLock::new(&wc, &name);
-                let writer = tokio::spawn(async move { wl.write().await });
+                let writer = tokio::spawn(async move { wl.write_lock().lock().await });
                 until("the writer waits", || async {
                     held.inspect().await.unwrap().waiting_writers == 1
                 })
@@ -719,9 +795,9 @@ async fn script_flush_between_and_during_calls_is_transparent() {
     // acquire would retry for ever.
     for _ in 0..2 {
         script_flush(&srv).await;
-        let r1 = within("read", a.read()).await.unwrap();
+        let r1 = within("read", a.read_lock().lock()).await.unwrap();
         script_flush(&srv).await;
-        let r2 = within("try_read", a.try_read())
+        let r2 = within("try_read", a.read_lock().try_lock())
             .await
             .unwrap()
             .expect("re-entry");
@@ -801,9 +877,9 @@ async fn script_flush_between_and_during_calls_is_transparent() {
                 // it unrun (NOSCRIPT): an unlock then is Unavailable, and
                 // the releaser finishes it.
                 let r = if write {
-                    l.write().await.unwrap().unlock().await
+                    l.write_lock().lock().await.unwrap().unlock().await
                 } else {
-                    l.read().await.unwrap().unlock().await
+                    l.read_lock().lock().await.unwrap().unlock().await
                 };
                 match r {
                     Ok(()) | Err(Error::Unavailable(_)) => {}
@@ -844,15 +920,15 @@ async fn a_restart_without_persistence_lets_waiters_through_and_old_guards_learn
         .unwrap();
     let wc = client(&srv.url()).await;
     let holder = RwLock::new(&hc, "restart");
-    let w1 = holder.write().await.unwrap();
+    let w1 = holder.write_lock().lock().await.unwrap();
     let t1 = w1.fencing_token();
     let w1_lost = w1.lost();
     // The second lock had a writer before: its counter has a token too.
     let second = RwLock::new(&hc, "restart-read");
-    let t0 = second.write().await.unwrap();
+    let t0 = second.write_lock().lock().await.unwrap();
     let t0_token = t0.fencing_token();
     t0.unlock().await.unwrap();
-    let r_old = second.read().await.unwrap();
+    let r_old = second.read_lock().lock().await.unwrap();
     let r_lost = r_old.lost();
     let writer = tokened(RwLock::new(&wc, "restart"));
     until("the writer waits", || async {
@@ -886,12 +962,14 @@ async fn a_restart_without_persistence_lets_waiters_through_and_old_guards_learn
     assert!(matches!(w1.unlock().await, Err(Error::NotHeld)));
     assert!(matches!(r_old.unlock().await, Err(Error::NotHeld)));
     // The old holder's handles work again.
-    let g = within("the old holder writes", holder.write())
+    let g = within("the old holder writes", holder.write_lock().lock())
         .await
         .unwrap();
     assert!(g.fencing_token() > t1);
     g.unlock().await.unwrap();
-    let g = within("the old reader reads", second.read()).await.unwrap();
+    let g = within("the old reader reads", second.read_lock().lock())
+        .await
+        .unwrap();
     g.unlock().await.unwrap();
     assert!(hc.releases_settled(HANG).await && wc.releases_settled(HANG).await);
     assert!(!holder.is_locked().await.unwrap());
@@ -937,29 +1015,29 @@ async fn acquires_cut_short_by_late_replies_leave_nothing_held() {
         tasks.push(tokio::spawn(async move {
             let cut = Duration::from_millis(100 + 40 * i);
             let indeterminate = match i {
-                0 => l.try_read().await.map(|_| ()),
-                1 => l.try_write().await.map(|_| ()),
-                2 => l.try_read_for(wait).await.map(|_| ()),
-                3 => l.try_write_for(wait).await.map(|_| ()),
-                4 => l.try_read_with(wait, lease).await.map(|_| ()),
-                5 => l.try_write_with(wait, lease).await.map(|_| ()),
+                0 => l.read_lock().try_lock().await.map(|_| ()),
+                1 => l.write_lock().try_lock().await.map(|_| ()),
+                2 => l.read_lock().try_lock_for(wait).await.map(|_| ()),
+                3 => l.write_lock().try_lock_for(wait).await.map(|_| ()),
+                4 => l.read_lock().try_lock_with(wait, lease).await.map(|_| ()),
+                5 => l.write_lock().try_lock_with(wait, lease).await.map(|_| ()),
                 6 => {
-                    let r = tokio::time::timeout(cut, l.read()).await;
+                    let r = tokio::time::timeout(cut, l.read_lock().lock()).await;
                     assert!(r.is_err(), "read {i}: {r:?}");
                     return;
                 }
                 7 => {
-                    let r = tokio::time::timeout(cut, l.write()).await;
+                    let r = tokio::time::timeout(cut, l.write_lock().lock()).await;
                     assert!(r.is_err(), "write {i}: {r:?}");
                     return;
                 }
                 8 => {
-                    let r = tokio::time::timeout(cut, l.read_with_lease(lease)).await;
+                    let r = tokio::time::timeout(cut, l.read_lock().lock_with_lease(lease)).await;
                     assert!(r.is_err(), "read_with_lease {i}: {r:?}");
                     return;
                 }
                 _ => {
-                    let r = tokio::time::timeout(cut, l.write_with_lease(lease)).await;
+                    let r = tokio::time::timeout(cut, l.write_lock().lock_with_lease(lease)).await;
                     assert!(r.is_err(), "write_with_lease {i}: {r:?}");
                     return;
                 }
@@ -979,14 +1057,14 @@ async fn acquires_cut_short_by_late_replies_leave_nothing_held() {
     // keep timing out; the writers' marks are on the server). Two are
     // cancelled while waiting; then the lock is released, the server
     // grants the others, and they are cancelled too.
-    let g = probe.write_with_lease(lease).await.unwrap();
+    let g = probe.write_lock().lock_with_lease(lease).await.unwrap();
     let mut waiters = Vec::new();
     for i in 0..6 {
         let l = RwLock::new(&slow, name);
         waiters.push(if i % 2 == 0 {
-            tokio::spawn(async move { l.read().await.map(|_| ()) })
+            tokio::spawn(async move { l.read_lock().lock().await.map(|_| ()) })
         } else {
-            tokio::spawn(async move { l.write().await.map(|_| ()) })
+            tokio::spawn(async move { l.write_lock().lock().await.map(|_| ()) })
         });
     }
     until("three writers marked", || async {
@@ -1020,13 +1098,13 @@ async fn acquires_cut_short_by_late_replies_leave_nothing_held() {
     assert!(slow.releases_settled(HANG).await);
     assert!(free().await);
     let l = RwLock::new(&slow, name);
-    within("write on time", l.write())
+    within("write on time", l.write_lock().lock())
         .await
         .unwrap()
         .unlock()
         .await
         .unwrap();
-    within("read on time", l.read())
+    within("read on time", l.read_lock().lock())
         .await
         .unwrap()
         .unlock()
@@ -1057,10 +1135,11 @@ async fn a_downgraded_writer_whose_write_lease_ends_keeps_reading_and_the_waitin
     let name = "downgrade";
     let a = RwLock::new(&c, name);
     let aw = a
-        .write_with_lease(Duration::from_millis(800))
+        .write_lock()
+        .lock_with_lease(Duration::from_millis(800))
         .await
         .unwrap();
-    let ar = a.read().await.unwrap();
+    let ar = a.read_lock().lock().await.unwrap();
     let wl = RwLock::new(&wc, name);
     let writer_owner = wl.owner().to_string();
     let writer = writing(wl);
@@ -1087,13 +1166,15 @@ async fn a_downgraded_writer_whose_write_lease_ends_keeps_reading_and_the_waitin
     assert_eq!(ar.state(), LeaseState::Active);
     assert_eq!(a.reader_count().await.unwrap(), 1);
     // It reads again beside the waiting writer, and may not upgrade.
-    let ar2 = within("a re-entered read", a.read()).await.unwrap();
+    let ar2 = within("a re-entered read", a.read_lock().lock())
+        .await
+        .unwrap();
     assert!(matches!(
-        a.try_write().await,
+        a.write_lock().try_lock().await,
         Err(Error::UpgradeNotSupported)
     ));
     assert!(matches!(
-        within("write", a.write()).await,
+        within("write", a.write_lock().lock()).await,
         Err(Error::UpgradeNotSupported)
     ));
     assert!(!writer.is_finished());
@@ -1162,11 +1243,11 @@ impl Doomed {
                     .unwrap();
                 let mut held = Vec::new();
                 for n in &reads {
-                    held.push(RwLock::new(&c, n).read().await.unwrap());
+                    held.push(RwLock::new(&c, n).read_lock().lock().await.unwrap());
                 }
                 for n in &writes {
                     let l = RwLock::new(&c, n);
-                    tokio::spawn(async move { l.write().await });
+                    tokio::spawn(async move { l.write_lock().lock().await });
                 }
                 let _ = ready_tx.send(());
                 let _ = die_rx.await;
@@ -1255,7 +1336,7 @@ async fn readers_behind_a_dead_processes_waiting_writers_get_in_within_waiter_ti
         // On each lock a live reader holds, so the dead writer waits.
         let mut holds = Vec::new();
         for n in &names {
-            holds.push(RwLock::new(&live, n).read().await.unwrap());
+            holds.push(RwLock::new(&live, n).read_lock().lock().await.unwrap());
         }
         let mut doomed =
             Doomed::start(srv.url(), Duration::from_secs(5), wt, vec![], names.clone());
@@ -1322,7 +1403,8 @@ async fn waiters_get_in_when_an_unreleased_write_lease_ends() {
         for i in 0..24 {
             let name = format!("ends-{round}-{i}");
             let g = RwLock::new(&c, &name)
-                .write_with_lease(lease)
+                .write_lock()
+                .lock_with_lease(lease)
                 .await
                 .unwrap();
             let end = Instant::now() + lease;
@@ -1355,7 +1437,7 @@ async fn unlocks_whose_reply_is_lost_still_wake_the_waiters() {
     let wc = client(&srv.url()).await;
     let name = "unconfirmed";
     let probe = RwLock::new(&wc, name);
-    let r = RwLock::new(&pc, name).read().await.unwrap();
+    let r = RwLock::new(&pc, name).read_lock().lock().await.unwrap();
     let lost = r.lost();
     let writer = writing(RwLock::new(&wc, name));
     until("the writer waits", || async {
@@ -1374,7 +1456,7 @@ async fn unlocks_whose_reply_is_lost_still_wake_the_waiters() {
     assert_eq!(probe.reader_count().await.unwrap(), 0);
     wg.unlock().await.unwrap();
 
-    let w = within("write", RwLock::new(&pc, name).write())
+    let w = within("write", RwLock::new(&pc, name).write_lock().lock())
         .await
         .unwrap();
     let lost = w.lost();
@@ -1399,7 +1481,7 @@ async fn unlocks_whose_reply_is_lost_still_wake_the_waiters() {
     assert!(pc.releases_settled(HANG).await);
     assert!(!probe.is_locked().await.unwrap());
     // The client whose connection was reset works again.
-    let g = within("write again", RwLock::new(&pc, name).write())
+    let g = within("write again", RwLock::new(&pc, name).write_lock().lock())
         .await
         .unwrap();
     g.unlock().await.unwrap();

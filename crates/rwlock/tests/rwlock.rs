@@ -1,5 +1,6 @@
 //! RwLock against real redis-server processes.
 
+use deadbolt_core::Acquire as _;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,14 +35,18 @@ async fn keys(srv: &RedisServer) -> Vec<String> {
 async fn twenty_readers_behind_a_writer_all_get_in_together() {
     let srv = server();
     let cs = [client(&srv.url()).await, client(&srv.url()).await];
-    let w = RwLock::new(&cs[0], "twenty").write().await.unwrap();
+    let w = RwLock::new(&cs[0], "twenty")
+        .write_lock()
+        .lock()
+        .await
+        .unwrap();
     let got = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 0..20 {
         let l = RwLock::new(&cs[i % 2], "twenty");
         let got = got.clone();
         tasks.push(tokio::spawn(async move {
-            let g = l.read().await.unwrap();
+            let g = l.read_lock().lock().await.unwrap();
             got.lock().push(Instant::now());
             g
         }));
@@ -76,11 +81,13 @@ async fn a_writer_gets_in_when_the_longest_read_lease_ends() {
     let srv = server();
     let c = client(&srv.url()).await;
     let a = RwLock::new(&c, "leases")
-        .read_with_lease(Duration::from_millis(1500))
+        .read_lock()
+        .lock_with_lease(Duration::from_millis(1500))
         .await
         .unwrap();
     let b = RwLock::new(&c, "leases")
-        .read_with_lease(Duration::from_millis(300))
+        .read_lock()
+        .lock_with_lease(Duration::from_millis(300))
         .await
         .unwrap();
     let probe = RwLock::new(&c, "leases");
@@ -90,7 +97,7 @@ async fn a_writer_gets_in_when_the_longest_read_lease_ends() {
         "key lives as the longest reader: {ttl:?}"
     );
     let start = Instant::now();
-    let w = within("writer", RwLock::new(&c, "leases").write())
+    let w = within("writer", RwLock::new(&c, "leases").write_lock().lock())
         .await
         .unwrap();
     let waited = start.elapsed();
@@ -110,8 +117,16 @@ async fn a_dead_clients_reader_expires_while_others_keep_reading() {
     let wd = Duration::from_millis(600);
     let doomed = client_with(&proxy.url(), wd, Duration::from_secs(1)).await;
     let alive = client_with(&srv.url(), wd, Duration::from_secs(1)).await;
-    let _dead = RwLock::new(&doomed, "zombie").read().await.unwrap();
-    let live = RwLock::new(&alive, "zombie").read().await.unwrap();
+    let _dead = RwLock::new(&doomed, "zombie")
+        .read_lock()
+        .lock()
+        .await
+        .unwrap();
+    let live = RwLock::new(&alive, "zombie")
+        .read_lock()
+        .lock()
+        .await
+        .unwrap();
     proxy.set_blackhole(true);
     let start = Instant::now();
     let probe = RwLock::new(&alive, "zombie");
@@ -128,12 +143,13 @@ async fn a_dead_clients_reader_expires_while_others_keep_reading() {
         "the live reader was renewed"
     );
     assert!(RwLock::new(&alive, "zombie")
-        .try_write()
+        .write_lock()
+        .try_lock()
         .await
         .unwrap()
         .is_none());
     let writer = RwLock::new(&alive, "zombie");
-    let wt = tokio::spawn(async move { writer.write().await });
+    let wt = tokio::spawn(async move { writer.write_lock().lock().await });
     until("writer waiting", || async {
         probe.inspect().await.unwrap().waiting_writers == 1
     })
@@ -159,7 +175,7 @@ async fn writer_preference_stops_readers_looping() {
         loops.push(tokio::spawn(async move {
             let mut n = 0u64;
             while !stop.load(Ordering::SeqCst) {
-                let g = l.read_with_lease(lease).await.unwrap();
+                let g = l.read_lock().lock_with_lease(lease).await.unwrap();
                 tokio::task::yield_now().await;
                 g.unlock().await.unwrap();
                 n += 1;
@@ -173,7 +189,7 @@ async fn writer_preference_stops_readers_looping() {
     })
     .await;
     let start = Instant::now();
-    let w = within("writer", RwLock::new(&c, "pref").write())
+    let w = within("writer", RwLock::new(&c, "pref").write_lock().lock())
         .await
         .unwrap();
     assert!(
@@ -193,9 +209,13 @@ async fn writer_preference_stops_readers_looping() {
 async fn a_writer_that_gives_up_lets_readers_in_at_once() {
     let srv = server();
     let c = client(&srv.url()).await;
-    let r = RwLock::new(&c, "giveup").read().await.unwrap();
+    let r = RwLock::new(&c, "giveup").read_lock().lock().await.unwrap();
     let w = RwLock::new(&c, "giveup");
-    let wt = tokio::spawn(async move { w.try_write_for(Duration::from_millis(300)).await });
+    let wt = tokio::spawn(async move {
+        w.write_lock()
+            .try_lock_for(Duration::from_millis(300))
+            .await
+    });
     let probe = RwLock::new(&c, "giveup");
     until("writer waiting", || async {
         probe.inspect().await.unwrap().waiting_writers == 1
@@ -204,7 +224,7 @@ async fn a_writer_that_gives_up_lets_readers_in_at_once() {
     // A new reader waits behind the writer...
     let reader = RwLock::new(&c, "giveup");
     let rt = tokio::spawn(async move {
-        let g = reader.read().await.unwrap();
+        let g = reader.read_lock().lock().await.unwrap();
         (Instant::now(), g)
     });
     assert!(within("writer gives up", wt)
@@ -227,41 +247,44 @@ async fn downgrade_refused_upgrade_reentrancy_and_counts() {
     let c = client(&srv.url()).await;
     let rw = RwLock::new(&c, "modes");
     // Re-entrant writes, one token.
-    let w1 = rw.write().await.unwrap();
-    let w2 = rw.try_write().await.unwrap().unwrap();
+    let w1 = rw.write_lock().lock().await.unwrap();
+    let w2 = rw.write_lock().try_lock().await.unwrap().unwrap();
     assert_eq!(w1.fencing_token(), w2.fencing_token());
     let info = rw.inspect().await.unwrap();
     assert_eq!(info.write_holds, 2);
     assert_eq!(info.writer.as_deref(), Some(rw.owner()));
     // Another handle can neither read nor write.
     let other = RwLock::new(&c, "modes");
-    assert!(other.try_read().await.unwrap().is_none());
-    assert!(other.try_write().await.unwrap().is_none());
+    assert!(other.read_lock().try_lock().await.unwrap().is_none());
+    assert!(other.write_lock().try_lock().await.unwrap().is_none());
     // Downgrade: the writer reads, releases the write holds, still reads.
-    let r1 = rw.read().await.unwrap();
+    let r1 = rw.read_lock().lock().await.unwrap();
     w2.unlock().await.unwrap();
     w1.unlock().await.unwrap();
     assert!(!rw.is_write_locked().await.unwrap());
     assert_eq!(rw.reader_count().await.unwrap(), 1);
     // Others may read now too.
-    let r2 = other.try_read().await.unwrap().unwrap();
+    let r2 = other.read_lock().try_lock().await.unwrap().unwrap();
     // Upgrade is refused at once, for a plain wait too.
     let start = Instant::now();
-    assert!(matches!(rw.write().await, Err(Error::UpgradeNotSupported)));
     assert!(matches!(
-        rw.try_write_for(Duration::from_secs(10)).await,
+        rw.write_lock().lock().await,
+        Err(Error::UpgradeNotSupported)
+    ));
+    assert!(matches!(
+        rw.write_lock().try_lock_for(Duration::from_secs(10)).await,
         Err(Error::UpgradeNotSupported)
     ));
     assert!(start.elapsed() < Duration::from_secs(2));
     // Re-entrant reads.
-    let r3 = rw.read().await.unwrap();
+    let r3 = rw.read_lock().lock().await.unwrap();
     assert_eq!(rw.reader_count().await.unwrap(), 3);
     for g in [r1, r2, r3] {
         g.unlock().await.unwrap();
     }
     assert!(!rw.is_locked().await.unwrap());
     // Unlocking twice: the second time is NotHeld.
-    let w = rw.write().await.unwrap();
+    let w = rw.write_lock().lock().await.unwrap();
     w.unlock().await.unwrap();
 }
 
@@ -270,10 +293,10 @@ async fn force_unlock_frees_only_what_it_says() {
     let srv = server();
     let c = client(&srv.url()).await;
     let a = RwLock::new(&c, "force");
-    let r1 = a.read().await.unwrap();
-    let r2 = RwLock::new(&c, "force").read().await.unwrap();
+    let r1 = a.read_lock().lock().await.unwrap();
+    let r2 = RwLock::new(&c, "force").read_lock().lock().await.unwrap();
     let writer = RwLock::new(&c, "force");
-    let wt = tokio::spawn(async move { writer.write().await });
+    let wt = tokio::spawn(async move { writer.write_lock().lock().await });
     until("writer waiting", || async {
         a.inspect().await.unwrap().waiting_writers == 1
     })
@@ -302,20 +325,25 @@ async fn cancelled_acquires_leave_nothing_behind() {
     for round in 0..60u64 {
         // Alternate who holds, and cancel waiters at varied points.
         let g = if round % 2 == 0 {
-            Some(holder.read().await.unwrap())
+            Some(holder.read_lock().lock().await.unwrap())
         } else {
             None
         };
         let w = if round % 3 == 0 {
-            Some(holder.write_with_lease(Duration::from_secs(5)).await)
+            Some(
+                holder
+                    .write_lock()
+                    .lock_with_lease(Duration::from_secs(5))
+                    .await,
+            )
         } else {
             None
         };
         let r = RwLock::new(&c, "cancel");
         let wr = RwLock::new(&c, "cancel");
         let cut = Duration::from_micros(300 * (round % 17));
-        let _ = tokio::time::timeout(cut, r.read()).await;
-        let _ = tokio::time::timeout(cut, wr.write()).await;
+        let _ = tokio::time::timeout(cut, r.read_lock().lock()).await;
+        let _ = tokio::time::timeout(cut, wr.write_lock().lock()).await;
         drop(g);
         if let Some(Ok(w)) = w {
             w.unlock().await.unwrap();
@@ -360,7 +388,7 @@ async fn history_writers_exclusive_readers_shared() {
             let mut n = 0;
             while Instant::now() < deadline {
                 if n % 4 == (i % 4) {
-                    let g = l.write().await.unwrap();
+                    let g = l.write_lock().lock().await.unwrap();
                     assert_eq!(writers.fetch_add(1, Ordering::SeqCst), 0, "two writers");
                     assert_eq!(readers.load(Ordering::SeqCst), 0, "writer with readers");
                     let t = i64::try_from(g.fencing_token()).unwrap();
@@ -369,7 +397,7 @@ async fn history_writers_exclusive_readers_shared() {
                     writers.fetch_sub(1, Ordering::SeqCst);
                     g.unlock().await.unwrap();
                 } else {
-                    let g = l.read().await.unwrap();
+                    let g = l.read_lock().lock().await.unwrap();
                     let now = readers.fetch_add(1, Ordering::SeqCst) + 1;
                     max_readers.fetch_max(now, Ordering::SeqCst);
                     assert_eq!(writers.load(Ordering::SeqCst), 0, "reader with a writer");
@@ -412,19 +440,19 @@ async fn wrong_type_keys_and_bad_names() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    let err = rw.try_read().await.unwrap_err();
+    let err = rw.read_lock().try_lock().await.unwrap_err();
     assert!(
         matches!(&err, Error::WrongType { key } if *key == r),
         "{err:?}"
     );
-    let err = rw.try_write().await.unwrap_err();
+    let err = rw.write_lock().try_lock().await.unwrap_err();
     assert!(
         matches!(&err, Error::WrongType { key } if *key == r),
         "{err:?}"
     );
     let err = rw.force_unlock().await.unwrap_err();
     assert!(matches!(&err, Error::WrongType { .. }), "{err:?}");
-    let err = RwLock::new(&c, "").read().await.unwrap_err();
+    let err = RwLock::new(&c, "").read_lock().lock().await.unwrap_err();
     assert_eq!(err.to_string(), "invalid argument: name is empty");
 }
 
@@ -436,11 +464,13 @@ async fn force_unlock_counts_only_live_readers() {
     let c = client(&srv.url()).await;
     let rw = RwLock::new(&c, "ended");
     let _short = RwLock::new(&c, "ended")
-        .read_with_lease(Duration::from_millis(100))
+        .read_lock()
+        .lock_with_lease(Duration::from_millis(100))
         .await
         .unwrap();
     let _long = RwLock::new(&c, "ended")
-        .read_with_lease(Duration::from_secs(30))
+        .read_lock()
+        .lock_with_lease(Duration::from_secs(30))
         .await
         .unwrap();
     until("the short lease ends", || async {
@@ -469,18 +499,23 @@ async fn a_stale_write_hold_of_the_own_handle_is_replaced_not_re_entered() {
     )
     .await;
     let _: () = cmd(&srv, &["PEXPIRE", &key, "30000"]).await;
-    let g = rw.try_write().await.unwrap().expect("granted");
+    let g = rw.write_lock().try_lock().await.unwrap().expect("granted");
     assert!(g.fencing_token() > 5, "re-entered the stale write hold");
     g.unlock().await.unwrap();
-    let og = RwLock::new(&other, "stale").try_write().await.unwrap();
+    let og = RwLock::new(&other, "stale")
+        .write_lock()
+        .try_lock()
+        .await
+        .unwrap();
     og.expect("free for another handle").unlock().await.unwrap();
     // A real re-entry still counts on the hold.
-    let g1 = rw.write().await.unwrap();
-    let g2 = rw.write().await.unwrap();
+    let g1 = rw.write_lock().lock().await.unwrap();
+    let g2 = rw.write_lock().lock().await.unwrap();
     assert_eq!(g1.fencing_token(), g2.fencing_token());
     g2.unlock().await.unwrap();
     assert!(RwLock::new(&other, "stale")
-        .try_write()
+        .write_lock()
+        .try_lock()
         .await
         .unwrap()
         .is_none());
