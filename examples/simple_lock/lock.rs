@@ -5,7 +5,7 @@
 #![allow(unreachable_pub)]
 
 use deadbolt::primitive::{
-    Acquire, AcquireSpec, Client, Error, ExclusiveGuard, LeaseMode, OnePerClient, Result, WaitMode,
+    Acquire, AcquireSpec, Client, ExclusiveGuard, LeaseMode, Named, OnePerClient, Result, WaitMode,
 };
 
 deadbolt::primitive::lua_scripts! {
@@ -24,15 +24,15 @@ deadbolt::primitive::lua_scripts! {
 pub struct SimpleLock {
     client: Client,
     owner: String,
-    /// `Err` for a name that cannot be a lock name, reported by every call.
-    spec: std::result::Result<AcquireSpec, String>,
+    /// The acquire description (or why the name cannot be one).
+    spec: Named<AcquireSpec>,
 }
 
 impl SimpleLock {
     /// A handle (an owner) on the lock `name`.
     pub fn new(client: &impl AsRef<Client>, name: &str) -> SimpleLock {
         let client = client.as_ref().clone();
-        let spec = client.keys("simple", name).map(|k| {
+        let spec = Named::new(&client, "simple", name, |k| {
             AcquireSpec::builder(
                 "simple",
                 &k,
@@ -47,7 +47,7 @@ impl SimpleLock {
         });
         SimpleLock {
             owner: client.new_owner(),
-            spec: spec.map_err(|e| e.to_string()),
+            spec,
             client,
         }
     }
@@ -57,10 +57,7 @@ impl Acquire for SimpleLock {
     type Guard = ExclusiveGuard;
 
     async fn acquire_with(&self, lease: LeaseMode, wait: WaitMode) -> Result<Option<Self::Guard>> {
-        let spec = self
-            .spec
-            .as_ref()
-            .map_err(|e| Error::InvalidArgument(e.clone()))?;
+        let spec = self.spec.get()?;
         let hold = self.client.acquire(spec, &self.owner, lease, wait).await?;
         Ok(hold.map(ExclusiveGuard::new))
     }

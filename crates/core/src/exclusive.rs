@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use std::marker::PhantomData;
 
-use crate::primitive::Acquire;
+use crate::primitive::{Acquire, Named};
 use crate::scripts::{ScriptCall, HOLD_INSPECT};
 use crate::{
     AcquireSpec, Client, Error, ExclusiveGuard as LockGuard, HoldSet, Keys, LeaseMode, Result,
@@ -132,12 +132,17 @@ struct Inner {
     client: Client,
     name: String,
     owner: String,
-    /// `Err` for a name that cannot be a lock name; reported by every call.
-    spec: std::result::Result<AcquireSpec, String>,
+    /// What the handle built from its name (or why the name is not one).
+    parts: Named<Parts>,
+}
+
+/// The keys of one handle and what it built from them.
+#[derive(Debug)]
+struct Parts {
+    spec: AcquireSpec,
     fence_key: String,
-    force: Option<ScriptCall>,
-    /// The keys (`None` for an invalid name).
-    keys: Option<Keys>,
+    force: ScriptCall,
+    keys: Keys,
 }
 
 impl<K: ExclusiveKind> Exclusive<K> {
@@ -146,26 +151,20 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// An invalid name (empty) is reported as [`Error::InvalidArgument`] by
     /// every method, before anything is sent.
     pub fn new(client: &Client, name: &str) -> Self {
-        let keys = client.keys(K::KIND, name);
-        let fence_key = keys.as_ref().map(|k| k.sub("fence")).unwrap_or_default();
-        let force = keys.as_ref().ok().map(|k| K::force_unlock(client, k));
-        let keys_kept = keys.as_ref().ok().cloned();
         // Each handle knows its own holds: its acquires tell the script
         // whether a re-entry is expected (see `AcquireBuilder::live`).
-        let spec = keys.map(|k| K::spec(client, &k).with_live(Arc::default()));
-        let spec = spec.map_err(|e| match e {
-            Error::InvalidArgument(m) => m,
-            other => other.to_string(),
+        let parts = Named::new(client, K::KIND, name, |k| Parts {
+            spec: K::spec(client, &k).with_live(Arc::default()),
+            fence_key: k.sub("fence"),
+            force: K::force_unlock(client, &k),
+            keys: k,
         });
         Exclusive {
             inner: Arc::new(Inner {
                 client: client.clone(),
                 name: name.to_string(),
                 owner: client.new_owner(),
-                spec,
-                fence_key,
-                force,
-                keys: keys_kept,
+                parts,
             }),
             kind: PhantomData,
         }
@@ -192,22 +191,20 @@ impl<K: ExclusiveKind> Exclusive<K> {
         if !K::PLAIN {
             return None;
         }
-        let spec = self.inner.spec.as_ref().ok()?;
+        let p = self.inner.parts.get().ok()?;
+        let spec = &p.spec;
         Some(PlainLock {
             client: self.inner.client.clone(),
             owner: self.inner.owner.clone(),
             key: spec.key.clone(),
-            fence: self.inner.fence_key.clone(),
+            fence: p.fence_key.clone(),
             channel: spec.release_extra.first().cloned().unwrap_or_default(),
             live: spec.live.clone(),
         })
     }
 
     fn spec(&self) -> Result<&AcquireSpec> {
-        self.inner
-            .spec
-            .as_ref()
-            .map_err(|e| Error::InvalidArgument(e.clone()))
+        Ok(&self.inner.parts.get()?.spec)
     }
 
     /// Holder, hold count, token, remaining TTL, fencing counter and queue
@@ -219,13 +216,12 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// # Cancel safety
     /// Cancel safe: read-only.
     pub async fn inspect(&self) -> Result<LockInfo> {
-        let spec = self.spec()?;
-        let queue = self.inner.keys.as_ref().and_then(K::queue_key);
+        let p = self.inner.parts.get()?;
         let call = ScriptCall::new(
             &HOLD_INSPECT,
-            [spec.key.clone(), self.inner.fence_key.clone()]
+            [p.spec.key.clone(), p.fence_key.clone()]
                 .into_iter()
-                .chain(queue)
+                .chain(K::queue_key(&p.keys))
                 .collect(),
             vec![],
         );
@@ -253,13 +249,8 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// # Cancel safety
     /// Cancel safe: read-only.
     pub async fn queue(&self, limit: usize) -> Result<Vec<QueuedWaiter>> {
-        self.spec()?;
-        let Some(call) = self
-            .inner
-            .keys
-            .as_ref()
-            .and_then(|k| K::queue_call(&self.inner.client, k, limit))
-        else {
+        let keys = &self.inner.parts.get()?.keys;
+        let Some(call) = K::queue_call(&self.inner.client, keys, limit) else {
             return Ok(Vec::new());
         };
         let entries: Vec<(String, String, i64, i64)> = self.inner.client.run(&call).await?;
@@ -326,8 +317,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// # Cancel safety
     /// If dropped, the delete may or may not have happened; calling it again is harmless.
     pub async fn force_unlock(&self) -> Result<bool> {
-        self.spec()?;
-        let call = self.inner.force.as_ref().ok_or(Error::NotHeld)?;
+        let call = &self.inner.parts.get()?.force;
         Ok(self.inner.client.run::<i64>(call).await? == 1)
     }
 

@@ -158,6 +158,37 @@ pub trait Acquire: Send + Sync {
     }
 }
 
+/// What a handle made from a name keeps: what it built from the name's
+/// keys, or why the name cannot be one (an empty name), which every call
+/// of the handle then reports as [`Error::InvalidArgument`] before
+/// anything is sent. Handles are made without a `Result` (like
+/// `client.lock(name)`), so the error waits for the first call.
+#[derive(Debug, Clone)]
+pub struct Named<T>(std::result::Result<T, String>);
+
+impl<T> Named<T> {
+    /// `build` from the keys of `name` for a primitive of `kind` on
+    /// `client` (`<ns>:{<name>}:<kind>` and companions), or the reason the
+    /// name is not usable.
+    pub fn new(client: &Client, kind: &str, name: &str, build: impl FnOnce(Keys) -> T) -> Self {
+        Named(client.keys(kind, name).map(build).map_err(|e| match e {
+            Error::InvalidArgument(m) => m,
+            other => other.to_string(),
+        }))
+    }
+
+    /// What was built, or [`Error::InvalidArgument`] saying why the name
+    /// is not usable.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a name that cannot be one.
+    pub fn get(&self) -> Result<&T> {
+        self.0
+            .as_ref()
+            .map_err(|e| Error::InvalidArgument(e.clone()))
+    }
+}
+
 /// An unbounded wait that ended without the hold: a primitive's
 /// `acquire_with` broke its contract. Reported, not a panic.
 fn unbounded_wait_ended() -> Error {

@@ -36,8 +36,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, Error, ExclusiveGuard, HeartbeatSpec, Hold, Keys, LeaseMode, Result,
-    ScriptCall, WaitMode, Wake, WakePolicy,
+    AcquireSpec, Client, Error, ExclusiveGuard, HeartbeatSpec, Hold, Keys, LeaseMode, Named,
+    Result, ScriptCall, WaitMode, Wake, WakePolicy,
 };
 use deadbolt_core::{Acquire, Lockable};
 use futures::future::BoxFuture;
@@ -124,7 +124,7 @@ struct Inner {
     name: String,
     owner: String,
     /// `Err` for a name that cannot be a lock name; reported by every call.
-    parts: std::result::Result<Parts, String>,
+    parts: Named<Parts>,
 }
 
 #[derive(Debug)]
@@ -199,13 +199,7 @@ impl RwLock {
     /// An invalid name (empty) is reported as [`Error::InvalidArgument`] by
     /// every method, before anything is sent.
     pub fn new(client: &Client, name: &str) -> RwLock {
-        let parts = client
-            .keys(KIND, name)
-            .map(|k| parts(client, &k))
-            .map_err(|e| match e {
-                Error::InvalidArgument(m) => m,
-                other => other.to_string(),
-            });
+        let parts = Named::new(client, KIND, name, |k| parts(client, &k));
         RwLock {
             inner: Arc::new(Inner {
                 client: client.clone(),
@@ -235,10 +229,7 @@ impl RwLock {
     }
 
     fn parts(&self) -> Result<&Parts> {
-        self.inner
-            .parts
-            .as_ref()
-            .map_err(|e| Error::InvalidArgument(e.clone()))
+        self.inner.parts.get()
     }
 
     async fn take(&self, write: bool, lease: LeaseMode, wait: WaitMode) -> Result<Option<Hold>> {

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, ConditionSpec, Error, HeartbeatSpec, Hold, Keys, LeaseMode, Result,
+    AcquireSpec, Client, ConditionSpec, Error, HeartbeatSpec, Hold, Keys, LeaseMode, Named, Result,
     ScriptCall, Signal, WaitMode, Wake, WakePolicy, MAX_LEASE_MS,
 };
 
@@ -128,13 +128,6 @@ fn check_n(what: &str, n: u64, zero_ok: bool) -> Result<u64> {
     Ok(n)
 }
 
-fn name_error(e: Error) -> String {
-    match e {
-        Error::InvalidArgument(m) => m,
-        other => other.to_string(),
-    }
-}
-
 /// A handle on a distributed semaphore with leased permits.
 ///
 /// Each handle is an owner (as for locks); permits belong to the [`Permits`]
@@ -149,7 +142,7 @@ struct SemInner {
     client: Client,
     name: String,
     owner: String,
-    parts: std::result::Result<(Vec<String>, AcquireSpec), String>,
+    parts: Named<(Vec<String>, AcquireSpec)>,
 }
 
 /// One holder as [`Semaphore::inspect`] lists it.
@@ -214,27 +207,24 @@ impl Semaphore {
     /// An invalid name (empty) is reported as [`Error::InvalidArgument`] by
     /// every method, before anything is sent.
     pub fn new(client: &Client, name: &str) -> Semaphore {
-        let parts = client
-            .keys(SEMAPHORE_KIND, name)
-            .map(|k| {
-                let keys = semaphore_keys(&k);
-                let spec =
-                    AcquireSpec::builder("semaphore", &k, &SEM_ACQUIRE, &SEM_RELEASE, &PermitsFree)
-                        .keys(keys.clone())
-                        .extra_args(vec![client.config().waiter_timeout.as_millis().to_string()])
-                        .release_with(keys.clone(), vec![])
-                        .renew(&SEM_RENEW, keys[..3].to_vec())
-                        // One channel per (client, semaphore); wakes name the waiter.
-                        .channel(format!("{}:ch:{}", k.main(), client.id()))
-                        .tagged()
-                        .heartbeat(HeartbeatSpec {
-                            script: &SEM_HEARTBEAT,
-                            keys: keys.clone(),
-                        })
-                        .build();
-                (keys, spec)
-            })
-            .map_err(name_error);
+        let parts = Named::new(client, SEMAPHORE_KIND, name, |k| {
+            let keys = semaphore_keys(&k);
+            let spec =
+                AcquireSpec::builder("semaphore", &k, &SEM_ACQUIRE, &SEM_RELEASE, &PermitsFree)
+                    .keys(keys.clone())
+                    .extra_args(vec![client.config().waiter_timeout.as_millis().to_string()])
+                    .release_with(keys.clone(), vec![])
+                    .renew(&SEM_RENEW, keys[..3].to_vec())
+                    // One channel per (client, semaphore); wakes name the waiter.
+                    .channel(format!("{}:ch:{}", k.main(), client.id()))
+                    .tagged()
+                    .heartbeat(HeartbeatSpec {
+                        script: &SEM_HEARTBEAT,
+                        keys: keys.clone(),
+                    })
+                    .build();
+            (keys, spec)
+        });
         Semaphore {
             inner: Arc::new(SemInner {
                 client: client.clone(),
@@ -251,10 +241,7 @@ impl Semaphore {
     }
 
     fn parts(&self) -> Result<&(Vec<String>, AcquireSpec)> {
-        self.inner
-            .parts
-            .as_ref()
-            .map_err(|e| Error::InvalidArgument(e.clone()))
+        self.inner.parts.get()
     }
 
     async fn permits_op(&self, op: &str, n: u64) -> Result<i64> {
@@ -509,7 +496,7 @@ struct LatchInner {
     client: Client,
     name: String,
     owner: String,
-    parts: std::result::Result<(String, String, ConditionSpec), String>,
+    parts: Named<(String, String, ConditionSpec)>,
 }
 
 impl CountDownLatch {
@@ -518,16 +505,13 @@ impl CountDownLatch {
     /// An invalid name (empty) is reported as [`Error::InvalidArgument`] by
     /// every method, before anything is sent.
     pub fn new(client: &Client, name: &str) -> CountDownLatch {
-        let parts = client
-            .keys(LATCH_KIND, name)
-            .map(|k| {
-                let key = k.main().to_string();
-                let channel = k.channel();
-                // A wait records nothing: there is nothing to release or renew.
-                let spec = ConditionSpec::builder("latch", &k, &LATCH_WAIT, &LatchOpen).build();
-                (key, channel, spec)
-            })
-            .map_err(name_error);
+        let parts = Named::new(client, LATCH_KIND, name, |k| {
+            let key = k.main().to_string();
+            let channel = k.channel();
+            // A wait records nothing: there is nothing to release or renew.
+            let spec = ConditionSpec::builder("latch", &k, &LATCH_WAIT, &LatchOpen).build();
+            (key, channel, spec)
+        });
         CountDownLatch {
             inner: Arc::new(LatchInner {
                 client: client.clone(),
@@ -544,10 +528,7 @@ impl CountDownLatch {
     }
 
     fn parts(&self) -> Result<&(String, String, ConditionSpec)> {
-        self.inner
-            .parts
-            .as_ref()
-            .map_err(|e| Error::InvalidArgument(e.clone()))
+        self.inner.parts.get()
     }
 
     async fn op(&self, op: &str, arg: String) -> Result<u64> {
