@@ -161,16 +161,20 @@ pub(crate) fn make(
                 )
             })))
         }
-        ContenderKind::SemPoll => Ok(Box::new(SemPoll {
+        ContenderKind::SemPoll => Ok(Box::new(Poll {
             namespace: opts.namespace.clone(),
-            lease_ms: lease_millis(opts.lease),
             interval: opts.poll_interval,
-            permits: opts.permits,
+            scheme: SemPoll {
+                lease_ms: lease_millis(opts.lease),
+                permits: opts.permits,
+            },
         })),
-        ContenderKind::RawPoll => Ok(Box::new(RawPoll {
+        ContenderKind::RawPoll => Ok(Box::new(Poll {
             namespace: opts.namespace.clone(),
-            lease_ms: lease_millis(opts.lease),
             interval: opts.poll_interval,
+            scheme: RawPoll {
+                lease_ms: lease_millis(opts.lease),
+            },
         })),
         ContenderKind::Rslock => rslock_contender(opts, 1),
         ContenderKind::Rslock3 => {
@@ -443,6 +447,147 @@ impl Held for deadbolt_multilock::RedlockGuard {
 }
 
 // ---------------------------------------------------------------------------
+// raw-poll and sem-poll: the textbook locks that poll
+// ---------------------------------------------------------------------------
+
+/// What the two polling contenders each do their own way: one try at the key
+/// and the release. The rest (a connection per client, a key per name, a
+/// random id per acquire, a try every `--poll-interval` until one takes) is
+/// [`Poll`]'s.
+trait PollScheme: Copy + Send + Sync + 'static {
+    /// The contender it is.
+    const KIND: ContenderKind;
+    /// Its part of the key: `{namespace}:{TAG}:{name}`.
+    const TAG: &'static str;
+    /// The commands it sends itself.
+    const COMMANDS: &'static [&'static str];
+
+    /// Anything to do on a client's connection before its first try.
+    fn connected(conn: &mut MultiplexedConnection) -> BoxFuture<'_, anyhow::Result<()>> {
+        let _ = conn;
+        Box::pin(async { Ok(()) })
+    }
+
+    /// One try: whether `id` now holds `key`.
+    fn try_take<'a>(
+        self,
+        conn: &'a mut MultiplexedConnection,
+        key: &'a str,
+        id: &'a str,
+    ) -> BoxFuture<'a, anyhow::Result<bool>>;
+
+    /// Give back what `id` holds of `key`.
+    fn release(
+        self,
+        conn: MultiplexedConnection,
+        key: String,
+        id: String,
+    ) -> BoxFuture<'static, anyhow::Result<()>>;
+}
+
+/// A polling contender: `scheme`'s tries, one every `interval`.
+struct Poll<S> {
+    namespace: String,
+    interval: Duration,
+    scheme: S,
+}
+
+impl<S: PollScheme> Contender for Poll<S> {
+    fn kind(&self) -> ContenderKind {
+        S::KIND
+    }
+
+    fn client_commands(&self) -> &'static [&'static str] {
+        S::COMMANDS
+    }
+
+    fn poll_period(&self) -> Option<Duration> {
+        Some(self.interval)
+    }
+
+    fn connect<'a>(
+        &'a self,
+        urls: &'a [String],
+    ) -> BoxFuture<'a, anyhow::Result<Box<dyn ContenderClient>>> {
+        Box::pin(async move {
+            let mut conn = redis::Client::open(urls[0].as_str())?
+                .get_multiplexed_async_connection()
+                .await
+                .with_context(|| format!("connecting a {} client", S::KIND.name()))?;
+            S::connected(&mut conn).await?;
+            Ok(Box::new(PollClient {
+                conn,
+                namespace: self.namespace.clone(),
+                interval: self.interval,
+                scheme: self.scheme,
+            }) as Box<dyn ContenderClient>)
+        })
+    }
+}
+
+struct PollClient<S> {
+    conn: MultiplexedConnection,
+    namespace: String,
+    interval: Duration,
+    scheme: S,
+}
+
+impl<S: PollScheme> ContenderClient for PollClient<S> {
+    fn handle(&self, name: &str) -> Arc<dyn LockHandle> {
+        Arc::new(PollHandle {
+            conn: self.conn.clone(),
+            key: format!("{}:{}:{name}", self.namespace, S::TAG),
+            interval: self.interval,
+            scheme: self.scheme,
+        })
+    }
+
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+struct PollHandle<S> {
+    conn: MultiplexedConnection,
+    key: String,
+    interval: Duration,
+    scheme: S,
+}
+
+impl<S: PollScheme> LockHandle for PollHandle<S> {
+    fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
+        Box::pin(async move {
+            let id = format!("{:032x}", rand::random::<u128>());
+            let mut conn = self.conn.clone();
+            loop {
+                if self.scheme.try_take(&mut conn, &self.key, &id).await? {
+                    return Ok(Box::new(PollHeld {
+                        conn,
+                        key: self.key.clone(),
+                        id,
+                        scheme: self.scheme,
+                    }) as Box<dyn Held>);
+                }
+                tokio::time::sleep(self.interval).await;
+            }
+        })
+    }
+}
+
+struct PollHeld<S> {
+    conn: MultiplexedConnection,
+    key: String,
+    id: String,
+    scheme: S,
+}
+
+impl<S: PollScheme> Held for PollHeld<S> {
+    fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
+        self.scheme.release(self.conn, self.key, self.id)
+    }
+}
+
+// ---------------------------------------------------------------------------
 // raw-poll: the textbook SET NX PX lock
 // ---------------------------------------------------------------------------
 
@@ -460,117 +605,51 @@ return 0",
     )
 });
 
+/// raw-poll: `SET key token NX PX lease` to take, compare-and-delete to give
+/// back.
+#[derive(Clone, Copy)]
 struct RawPoll {
-    namespace: String,
     lease_ms: u64,
-    interval: Duration,
 }
 
-impl Contender for RawPoll {
-    fn kind(&self) -> ContenderKind {
-        ContenderKind::RawPoll
-    }
+impl PollScheme for RawPoll {
+    const KIND: ContenderKind = ContenderKind::RawPoll;
+    const TAG: &'static str = "raw";
+    const COMMANDS: &'static [&'static str] = SET_NX_COMMANDS;
 
-    fn client_commands(&self) -> &'static [&'static str] {
-        SET_NX_COMMANDS
-    }
-
-    fn poll_period(&self) -> Option<Duration> {
-        Some(self.interval)
-    }
-
-    fn connect<'a>(
-        &'a self,
-        urls: &'a [String],
-    ) -> BoxFuture<'a, anyhow::Result<Box<dyn ContenderClient>>> {
+    fn try_take<'a>(
+        self,
+        conn: &'a mut MultiplexedConnection,
+        key: &'a str,
+        token: &'a str,
+    ) -> BoxFuture<'a, anyhow::Result<bool>> {
         Box::pin(async move {
-            let conn = redis::Client::open(urls[0].as_str())?
-                .get_multiplexed_async_connection()
-                .await
-                .context("connecting a raw-poll client")?;
-            Ok(Box::new(RawClient {
-                conn,
-                namespace: self.namespace.clone(),
-                lease_ms: self.lease_ms,
-                interval: self.interval,
-            }) as Box<dyn ContenderClient>)
-        })
-    }
-}
-
-struct RawClient {
-    conn: MultiplexedConnection,
-    namespace: String,
-    lease_ms: u64,
-    interval: Duration,
-}
-
-impl ContenderClient for RawClient {
-    fn handle(&self, name: &str) -> Arc<dyn LockHandle> {
-        Arc::new(RawHandle {
-            conn: self.conn.clone(),
-            key: format!("{}:raw:{name}", self.namespace),
-            lease_ms: self.lease_ms,
-            interval: self.interval,
+            let set: Option<String> = redis::cmd("SET")
+                .arg(key)
+                .arg(token)
+                .arg("NX")
+                .arg("PX")
+                .arg(self.lease_ms)
+                .query_async(conn)
+                .await?;
+            Ok(set.is_some())
         })
     }
 
-    fn shutdown(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async {})
-    }
-}
-
-struct RawHandle {
-    conn: MultiplexedConnection,
-    key: String,
-    lease_ms: u64,
-    interval: Duration,
-}
-
-impl LockHandle for RawHandle {
-    fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
+    fn release(
+        self,
+        mut conn: MultiplexedConnection,
+        key: String,
+        token: String,
+    ) -> BoxFuture<'static, anyhow::Result<()>> {
         Box::pin(async move {
-            let token = format!("{:032x}", rand::random::<u128>());
-            let mut conn = self.conn.clone();
-            loop {
-                let set: Option<String> = redis::cmd("SET")
-                    .arg(&self.key)
-                    .arg(&token)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(self.lease_ms)
-                    .query_async(&mut conn)
-                    .await?;
-                if set.is_some() {
-                    return Ok(Box::new(RawHeld {
-                        conn,
-                        key: self.key.clone(),
-                        token,
-                    }) as Box<dyn Held>);
-                }
-                tokio::time::sleep(self.interval).await;
-            }
-        })
-    }
-}
-
-struct RawHeld {
-    conn: MultiplexedConnection,
-    key: String,
-    token: String,
-}
-
-impl Held for RawHeld {
-    fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
-        Box::pin(async move {
-            let mut conn = self.conn;
             let deleted: i64 = COMPARE_AND_DELETE
-                .key(&self.key)
-                .arg(&self.token)
+                .key(&key)
+                .arg(&token)
                 .invoke_async(&mut conn)
                 .await?;
             if deleted != 1 {
-                bail!("raw-poll release: {} was no longer ours", self.key);
+                bail!("raw-poll release: {key} was no longer ours");
             }
             Ok(())
         })
@@ -603,131 +682,62 @@ return 0",
     )
 });
 
+/// sem-poll: its acquire script to take a permit, ZREM to give it back.
+#[derive(Clone, Copy)]
 struct SemPoll {
-    namespace: String,
     lease_ms: u64,
-    interval: Duration,
     permits: u32,
 }
 
-impl Contender for SemPoll {
-    fn kind(&self) -> ContenderKind {
-        ContenderKind::SemPoll
-    }
+impl PollScheme for SemPoll {
+    const KIND: ContenderKind = ContenderKind::SemPoll;
+    const TAG: &'static str = "sem-poll";
+    const COMMANDS: &'static [&'static str] = SEM_POLL_COMMANDS;
 
-    fn client_commands(&self) -> &'static [&'static str] {
-        SEM_POLL_COMMANDS
-    }
-
-    fn poll_period(&self) -> Option<Duration> {
-        Some(self.interval)
-    }
-
-    fn connect<'a>(
-        &'a self,
-        urls: &'a [String],
-    ) -> BoxFuture<'a, anyhow::Result<Box<dyn ContenderClient>>> {
+    fn connected(conn: &mut MultiplexedConnection) -> BoxFuture<'_, anyhow::Result<()>> {
+        // Loaded at connect, as deadbolt's scripts are, so no SCRIPT LOAD
+        // shows in cmds/acq.
         Box::pin(async move {
-            let mut conn = redis::Client::open(urls[0].as_str())?
-                .get_multiplexed_async_connection()
-                .await
-                .context("connecting a sem-poll client")?;
-            // Loaded at connect, as deadbolt's scripts are, so no SCRIPT LOAD
-            // shows in cmds/acq.
             SEM_POLL_ACQUIRE
-                .load_async(&mut conn)
+                .load_async(conn)
                 .await
                 .context("loading sem-poll's acquire script")?;
-            Ok(Box::new(SemPollClient {
-                conn,
-                namespace: self.namespace.clone(),
-                lease_ms: self.lease_ms,
-                interval: self.interval,
-                permits: self.permits,
-            }) as Box<dyn ContenderClient>)
-        })
-    }
-}
-
-struct SemPollClient {
-    conn: MultiplexedConnection,
-    namespace: String,
-    lease_ms: u64,
-    interval: Duration,
-    permits: u32,
-}
-
-impl ContenderClient for SemPollClient {
-    fn handle(&self, name: &str) -> Arc<dyn LockHandle> {
-        Arc::new(SemPollHandle {
-            conn: self.conn.clone(),
-            key: format!("{}:sem-poll:{name}", self.namespace),
-            lease_ms: self.lease_ms,
-            interval: self.interval,
-            permits: self.permits,
+            Ok(())
         })
     }
 
-    fn shutdown(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async {})
-    }
-}
-
-struct SemPollHandle {
-    conn: MultiplexedConnection,
-    key: String,
-    lease_ms: u64,
-    interval: Duration,
-    permits: u32,
-}
-
-impl LockHandle for SemPollHandle {
-    fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
+    fn try_take<'a>(
+        self,
+        conn: &'a mut MultiplexedConnection,
+        key: &'a str,
+        id: &'a str,
+    ) -> BoxFuture<'a, anyhow::Result<bool>> {
         Box::pin(async move {
-            let id = format!("{:032x}", rand::random::<u128>());
-            let mut conn = self.conn.clone();
-            loop {
-                let taken: i64 = SEM_POLL_ACQUIRE
-                    .key(&self.key)
-                    .arg(&id)
-                    .arg(self.permits)
-                    .arg(self.lease_ms)
-                    .invoke_async(&mut conn)
-                    .await?;
-                if taken == 1 {
-                    return Ok(Box::new(SemPollHeld {
-                        conn,
-                        key: self.key.clone(),
-                        id,
-                    }) as Box<dyn Held>);
-                }
-                tokio::time::sleep(self.interval).await;
-            }
+            let taken: i64 = SEM_POLL_ACQUIRE
+                .key(key)
+                .arg(id)
+                .arg(self.permits)
+                .arg(self.lease_ms)
+                .invoke_async(conn)
+                .await?;
+            Ok(taken == 1)
         })
     }
-}
 
-struct SemPollHeld {
-    conn: MultiplexedConnection,
-    key: String,
-    id: String,
-}
-
-impl Held for SemPollHeld {
-    fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
+    fn release(
+        self,
+        mut conn: MultiplexedConnection,
+        key: String,
+        id: String,
+    ) -> BoxFuture<'static, anyhow::Result<()>> {
         Box::pin(async move {
-            let mut conn = self.conn;
             let removed: i64 = redis::cmd("ZREM")
-                .arg(&self.key)
-                .arg(&self.id)
+                .arg(&key)
+                .arg(&id)
                 .query_async(&mut conn)
                 .await?;
             if removed != 1 {
-                bail!(
-                    "sem-poll release: {} no longer listed {}",
-                    self.key,
-                    self.id
-                );
+                bail!("sem-poll release: {key} no longer listed {id}");
             }
             Ok(())
         })

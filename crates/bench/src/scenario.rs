@@ -344,6 +344,17 @@ pub(crate) fn per(n: u64, d: u64) -> Option<f64> {
     (d > 0).then(|| float(n) / float(d))
 }
 
+/// How evenly a run's acquisitions went round its waiters: `per_worker`
+/// counts each waiter's, `waits` holds every wait for one (ns).
+pub(crate) fn fairness(per_worker: Vec<u64>, waits: &Histogram<u64>) -> Fairness {
+    Fairness {
+        jain_index: stats::jain(&per_worker),
+        min_max_ratio: stats::min_max_ratio(&per_worker),
+        longest_wait_us: float(waits.max()) / 1e3,
+        per_worker,
+    }
+}
+
 pub(crate) fn lat_summary(l: Option<&Latency>) -> String {
     l.map_or_else(String::new, |l| match l.p50_x_ping {
         Some(x) => format!("p50 {} ({x:.1}× PING)", fmt_us(l.p50_us)),
@@ -576,12 +587,7 @@ pub(crate) async fn many_waiters(
     let mut cmds = commands(c, &before, &after, sent);
     cmds.per_acquisition = per(cmds.counted, tally.acquisitions);
     let rate = float(tally.acquisitions) / elapsed.as_secs_f64();
-    let fairness = Fairness {
-        jain_index: stats::jain(&per_worker),
-        min_max_ratio: stats::min_max_ratio(&per_worker),
-        longest_wait_us: float(waits.max()) / 1e3,
-        per_worker,
-    };
+    let fairness = fairness(per_worker, &waits);
     bar.finish(format!(
         "{} acq/s, Jain {:.3}, least/most {:.2}",
         fmt_rate(rate),

@@ -15,9 +15,9 @@ use super::legend::{Entry, PING_P50, X_PING};
 use super::Scenario;
 use crate::args::{ContenderKind, ScenarioKind};
 use crate::contender::Contender;
-use crate::report::{fmt_percent, fmt_rate, Fairness, ReadWrite, Report, RunResult, Table};
-use crate::scenario::{acquire_bounded, commands, per, Env, Exclusion, Tally};
-use crate::stats::{self, float, histogram, record, summarize, Pinger};
+use crate::report::{fmt_percent, fmt_rate, ReadWrite, Report, RunResult, Table};
+use crate::scenario::{acquire_bounded, commands, fairness, per, Env, Exclusion, Tally};
+use crate::stats::{float, histogram, record, summarize, Pinger};
 
 /// Waiter `i` draws reads and writes from a generator seeded with this plus
 /// `i`, so every contender gets the same sequences.
@@ -289,12 +289,7 @@ async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
         read_acquire: summarize(&read_waits, ping_p50),
         write_acquire: summarize(&write_waits, ping_p50),
     };
-    let fairness = Fairness {
-        jain_index: stats::jain(&per_worker),
-        min_max_ratio: stats::min_max_ratio(&per_worker),
-        longest_wait_us: float(waits.max()) / 1e3,
-        per_worker,
-    };
+    let fairness = fairness(per_worker, &waits);
     bar.finish(format!(
         "{} ops/s ({} reads/s, {} writes/s)",
         fmt_rate(rate),

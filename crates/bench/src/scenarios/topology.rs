@@ -138,21 +138,32 @@ impl Scenario for TopologyScenario {
                 .and_then(pick)
                 .map_or_else(|| "-".to_string(), |x| format!("{x:.2}×"))
         };
-        let common = |r: &RunResult| [cmds(r), ping(r), r.errors.to_string()];
+        // The columns both tables end with, and their cells.
+        let common_headings = [
+            "p50 vs standalone",
+            "p99 vs standalone",
+            "cmds/acq",
+            "PING p50",
+            "errors",
+        ];
+        let common = |r: &RunResult| {
+            [
+                vs(r, |v| v.p50),
+                vs(r, |v| v.p99),
+                cmds(r),
+                ping(r),
+                r.errors.to_string(),
+            ]
+        };
         let throughput = of(TopologyMeasure::Throughput);
         if !throughput.is_empty() {
-            let mut table = Table::new(&[
-                "where",
-                "acq/s",
-                "vs standalone",
-                "lock+unlock p50",
-                "p99",
-                "p50 vs standalone",
-                "p99 vs standalone",
-                "cmds/acq",
-                "PING p50",
-                "errors",
-            ]);
+            let mut table = Table::new(
+                &[
+                    &["where", "acq/s", "vs standalone", "lock+unlock p50", "p99"][..],
+                    &common_headings,
+                ]
+                .concat(),
+            );
             for r in &throughput {
                 let mut row = vec![
                     label(r),
@@ -160,8 +171,6 @@ impl Scenario for TopologyScenario {
                     vs(r, |v| v.acquisitions_per_s),
                     lat(r.acquire_release, p50),
                     lat(r.acquire_release, p99),
-                    vs(r, |v| v.p50),
-                    vs(r, |v| v.p99),
                 ];
                 row.extend(common(r));
                 table.row(row);
@@ -179,18 +188,13 @@ impl Scenario for TopologyScenario {
         }
         let handoff = of(TopologyMeasure::Handoff);
         if !handoff.is_empty() {
-            let mut table = Table::new(&[
-                "where",
-                "rounds",
-                "hand-off p50",
-                "p99",
-                "max",
-                "p50 vs standalone",
-                "p99 vs standalone",
-                "cmds/acq",
-                "PING p50",
-                "errors",
-            ]);
+            let mut table = Table::new(
+                &[
+                    &["where", "rounds", "hand-off p50", "p99", "max"][..],
+                    &common_headings,
+                ]
+                .concat(),
+            );
             for r in &handoff {
                 let mut row = vec![
                     label(r),
@@ -198,8 +202,6 @@ impl Scenario for TopologyScenario {
                     lat(r.handoff, p50),
                     lat(r.handoff, p99),
                     lat(r.handoff, max),
-                    vs(r, |v| v.p50),
-                    vs(r, |v| v.p99),
                 ];
                 row.extend(common(r));
                 table.row(row);
