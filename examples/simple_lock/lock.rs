@@ -4,8 +4,10 @@
 // This is a primitive crate's code, whose items are public there.
 #![allow(unreachable_pub)]
 
+use std::sync::Arc;
+
 use deadbolt::primitive::{
-    Acquire, AcquireSpec, Client, ExclusiveGuard, LeaseMode, Named, OnePerClient, Result, WaitMode,
+    Acquire, AcquireSpec, Client, ExclusiveGuard, Handle, LeaseMode, OnePerClient, Result, WaitMode,
 };
 
 deadbolt::primitive::lua_scripts! {
@@ -21,35 +23,29 @@ deadbolt::primitive::lua_scripts! {
 /// A lock with one holder at a time and a fencing token per hold. Not
 /// reentrant: a handle that holds it and asks again waits like any other.
 #[derive(Debug, Clone)]
-pub struct SimpleLock {
-    client: Client,
-    owner: String,
-    /// The acquire description (or why the name cannot be one).
-    spec: Named<AcquireSpec>,
-}
+pub struct SimpleLock(Arc<Handle<AcquireSpec>>);
 
 impl SimpleLock {
     /// A handle (an owner) on the lock `name`.
     pub fn new(client: &impl AsRef<Client>, name: &str) -> SimpleLock {
-        let client = client.as_ref().clone();
-        let spec = Named::new(&client, "simple", name, |k| {
-            AcquireSpec::builder(
-                "simple",
-                &k,
-                &SIMPLE_ACQUIRE,
-                &SIMPLE_RELEASE,
-                &OnePerClient,
-            )
-            .keys(vec![k.main().to_string(), k.sub("fence")])
-            .release_with(vec![k.main().to_string()], vec![k.channel()])
-            .renew(&SIMPLE_RENEW, vec![k.main().to_string()])
-            .build()
-        });
-        SimpleLock {
-            owner: client.new_owner(),
-            spec,
-            client,
-        }
+        SimpleLock(Arc::new(Handle::new(
+            client.as_ref(),
+            "simple",
+            name,
+            |k| {
+                AcquireSpec::builder(
+                    "simple",
+                    &k,
+                    &SIMPLE_ACQUIRE,
+                    &SIMPLE_RELEASE,
+                    &OnePerClient,
+                )
+                .keys(vec![k.main().to_string(), k.sub("fence")])
+                .release_with(vec![k.main().to_string()], vec![k.channel()])
+                .renew(&SIMPLE_RENEW, vec![k.main().to_string()])
+                .build()
+            },
+        )))
     }
 }
 
@@ -57,8 +53,11 @@ impl Acquire for SimpleLock {
     type Guard = ExclusiveGuard;
 
     async fn acquire_with(&self, lease: LeaseMode, wait: WaitMode) -> Result<Option<Self::Guard>> {
-        let spec = self.spec.get()?;
-        let hold = self.client.acquire(spec, &self.owner, lease, wait).await?;
+        let h = &self.0;
+        let hold = h
+            .client()
+            .acquire(h.parts()?, h.owner(), lease, wait)
+            .await?;
         Ok(hold.map(ExclusiveGuard::new))
     }
 }

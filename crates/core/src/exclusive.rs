@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use std::marker::PhantomData;
 
-use crate::primitive::{Acquire, Named};
+use crate::primitive::{Acquire, Handle};
 use crate::scripts::{ScriptCall, HOLD_INSPECT};
 use crate::{
     AcquireSpec, Client, Error, ExclusiveGuard as LockGuard, HoldSet, Keys, LeaseMode, Result,
@@ -104,7 +104,7 @@ impl QueuedWaiter {
 /// }
 /// ```
 pub struct Exclusive<K> {
-    inner: Arc<Inner>,
+    inner: Arc<Handle<Parts>>,
     kind: PhantomData<fn() -> K>,
 }
 
@@ -121,19 +121,10 @@ impl<K: ExclusiveKind> std::fmt::Debug for Exclusive<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Exclusive")
             .field("kind", &K::KIND)
-            .field("name", &self.inner.name)
-            .field("owner", &self.inner.owner)
+            .field("name", &self.inner.name())
+            .field("owner", &self.inner.owner())
             .finish()
     }
-}
-
-#[derive(Debug)]
-struct Inner {
-    client: Client,
-    name: String,
-    owner: String,
-    /// What the handle built from its name (or why the name is not one).
-    parts: Named<Parts>,
 }
 
 /// The keys of one handle and what it built from them.
@@ -153,31 +144,26 @@ impl<K: ExclusiveKind> Exclusive<K> {
     pub fn new(client: &Client, name: &str) -> Self {
         // Each handle knows its own holds: its acquires tell the script
         // whether a re-entry is expected (see `AcquireBuilder::live`).
-        let parts = Named::new(client, K::KIND, name, |k| Parts {
+        let parts = Handle::new(client, K::KIND, name, |k| Parts {
             spec: K::spec(client, &k).with_live(Arc::default()),
             fence_key: k.sub("fence"),
             force: K::force_unlock(client, &k),
             keys: k,
         });
         Exclusive {
-            inner: Arc::new(Inner {
-                client: client.clone(),
-                name: name.to_string(),
-                owner: client.new_owner(),
-                parts,
-            }),
+            inner: Arc::new(parts),
             kind: PhantomData,
         }
     }
 
     /// The lock's name.
     pub fn name(&self) -> &str {
-        &self.inner.name
+        self.inner.name()
     }
 
     /// This handle's owner id, `<client uuid>:<handle id>`.
     pub fn owner(&self) -> &str {
-        &self.inner.owner
+        self.inner.owner()
     }
 
     /// The Redis key holding the lock.
@@ -191,11 +177,11 @@ impl<K: ExclusiveKind> Exclusive<K> {
         if !K::PLAIN {
             return None;
         }
-        let p = self.inner.parts.get().ok()?;
+        let p = self.inner.parts().ok()?;
         let spec = &p.spec;
         Some(PlainLock {
-            client: self.inner.client.clone(),
-            owner: self.inner.owner.clone(),
+            client: self.inner.client().clone(),
+            owner: self.inner.owner().to_string(),
             key: spec.key.clone(),
             fence: p.fence_key.clone(),
             channel: spec.release_extra.first().cloned().unwrap_or_default(),
@@ -204,7 +190,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
     }
 
     fn spec(&self) -> Result<&AcquireSpec> {
-        Ok(&self.inner.parts.get()?.spec)
+        Ok(&self.inner.parts()?.spec)
     }
 
     /// Holder, hold count, token, remaining TTL, fencing counter and queue
@@ -216,7 +202,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// # Cancel safety
     /// Cancel safe: read-only.
     pub async fn inspect(&self) -> Result<LockInfo> {
-        let p = self.inner.parts.get()?;
+        let p = self.inner.parts()?;
         let call = ScriptCall::new(
             &HOLD_INSPECT,
             [p.spec.key.clone(), p.fence_key.clone()]
@@ -226,7 +212,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
             vec![],
         );
         let (owner, n, token, pttl, fence, queued): (String, u64, u64, i64, i64, u64) =
-            self.inner.client.run(&call).await?;
+            self.inner.client().run(&call).await?;
         let held = pttl != -2 && !owner.is_empty();
         Ok(LockInfo {
             holder: held.then_some(owner),
@@ -249,11 +235,11 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// # Cancel safety
     /// Cancel safe: read-only.
     pub async fn queue(&self, limit: usize) -> Result<Vec<QueuedWaiter>> {
-        let keys = &self.inner.parts.get()?.keys;
-        let Some(call) = K::queue_call(&self.inner.client, keys, limit) else {
+        let keys = &self.inner.parts()?.keys;
+        let Some(call) = K::queue_call(self.inner.client(), keys, limit) else {
             return Ok(Vec::new());
         };
-        let entries: Vec<(String, String, i64, i64)> = self.inner.client.run(&call).await?;
+        let entries: Vec<(String, String, i64, i64)> = self.inner.client().run(&call).await?;
         Ok(entries.into_iter().map(QueuedWaiter::from_reply).collect())
     }
 
@@ -317,8 +303,8 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// # Cancel safety
     /// If dropped, the delete may or may not have happened; calling it again is harmless.
     pub async fn force_unlock(&self) -> Result<bool> {
-        let call = &self.inner.parts.get()?.force;
-        Ok(self.inner.client.run::<i64>(call).await? == 1)
+        let call = &self.inner.parts()?.force;
+        Ok(self.inner.client().run::<i64>(call).await? == 1)
     }
 
     /// Take the lock, run `work` with the fencing token, and unlock.
@@ -358,8 +344,8 @@ impl<K: ExclusiveKind> crate::Acquire for Exclusive<K> {
         let spec = self.spec()?;
         let hold = self
             .inner
-            .client
-            .acquire(spec, &self.inner.owner, lease, wait)
+            .client()
+            .acquire(spec, self.inner.owner(), lease, wait)
             .await?;
         Ok(hold.map(LockGuard::new))
     }

@@ -158,32 +158,58 @@ pub trait Acquire: Send + Sync {
     }
 }
 
-/// What a handle made from a name keeps: what it built from the name's
-/// keys, or why the name cannot be one (an empty name), which every call
-/// of the handle then reports as [`Error::InvalidArgument`] before
-/// anything is sent. Handles are made without a `Result` (like
+/// What every handle on a named primitive keeps: its client, its name,
+/// its owner id (a new one per handle: handles are owners), and what it
+/// built from the name's keys, or why the name cannot be one (an empty
+/// name), which every call then reports as [`Error::InvalidArgument`]
+/// before anything is sent. Handles are made without a `Result` (like
 /// `client.lock(name)`), so the error waits for the first call.
-#[derive(Debug, Clone)]
-pub struct Named<T>(std::result::Result<T, String>);
+#[derive(Debug)]
+pub struct Handle<T> {
+    client: Client,
+    name: String,
+    owner: String,
+    parts: std::result::Result<T, String>,
+}
 
-impl<T> Named<T> {
-    /// `build` from the keys of `name` for a primitive of `kind` on
-    /// `client` (`<ns>:{<name>}:<kind>` and companions), or the reason the
-    /// name is not usable.
+impl<T> Handle<T> {
+    /// A new handle (a new owner) on `name`, a primitive of `kind` on
+    /// `client`: `build` makes what it needs from the name's keys
+    /// (`<ns>:{<name>}:<kind>` and companions).
     pub fn new(client: &Client, kind: &str, name: &str, build: impl FnOnce(Keys) -> T) -> Self {
-        Named(client.keys(kind, name).map(build).map_err(|e| match e {
-            Error::InvalidArgument(m) => m,
-            other => other.to_string(),
-        }))
+        Handle {
+            client: client.clone(),
+            name: name.to_string(),
+            owner: client.new_owner(),
+            parts: client.keys(kind, name).map(build).map_err(|e| match e {
+                Error::InvalidArgument(m) => m,
+                other => other.to_string(),
+            }),
+        }
     }
 
-    /// What was built, or [`Error::InvalidArgument`] saying why the name
-    /// is not usable.
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The primitive's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// This handle's owner id, `<client uuid>:<handle id>`.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// What was built from the name's keys, or
+    /// [`Error::InvalidArgument`] saying why the name is not usable.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a name that cannot be one.
-    pub fn get(&self) -> Result<&T> {
-        self.0
+    pub fn parts(&self) -> Result<&T> {
+        self.parts
             .as_ref()
             .map_err(|e| Error::InvalidArgument(e.clone()))
     }

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, Error, ExclusiveGuard, HeartbeatSpec, Hold, Keys, LeaseMode, Named,
+    AcquireSpec, Client, Error, ExclusiveGuard, Handle, HeartbeatSpec, Hold, Keys, LeaseMode,
     Result, ScriptCall, WaitMode, Wake, WakePolicy,
 };
 use deadbolt_core::{Acquire, Lockable};
@@ -115,16 +115,7 @@ impl WakePolicy for RwWake {
 /// make their own handle (`RwLock::new` / `client.rw_lock(name)`).
 #[derive(Debug, Clone)]
 pub struct RwLock {
-    inner: Arc<Inner>,
-}
-
-#[derive(Debug)]
-struct Inner {
-    client: Client,
-    name: String,
-    owner: String,
-    /// `Err` for a name that cannot be a lock name; reported by every call.
-    parts: Named<Parts>,
+    inner: Arc<Handle<Parts>>,
 }
 
 #[derive(Debug)]
@@ -199,25 +190,20 @@ impl RwLock {
     /// An invalid name (empty) is reported as [`Error::InvalidArgument`] by
     /// every method, before anything is sent.
     pub fn new(client: &Client, name: &str) -> RwLock {
-        let parts = Named::new(client, KIND, name, |k| parts(client, &k));
+        let parts = Handle::new(client, KIND, name, |k| parts(client, &k));
         RwLock {
-            inner: Arc::new(Inner {
-                client: client.clone(),
-                name: name.to_string(),
-                owner: client.new_owner(),
-                parts,
-            }),
+            inner: Arc::new(parts),
         }
     }
 
     /// The lock's name.
     pub fn name(&self) -> &str {
-        &self.inner.name
+        self.inner.name()
     }
 
     /// This handle's owner id, `<client uuid>:<handle id>`.
     pub fn owner(&self) -> &str {
-        &self.inner.owner
+        self.inner.owner()
     }
 
     /// The Redis key of the write hold (the other keys share its prefix).
@@ -229,15 +215,15 @@ impl RwLock {
     }
 
     fn parts(&self) -> Result<&Parts> {
-        self.inner.parts.get()
+        self.inner.parts()
     }
 
     async fn take(&self, write: bool, lease: LeaseMode, wait: WaitMode) -> Result<Option<Hold>> {
         let p = self.parts()?;
         let spec = if write { &p.write } else { &p.read };
         self.inner
-            .client
-            .acquire(spec, &self.inner.owner, lease, wait)
+            .client()
+            .acquire(spec, self.inner.owner(), lease, wait)
             .await
     }
 
@@ -275,7 +261,7 @@ impl RwLock {
         let p = self.parts()?;
         let call = ScriptCall::new(&RW_INSPECT, p.keys.clone(), vec![LISTED.to_string()]);
         let (writer, n, token, wpttl, readers, left, waiting, fence, list): InspectReply =
-            self.inner.client.run(&call).await?;
+            self.inner.client().run(&call).await?;
         let ms = |v: i64| u64::try_from(v).ok().map(Duration::from_millis);
         let writing = wpttl != -2 && !writer.is_empty();
         Ok(RwInfo {
@@ -361,7 +347,7 @@ impl RwLock {
     pub async fn force_unlock(&self) -> Result<ForceUnlocked> {
         let p = self.parts()?;
         let call = ScriptCall::new(&RW_FORCE_UNLOCK, p.keys.clone(), vec![p.channel.clone()]);
-        let (w, r): (u64, u64) = self.inner.client.run(&call).await?;
+        let (w, r): (u64, u64) = self.inner.client().run(&call).await?;
         Ok(ForceUnlocked {
             writer: w > 0,
             readers: r,

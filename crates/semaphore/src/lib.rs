@@ -31,8 +31,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, ConditionSpec, Error, HeartbeatSpec, Hold, Keys, LeaseMode, Named, Result,
-    ScriptCall, Signal, WaitMode, Wake, WakePolicy, MAX_LEASE_MS,
+    AcquireSpec, Client, ConditionSpec, Error, Handle, HeartbeatSpec, Hold, Keys, LeaseMode,
+    Result, ScriptCall, Signal, WaitMode, Wake, WakePolicy, MAX_LEASE_MS,
 };
 
 /// The semaphore's and the latch's Lua scripts (files in the workspace's
@@ -134,15 +134,7 @@ fn check_n(what: &str, n: u64, zero_ok: bool) -> Result<u64> {
 /// guard that took them, each with its own lease.
 #[derive(Debug, Clone)]
 pub struct Semaphore {
-    inner: Arc<SemInner>,
-}
-
-#[derive(Debug)]
-struct SemInner {
-    client: Client,
-    name: String,
-    owner: String,
-    parts: Named<(Vec<String>, AcquireSpec)>,
+    inner: Arc<Handle<(Vec<String>, AcquireSpec)>>,
 }
 
 /// One holder as [`Semaphore::inspect`] lists it.
@@ -207,7 +199,7 @@ impl Semaphore {
     /// An invalid name (empty) is reported as [`Error::InvalidArgument`] by
     /// every method, before anything is sent.
     pub fn new(client: &Client, name: &str) -> Semaphore {
-        let parts = Named::new(client, SEMAPHORE_KIND, name, |k| {
+        let parts = Handle::new(client, SEMAPHORE_KIND, name, |k| {
             let keys = semaphore_keys(&k);
             let spec =
                 AcquireSpec::builder("semaphore", &k, &SEM_ACQUIRE, &SEM_RELEASE, &PermitsFree)
@@ -226,22 +218,17 @@ impl Semaphore {
             (keys, spec)
         });
         Semaphore {
-            inner: Arc::new(SemInner {
-                client: client.clone(),
-                name: name.to_string(),
-                owner: client.new_owner(),
-                parts,
-            }),
+            inner: Arc::new(parts),
         }
     }
 
     /// The semaphore's name.
     pub fn name(&self) -> &str {
-        &self.inner.name
+        self.inner.name()
     }
 
     fn parts(&self) -> Result<&(Vec<String>, AcquireSpec)> {
-        self.inner.parts.get()
+        self.inner.parts()
     }
 
     async fn permits_op(&self, op: &str, n: u64) -> Result<i64> {
@@ -251,7 +238,7 @@ impl Semaphore {
             keys.clone(),
             vec![op.to_string(), n.to_string()],
         );
-        self.inner.client.run(&call).await
+        self.inner.client().run(&call).await
     }
 
     /// Set the number of permits, only if it was never set. Returns whether
@@ -330,8 +317,8 @@ impl Semaphore {
         let spec = base.with_arg(n.to_string());
         let hold = self
             .inner
-            .client
-            .acquire(&spec, &self.inner.owner, lease, wait)
+            .client()
+            .acquire(&spec, self.inner.owner(), lease, wait)
             .await?;
         Ok(hold.map(|hold| Permits { hold, count: n }))
     }
@@ -422,7 +409,7 @@ impl Semaphore {
         let (keys, _) = self.parts()?;
         let call = ScriptCall::new(&SEM_INSPECT, keys.clone(), vec![LISTED.to_string()]);
         let (total, available, holds, waiting, holders, waiters): SemInspectReply =
-            self.inner.client.run(&call).await?;
+            self.inner.client().run(&call).await?;
         Ok(SemaphoreInfo {
             permits: u64::try_from(total).ok(),
             available,
@@ -488,15 +475,7 @@ impl Permits {
 /// A handle on a distributed count-down latch.
 #[derive(Debug, Clone)]
 pub struct CountDownLatch {
-    inner: Arc<LatchInner>,
-}
-
-#[derive(Debug)]
-struct LatchInner {
-    client: Client,
-    name: String,
-    owner: String,
-    parts: Named<(String, String, ConditionSpec)>,
+    inner: Arc<Handle<(String, String, ConditionSpec)>>,
 }
 
 impl CountDownLatch {
@@ -505,7 +484,7 @@ impl CountDownLatch {
     /// An invalid name (empty) is reported as [`Error::InvalidArgument`] by
     /// every method, before anything is sent.
     pub fn new(client: &Client, name: &str) -> CountDownLatch {
-        let parts = Named::new(client, LATCH_KIND, name, |k| {
+        let parts = Handle::new(client, LATCH_KIND, name, |k| {
             let key = k.main().to_string();
             let channel = k.channel();
             // A wait records nothing: there is nothing to release or renew.
@@ -513,28 +492,23 @@ impl CountDownLatch {
             (key, channel, spec)
         });
         CountDownLatch {
-            inner: Arc::new(LatchInner {
-                client: client.clone(),
-                name: name.to_string(),
-                owner: client.new_owner(),
-                parts,
-            }),
+            inner: Arc::new(parts),
         }
     }
 
     /// The latch's name.
     pub fn name(&self) -> &str {
-        &self.inner.name
+        self.inner.name()
     }
 
     fn parts(&self) -> Result<&(String, String, ConditionSpec)> {
-        self.inner.parts.get()
+        self.inner.parts()
     }
 
     async fn op(&self, op: &str, arg: String) -> Result<u64> {
         let (key, _, _) = self.parts()?;
         let call = ScriptCall::new(&LATCH_OP, vec![key.clone()], vec![op.to_string(), arg]);
-        self.inner.client.run(&call).await
+        self.inner.client().run(&call).await
     }
 
     /// Arm the latch with `count`, unless it is armed already (count > 0).
@@ -589,8 +563,8 @@ impl CountDownLatch {
     pub async fn wait(&self) -> Result<()> {
         let (_, _, spec) = self.parts()?;
         self.inner
-            .client
-            .wait_until(spec, &self.inner.owner, WaitMode::Forever)
+            .client()
+            .wait_until(spec, self.inner.owner(), WaitMode::Forever)
             .await
             .map(|_| ())
     }
@@ -606,8 +580,8 @@ impl CountDownLatch {
     pub async fn wait_for(&self, wait: Duration) -> Result<bool> {
         let (_, _, spec) = self.parts()?;
         self.inner
-            .client
-            .wait_until(spec, &self.inner.owner, WaitMode::up_to(wait))
+            .client()
+            .wait_until(spec, self.inner.owner(), WaitMode::up_to(wait))
             .await
     }
 }

@@ -234,7 +234,15 @@ pub(crate) async fn acquire(
     // Entered before the attempt id is drawn (see `HoldSet::acquire_arg`).
     let _this_handle = spec.live.as_ref().map(|s| s.enter());
     let attempt_id = new_attempt_id();
-    let got = run_acquire(client, spec, owner, ms, wait, &attempt_id, true).await?;
+    let ask = Ask {
+        spec,
+        owner,
+        ms,
+        wait,
+        attempt_id: &attempt_id,
+        records: true,
+    };
+    let got = run_acquire(client, ask).await?;
     let hold = got.map(|g| {
         let hold = Hold::with_id(
             g.hold_id,
@@ -253,11 +261,13 @@ pub(crate) async fn acquire(
                     owner: owner.to_string(),
                 }),
             },
-            attempt_id.clone(),
-            g.token,
-            lease,
-            g.sent_at,
-            g.pttl,
+            crate::hold::Grant {
+                attempt: attempt_id.clone(),
+                token: g.token,
+                mode: lease,
+                sent_at: g.sent_at,
+                pttl_ms: g.pttl,
+            },
         );
         if let Some(ms) = g.extend_to {
             hold.extend_in_background(ms, g.pttl);
@@ -289,29 +299,44 @@ pub(crate) async fn wait_until(
     wait: WaitMode,
 ) -> Result<bool> {
     let attempt_id = new_attempt_id();
-    let got = run_acquire(client, &spec.0, owner, 1, wait, &attempt_id, false).await?;
+    let got = run_acquire(
+        client,
+        Ask {
+            spec: &spec.0,
+            owner,
+            ms: 1,
+            wait,
+            attempt_id: &attempt_id,
+            records: false,
+        },
+    )
+    .await?;
     Ok(got.is_some())
 }
 
-async fn run_acquire(
-    client: &Client,
-    spec: &AcquireSpec,
-    owner: &str,
+/// One acquire call's parameters, as the loop's steps read them.
+#[derive(Clone, Copy)]
+struct Ask<'a> {
+    spec: &'a AcquireSpec,
+    owner: &'a str,
+    /// The lease in ms.
     ms: u64,
     wait: WaitMode,
-    attempt_id: &str,
+    attempt_id: &'a str,
+    /// The acquire records something on the server (false for condition
+    /// waits, which only read).
     records: bool,
-) -> Result<Option<Granted>> {
+}
+
+async fn run_acquire(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>> {
     client.check_open()?;
     // Counted while running, so shutdown can wait for woken waiters to
     // leave (dropped after the attempt, which hands over its release).
     let _running = client.inner.acquiring.token();
-    let span = tracing::debug_span!("acquire", kind = spec.kind, key = %spec.key,
-        owner, attempt = %attempt_id);
+    let span = tracing::debug_span!("acquire", kind = ask.spec.kind, key = %ask.spec.key,
+        owner = ask.owner, attempt = %ask.attempt_id);
     let started = Instant::now();
-    let r = acquire_inner(client, spec, owner, ms, wait, attempt_id, records)
-        .instrument(span.clone())
-        .await;
+    let r = acquire_inner(client, ask).instrument(span.clone()).await;
     span.in_scope(|| {
         tracing::debug!(outcome = match &r { Ok(Some(_)) => "acquired", Ok(None) => "timed out", Err(_) => "error" },
             waited = ?started.elapsed(), "acquire done");
@@ -319,15 +344,15 @@ async fn run_acquire(
     r
 }
 
-async fn acquire_inner(
-    client: &Client,
-    spec: &AcquireSpec,
-    owner: &str,
-    ms: u64,
-    wait: WaitMode,
-    attempt_id: &str,
-    records: bool,
-) -> Result<Option<Granted>> {
+async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>> {
+    let Ask {
+        spec,
+        owner,
+        ms,
+        wait,
+        attempt_id,
+        records,
+    } = ask;
     let deadline = wait.deadline();
     let release = release_call(spec, attempt_id);
     let local = (records && spec.pass.is_some() && wait != WaitMode::Try)

@@ -290,6 +290,17 @@ impl HoldInner {
     }
 }
 
+/// What the server granted: the attempt, its fencing token, the lease
+/// mode, when the granting request was sent and the TTL in its reply.
+#[derive(Debug)]
+pub(crate) struct Grant {
+    pub(crate) attempt: String,
+    pub(crate) token: u64,
+    pub(crate) mode: LeaseMode,
+    pub(crate) sent_at: Instant,
+    pub(crate) pttl_ms: u64,
+}
+
 impl Hold {
     /// Record a grant: `sent_at` is when the granting request was sent,
     /// `pttl_ms` the TTL in its reply. Watchdog holds are registered for renewal.
@@ -302,22 +313,31 @@ impl Hold {
         sent_at: Instant,
         pttl_ms: u64,
     ) -> Hold {
-        Hold::with_id(None, client, spec, attempt, token, mode, sent_at, pttl_ms)
+        let grant = Grant {
+            attempt,
+            token,
+            mode,
+            sent_at,
+            pttl_ms,
+        };
+        Hold::with_id(None, client, spec, grant)
     }
 
     /// [`Hold::new`], for a hold handed over locally under an id already
     /// listed (`Some`), or a new one.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn with_id(
         listed: Option<u64>,
         client: &Client,
         spec: HoldSpec,
-        attempt: String,
-        token: u64,
-        mode: LeaseMode,
-        sent_at: Instant,
-        pttl_ms: u64,
+        grant: Grant,
     ) -> Hold {
+        let Grant {
+            attempt,
+            token,
+            mode,
+            sent_at,
+            pttl_ms,
+        } = grant;
         let (state, _) = watch::channel(LeaseState::Active);
         let inner = Arc::new(HoldInner {
             id: listed.unwrap_or_else(|| NEXT_HOLD.fetch_add(1, Ordering::Relaxed)),
