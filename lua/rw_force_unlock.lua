@@ -10,12 +10,10 @@
 --   error WRONGTYPE <key>  a key of another type; nothing is deleted
 --
 -- O(n) in the read holds it removes (an administrator's command).
-local K = rw_keys(0)
-local bad = rw_check_types(K)
+local K, now_ms, bad = rw_open(0)
 if bad then
   return bad
 end
-local now_ms = hold_now()
 local writer = redis.call('EXISTS', K.w)
 -- Only live read holds count: ended leases held nothing any more.
 local readers = redis.call('ZCOUNT', K.r, '(' .. now_ms, '+inf')

@@ -11,12 +11,10 @@
 --   error WRONGTYPE <key>
 --
 -- O(log n + listed).
-local K = rw_keys(0)
-local bad = rw_check_types(K)
+local K, now_ms, bad = rw_open(0)
 if bad then
   return bad
 end
-local now_ms = hold_now()
 local w = redis.call('HMGET', K.w, 'o', 'n', 't')
 local wpttl = redis.call('PTTL', K.w)
 local readers, left = rw_readers(K, now_ms)

@@ -15,12 +15,10 @@
 --   error WRONGTYPE <key>
 --
 -- O(log n).
-local K = rw_keys(0)
-local bad = rw_check_types(K)
+local K, now_ms, bad = rw_open(0)
 if bad then
   return bad
 end
-local now_ms = hold_now()
 local dl = redis.call('ZSCORE', K.r, ARGV[1])
 if not dl then
   return 0

@@ -11,12 +11,10 @@
 --   error WRONGTYPE <key>
 --
 -- O(log n + listed).
-local K = sem_keys(0)
-local bad = sem_check_types(K)
+local K, now_ms, bad = sem_open(0)
 if bad then
   return bad
 end
-local now_ms = hold_now()
 sem_purge(K, now_ms)
 local limit = tonumber(ARGV[1])
 local total = tonumber(redis.call('HGET', K.s, 'p')) or -1

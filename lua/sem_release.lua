@@ -13,12 +13,10 @@
 --   error WRONGTYPE <key>
 --
 -- O(log n) plus O(log n) per waiter woken.
-local K = sem_keys(0)
-local bad = sem_check_types(K)
+local K, now_ms, bad = sem_open(0)
 if bad then
   return bad
 end
-local now_ms = hold_now()
 if redis.call('ZREM', K.q, ARGV[1]) == 1 then
   redis.call('HDEL', K.qo, ARGV[1])
   sem_wake(K, now_ms, sem_available(K))
