@@ -173,6 +173,20 @@ local function hold_now()
   return s * 1000 + math.floor(us / 1000), s * 1000000 + us
 end
 
+-- The opening of a script on a primitive's keys: keys(base) as a table,
+-- checked with check(K) (nil, or the error reply naming a key of another
+-- type), and the server time in ms. Returns K, now_ms; or nil, nil and the
+-- error reply (nothing is written before it).
+local function hold_open(keys, check, base)
+  local K = keys(base)
+  local bad = check(K)
+  if bad then
+    return nil, nil, bad
+  end
+  local now_ms = hold_now()
+  return K, now_ms
+end
+
 -- Advance the fencing counter at `fence` to the next token
 -- (hold_token) in one call in the common case: SET ... GET stores the
 -- server time and returns the old counter, which is checked afterwards.

@@ -84,16 +84,7 @@ local function rw_live_waiting_writer(K, now_ms)
   return nil
 end
 
--- The keys at `base` (rw_keys), checked for type (rw_check_types), and
--- the server time in ms: K, now_ms; or nil, nil and the error reply naming
--- a key of another type (nothing is written before it). The opening of
--- most scripts.
+-- The opening of most scripts: hold_open with this lock's keys and checks.
 local function rw_open(base)
-  local K = rw_keys(base)
-  local bad = rw_check_types(K)
-  if bad then
-    return nil, nil, bad
-  end
-  local now_ms = hold_now()
-  return K, now_ms
+  return hold_open(rw_keys, rw_check_types, base)
 end

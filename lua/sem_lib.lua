@@ -147,16 +147,7 @@ local function sem_wake(K, now_ms, avail)
   end
 end
 
--- The keys at `base` (sem_keys), checked for type (sem_check_types), and
--- the server time in ms: K, now_ms; or nil, nil and the error reply naming
--- a key of another type (nothing is written before it). The opening of
--- most scripts.
+-- The opening of most scripts: hold_open with this lock's keys and checks.
 local function sem_open(base)
-  local K = sem_keys(base)
-  local bad = sem_check_types(K)
-  if bad then
-    return nil, nil, bad
-  end
-  local now_ms = hold_now()
-  return K, now_ms
+  return hold_open(sem_keys, sem_check_types, base)
 end
