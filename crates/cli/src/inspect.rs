@@ -3,6 +3,7 @@
 //! Cluster or a master behind Sentinel (`--topology`, as `deadbolt bench`).
 
 use std::fmt;
+use std::future::Future;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
@@ -325,6 +326,38 @@ impl From<deadbolt_core::QueuedWaiter> for QueueEntry {
     }
 }
 
+impl From<deadbolt_semaphore::HolderInfo> for PermitHolder {
+    fn from(h: deadbolt_semaphore::HolderInfo) -> PermitHolder {
+        PermitHolder {
+            attempt: h.attempt,
+            owner: h.owner,
+            permits: h.permits,
+            lease_left: h.ttl,
+        }
+    }
+}
+
+impl From<deadbolt_semaphore::WaiterInfo> for PermitWaiter {
+    fn from(w: deadbolt_semaphore::WaiterInfo) -> PermitWaiter {
+        PermitWaiter {
+            attempt: w.attempt,
+            owner: w.owner,
+            permits: w.permits,
+            woken: w.woken,
+        }
+    }
+}
+
+impl From<deadbolt_rwlock::ReaderInfo> for ReaderEntry {
+    fn from(r: deadbolt_rwlock::ReaderInfo) -> ReaderEntry {
+        ReaderEntry {
+            attempt: r.attempt,
+            owner: r.owner,
+            lease_left: r.ttl,
+        }
+    }
+}
+
 impl QueueEntry {
     /// Build an entry from the reply of `fair_queue.lua`: `lease_ms` is -1
     /// when not recorded, `liveness_ms` is the time left before the owner's
@@ -414,6 +447,47 @@ impl SemaphoreState {
 }
 
 impl LockState {
+    /// `name` of `kind` at `key` with nothing held, queued or counted: what
+    /// each kind's reader (and each test) fills in.
+    fn empty(name: &str, kind: PrimitiveKind, key: &str) -> LockState {
+        LockState {
+            name: name.to_string(),
+            kind,
+            key: key.to_string(),
+            owner: None,
+            hold_count: 0,
+            token: 0,
+            ttl: None,
+            fence: 0,
+            queued: 0,
+            queue: Vec::new(),
+            rw: None,
+            semaphore: None,
+        }
+    }
+
+    /// The hold fields (the writer's, for a read-write lock) as the library
+    /// read them: a TTL only while held, and a missing token or fence shown
+    /// as 0 (a fence of `None` is a counter the acquire would refuse,
+    /// BADVALUE).
+    fn with_hold(
+        self,
+        owner: Option<String>,
+        hold_count: u64,
+        token: Option<u64>,
+        ttl: Option<Duration>,
+        fence: Option<u64>,
+    ) -> LockState {
+        LockState {
+            ttl: owner.as_ref().and(ttl),
+            owner,
+            hold_count,
+            token: token.unwrap_or(0),
+            fence: fence.unwrap_or(0),
+            ..self
+        }
+    }
+
     /// The hold lines: hold count, TTL, token.
     fn fmt_hold(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "  hold count  {}", self.hold_count)?;
@@ -618,35 +692,66 @@ async fn connect(target: &Target, namespace: &str) -> anyhow::Result<Client> {
 /// Cancel safe: it only reads (a semaphore's inspect gives back ended
 /// leases first, which is due anyway).
 pub async fn inspect(args: &InspectArgs) -> anyhow::Result<LockState> {
+    on_checked_key(args, async |client| match args.kind {
+        PrimitiveKind::Rw => read_rw(client, &args.name).await,
+        PrimitiveKind::Semaphore => read_semaphore(client, &args.name).await,
+        kind => read_lock(client, kind, &args.name).await,
+    })
+    .await
+}
+
+/// Connect to where `args` lead, refuse a key of another type at the lock's
+/// key ([`check_key_type`]), then run `op`; the client is shut down
+/// whatever `op` returns.
+async fn on_checked_key<T>(
+    args: &InspectArgs,
+    op: impl AsyncFnOnce(&Client) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     let target = args.target()?;
     let client = connect(&target, &args.namespace).await?;
     let result = async {
         let key = client.keys(args.kind.key_kind(), &args.name)?;
         check_key_type(&target, key.main(), args.kind).await?;
-        match args.kind {
-            PrimitiveKind::Rw => read_rw(&client, &args.name).await,
-            PrimitiveKind::Semaphore => read_semaphore(&client, &args.name).await,
-            kind => read_lock(&client, kind, &args.name).await,
-        }
+        op(&client).await
     }
     .await;
     client.shutdown().await;
     result
 }
 
-async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::Result<LockState> {
+/// What `read` (the library's inspect of `name` as `kind`) found, with the
+/// state it starts from: nothing held yet, at the kind's main key (a
+/// failure is "reading KEY").
+async fn read_info<T, E>(
+    client: &Client,
+    kind: PrimitiveKind,
+    name: &str,
+    read: impl Future<Output = Result<T, E>>,
+) -> anyhow::Result<(LockState, T)>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
     let keys = client.keys(kind.key_kind(), name)?;
-    let info = match kind {
-        PrimitiveKind::Fair => deadbolt_fair::FairLock::new(client, name).inspect().await,
-        _ => deadbolt_lock::Lock::new(client, name).inspect().await,
-    }
-    .with_context(|| format!("reading {}", keys.main()))?;
+    let info = read
+        .await
+        .with_context(|| format!("reading {}", keys.main()))?;
+    Ok((LockState::empty(name, kind, keys.main()), info))
+}
+
+async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::Result<LockState> {
+    let (state, info) = read_info(client, kind, name, async {
+        match kind {
+            PrimitiveKind::Fair => deadbolt_fair::FairLock::new(client, name).inspect().await,
+            _ => deadbolt_lock::Lock::new(client, name).inspect().await,
+        }
+    })
+    .await?;
     // The fair lock reads its own queue (a `Lock` has none: empty).
     let queue = if kind == PrimitiveKind::Fair && info.queued > 0 {
         deadbolt_fair::FairLock::new(client, name)
             .queue(QUEUE_LISTED)
             .await
-            .with_context(|| format!("reading the queue of {}", keys.main()))?
+            .with_context(|| format!("reading the queue of {}", state.key))?
             .into_iter()
             .map(QueueEntry::from)
             .collect()
@@ -654,104 +759,58 @@ async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::
         Vec::new()
     };
     Ok(LockState {
-        name: name.to_string(),
-        kind,
-        key: keys.main().to_string(),
-        token: info.token.unwrap_or(0),
-        hold_count: info.hold_count,
-        ttl: info.holder.as_ref().and(info.ttl),
-        owner: info.holder,
-        // None: a counter the acquire would refuse (BADVALUE); shown as 0.
-        fence: info.fence.unwrap_or(0),
         queued: info.queued,
         queue,
-        rw: None,
-        semaphore: None,
+        ..state.with_hold(
+            info.holder,
+            info.hold_count,
+            info.token,
+            info.ttl,
+            info.fence,
+        )
     })
 }
 
 /// A read-write lock: the writer in the hold fields, the rest in `rw`.
 async fn read_rw(client: &Client, name: &str) -> anyhow::Result<LockState> {
-    let keys = client.keys(PrimitiveKind::Rw.name(), name)?;
-    let info = RwLock::new(client, name)
-        .inspect()
-        .await
-        .with_context(|| format!("reading {}", keys.main()))?;
+    let kind = PrimitiveKind::Rw;
+    let (state, info) = read_info(client, kind, name, RwLock::new(client, name).inspect()).await?;
     Ok(LockState {
-        name: name.to_string(),
-        kind: PrimitiveKind::Rw,
-        key: keys.main().to_string(),
-        token: info.token.unwrap_or(0),
-        hold_count: info.write_holds,
-        ttl: info.writer.as_ref().and(info.write_ttl),
-        owner: info.writer,
-        // None: a counter the acquire would refuse (BADVALUE); shown as 0.
-        fence: info.fence.unwrap_or(0),
-        queued: 0,
-        queue: Vec::new(),
         rw: Some(RwState {
             readers: info.readers,
             longest_lease: info.read_ttl,
             reader_list: info
                 .reader_list
                 .into_iter()
-                .map(|r| ReaderEntry {
-                    attempt: r.attempt,
-                    owner: r.owner,
-                    lease_left: r.ttl,
-                })
+                .map(ReaderEntry::from)
                 .collect(),
             waiting_writers: info.waiting_writers,
         }),
-        semaphore: None,
+        ..state.with_hold(
+            info.writer,
+            info.write_holds,
+            info.token,
+            info.write_ttl,
+            info.fence,
+        )
     })
 }
 
 /// A semaphore: everything in `semaphore`.
 async fn read_semaphore(client: &Client, name: &str) -> anyhow::Result<LockState> {
-    let keys = client.keys(SEMAPHORE_KIND, name)?;
-    let info = Semaphore::new(client, name)
-        .inspect()
-        .await
-        .with_context(|| format!("reading {}", keys.main()))?;
+    let kind = PrimitiveKind::Semaphore;
+    let (state, info) =
+        read_info(client, kind, name, Semaphore::new(client, name).inspect()).await?;
     Ok(LockState {
-        name: name.to_string(),
-        kind: PrimitiveKind::Semaphore,
-        key: keys.main().to_string(),
-        owner: None,
-        hold_count: 0,
-        token: 0,
-        ttl: None,
-        fence: 0,
-        queued: 0,
-        queue: Vec::new(),
-        rw: None,
         semaphore: Some(SemaphoreState {
             permits: info.permits,
             available: info.available,
             holds: info.holds,
             waiting: info.waiting,
-            holders: info
-                .holders
-                .into_iter()
-                .map(|h| PermitHolder {
-                    attempt: h.attempt,
-                    owner: h.owner,
-                    permits: h.permits,
-                    lease_left: h.ttl,
-                })
-                .collect(),
-            waiters: info
-                .waiters
-                .into_iter()
-                .map(|w| PermitWaiter {
-                    attempt: w.attempt,
-                    owner: w.owner,
-                    permits: w.permits,
-                    woken: w.woken,
-                })
-                .collect(),
+            holders: info.holders.into_iter().map(PermitHolder::from).collect(),
+            waiters: info.waiters.into_iter().map(PermitWaiter::from).collect(),
         }),
+        ..state
     })
 }
 
@@ -825,22 +884,18 @@ pub async fn force_unlock(force: &ForceUnlockArgs) -> anyhow::Result<Unlocked> {
         );
     }
     args.kind.require_force_unlock()?;
-    let target = args.target()?;
-    let client = connect(&target, &args.namespace).await?;
-    let result = async {
-        let key = client.keys(args.kind.key_kind(), &args.name)?;
-        check_key_type(&target, key.main(), args.kind).await?;
+    on_checked_key(args, async |client| {
         let (hold, read_holds) = match args.kind {
-            PrimitiveKind::Fair => deadbolt_fair::FairLock::new(&client, &args.name)
+            PrimitiveKind::Fair => deadbolt_fair::FairLock::new(client, &args.name)
                 .force_unlock()
                 .await
                 .map(|deleted| (deleted, 0)),
-            PrimitiveKind::Rw => RwLock::new(&client, &args.name)
+            PrimitiveKind::Rw => RwLock::new(client, &args.name)
                 .force_unlock()
                 .await
                 .map(|removed| (removed.writer, removed.readers)),
             // Semaphore: refused above.
-            _ => deadbolt_lock::Lock::new(&client, &args.name)
+            _ => deadbolt_lock::Lock::new(client, &args.name)
                 .force_unlock()
                 .await
                 .map(|deleted| (deleted, 0)),
@@ -852,10 +907,8 @@ pub async fn force_unlock(force: &ForceUnlockArgs) -> anyhow::Result<Unlocked> {
             hold,
             read_holds,
         })
-    }
-    .await;
-    client.shutdown().await;
-    result
+    })
+    .await
 }
 
 #[cfg(test)]
@@ -886,18 +939,10 @@ mod tests {
     #[test]
     fn header_names_the_kind_and_only_a_fair_lock_shows_a_queue() {
         let state = |kind, queue: Vec<QueueEntry>| LockState {
-            name: "x".into(),
-            kind,
-            key: "ns:{x}:k".into(),
-            owner: None,
-            hold_count: 0,
-            token: 0,
-            ttl: None,
             fence: 7,
             queued: u64::try_from(queue.len()).unwrap(),
             queue,
-            rw: None,
-            semaphore: None,
+            ..LockState::empty("x", kind, "ns:{x}:k")
         };
         let lock = state(PrimitiveKind::Lock, Vec::new()).to_string();
         assert!(lock.starts_with("lock x  (key ns:{x}:k)\n"), "{lock}");
@@ -917,16 +962,11 @@ mod tests {
 
     fn rw_state(owner: Option<&str>, readers: &[(&str, u64)], count: u64) -> LockState {
         LockState {
-            name: "cat".into(),
-            kind: PrimitiveKind::Rw,
-            key: "ns:{cat}:rw".into(),
             owner: owner.map(str::to_string),
             hold_count: u64::from(owner.is_some()),
             token: if owner.is_some() { 3 } else { 0 },
             ttl: owner.map(|_| Duration::from_millis(29_500)),
             fence: 3,
-            queued: 0,
-            queue: Vec::new(),
             rw: Some(RwState {
                 readers: count,
                 longest_lease: readers.first().map(|(_, ms)| Duration::from_millis(*ms)),
@@ -941,24 +981,14 @@ mod tests {
                     .collect(),
                 waiting_writers: 1,
             }),
-            semaphore: None,
+            ..LockState::empty("cat", PrimitiveKind::Rw, "ns:{cat}:rw")
         }
     }
 
     fn sem_state(sem: SemaphoreState) -> String {
         LockState {
-            name: "pool".into(),
-            kind: PrimitiveKind::Semaphore,
-            key: "ns:{pool}:sem".into(),
-            owner: None,
-            hold_count: 0,
-            token: 0,
-            ttl: None,
-            fence: 0,
-            queued: 0,
-            queue: Vec::new(),
-            rw: None,
             semaphore: Some(sem),
+            ..LockState::empty("pool", PrimitiveKind::Semaphore, "ns:{pool}:sem")
         }
         .to_string()
     }
@@ -1070,6 +1100,25 @@ mod tests {
         assert!(!reading.contains("hold count"), "{reading}");
         let both = rw_state(Some("c:1"), &[("c:1", 9_000)], 1).to_string();
         assert!(both.contains("held (writing and reading)"), "{both}");
+    }
+
+    #[test]
+    fn the_public_futures_are_send() {
+        fn send<T: Send>(_: T) {}
+        let args = InspectArgs {
+            name: "x".into(),
+            kind: PrimitiveKind::Lock,
+            redis: DEFAULT_REDIS.into(),
+            topology: Topology::Standalone,
+            sentinel_master: None,
+            namespace: "ns".into(),
+        };
+        send(inspect(&args));
+        let force = ForceUnlockArgs {
+            target: args.clone(),
+            yes: false,
+        };
+        send(force_unlock(&force));
     }
 
     #[test]
