@@ -503,27 +503,9 @@ impl RedisCluster {
     /// If `master` is not below 6.
     pub async fn wait_replicated(&self, master: usize) -> io::Result<()> {
         let replica = self.replica_of(master).await?;
-        let info: String = query(self.node(master), &cmd(&["INFO", "replication"])).await?;
-        let target: u64 = info_field(&info, "master_repl_offset")
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| io::Error::other(format!("no master_repl_offset in {info:?}")))?;
-        wait(
-            &format!("node {replica} catching up with node {master} (offset {target})"),
-            CHANGE_TIMEOUT,
-            || self.procs.logs(),
-            || async move {
-                let info: String = query(self.node(replica), &cmd(&["INFO", "replication"]))
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let offset: Option<u64> =
-                    info_field(&info, "slave_repl_offset").and_then(|v| v.parse().ok());
-                match offset {
-                    Some(o) if o >= target => Ok(()),
-                    other => Err(format!("replica offset {other:?}")),
-                }
-            },
-        )
-        .await
+        self.procs
+            .wait_caught_up(master, replica, CHANGE_TIMEOUT, || self.procs.logs())
+            .await
     }
 
     /// Wait until the cluster is stable: every node that answers reports `cluster_state:ok`

@@ -3,6 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,18 +32,10 @@ const SUBSCRIBE_COMMANDS: [&[u8]; 6] = [
     b"ssubscribe",
     b"sunsubscribe",
 ];
-/// First elements of RESP2 pub/sub frames, which are not replies to a request.
-const PUBSUB_FRAMES: [&[u8]; 9] = [
-    b"message",
-    b"pmessage",
-    b"smessage",
-    b"subscribe",
-    b"unsubscribe",
-    b"psubscribe",
-    b"punsubscribe",
-    b"ssubscribe",
-    b"sunsubscribe",
-];
+/// First elements of RESP2 pub/sub frames that carry a message, which are not replies to a
+/// request; the other pub/sub frames (confirmations) start with their command's name, one of
+/// [`SUBSCRIBE_COMMANDS`].
+const MESSAGE_FRAMES: [&[u8]; 3] = [b"message", b"pmessage", b"smessage"];
 
 fn is_one_of(word: &[u8], set: &[&[u8]]) -> bool {
     set.iter().any(|w| w.eq_ignore_ascii_case(word))
@@ -175,7 +168,9 @@ impl ConnState {
         match frame_kind(frame) {
             Some(b'>') => true,
             Some(b'*') if self.subscribed.load(Ordering::SeqCst) => {
-                first_word(frame).is_some_and(|w| is_one_of(w, &PUBSUB_FRAMES))
+                first_word(frame).is_some_and(|w| {
+                    is_one_of(w, &MESSAGE_FRAMES) || is_one_of(w, &SUBSCRIBE_COMMANDS)
+                })
             }
             _ => false,
         }
@@ -200,6 +195,16 @@ impl Drop for Registration {
 struct ReadHalf {
     inner: OwnedReadHalf,
     state: Arc<ConnState>,
+}
+
+impl ReadHalf {
+    /// Read into `buf`; `None` once the peer has closed or the read failed.
+    async fn read_some(&mut self, buf: &mut [u8]) -> Option<usize> {
+        match self.inner.read(buf).await {
+            Ok(0) | Err(_) => None,
+            Ok(n) => Some(n),
+        }
+    }
 }
 
 impl Drop for ReadHalf {
@@ -525,32 +530,18 @@ async fn pump_requests(
     mut to_server: OwnedWriteHalf,
 ) {
     let mut splitter = FrameSplitter::requests();
-    let mut passthrough = false;
     let mut buf = vec![0u8; BUF_SIZE];
-    loop {
-        let n = match from_client.inner.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
+    while let Some(n) = from_client.read_some(&mut buf).await {
         if state.silenced() {
             continue;
         }
         let data = &buf[..n];
-        if !passthrough {
-            // Record marks before forwarding, so they exist before the server can reply.
-            splitter.push(data);
-            loop {
-                match splitter.next_frame() {
-                    Ok(Some(frame)) => state.register_request(&shared, frame),
-                    Ok(None) => break,
-                    Err(_) => {
-                        passthrough = true;
-                        splitter.take_rest();
-                        break;
-                    }
-                }
-            }
-        }
+        // Record marks before forwarding, so they exist before the server can reply. What
+        // does not split is forwarded all the same (below), unmarked.
+        splitter.feed(data, |frame| {
+            state.register_request(&shared, frame);
+            ControlFlow::Continue(())
+        });
         if to_server.write_all(data).await.is_err() {
             return;
         }
@@ -565,13 +556,8 @@ async fn pump_replies(
     to_writer: mpsc::UnboundedSender<Chunk>,
 ) {
     let mut splitter = FrameSplitter::replies();
-    let mut passthrough = false;
     let mut buf = vec![0u8; BUF_SIZE];
-    loop {
-        let n = match from_server.inner.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
+    while let Some(n) = from_server.read_some(&mut buf).await {
         let delay = state
             .reply_delay
             .lock()
@@ -580,39 +566,19 @@ async fn pump_replies(
         if state.silenced() {
             continue;
         }
-        let data = &buf[..n];
-        if passthrough {
-            let _ = to_writer.send(Chunk {
-                at,
-                data: data.to_vec(),
-            });
-            continue;
-        }
-        splitter.push(data);
         let mut out = Vec::new();
         let mut withheld = None;
-        loop {
-            match splitter.next_frame() {
-                Ok(Some(frame)) => {
-                    if state.is_out_of_band(frame) {
-                        out.extend_from_slice(frame);
-                        continue;
-                    }
-                    let mark = state.marks.lock().pop_front();
-                    if let Some(Some(hold)) = mark {
-                        withheld = Some(hold);
-                        break;
-                    }
-                    out.extend_from_slice(frame);
-                }
-                Ok(None) => break,
-                Err(_) => {
-                    passthrough = true;
-                    out.extend(splitter.take_rest());
-                    break;
+        let unsplit = splitter.feed(&buf[..n], |frame| {
+            if !state.is_out_of_band(frame) {
+                if let Some(Some(hold)) = state.marks.lock().pop_front() {
+                    withheld = Some(hold);
+                    return ControlFlow::Break(());
                 }
             }
-        }
+            out.extend_from_slice(frame);
+            ControlFlow::Continue(())
+        });
+        out.extend_from_slice(&unsplit);
         if !out.is_empty() {
             let _ = to_writer.send(Chunk { at, data: out });
         }

@@ -20,7 +20,9 @@
 //! The tests below pin these cases (`frames_a_decoder_rejects_split_whole`, and the unterminated
 //! bulk string in `garbage_is_an_error`).
 
+use std::borrow::Cow;
 use std::fmt;
+use std::ops::ControlFlow;
 
 /// Largest bulk length accepted before the stream is considered garbage (512 MiB, like Redis).
 const MAX_BULK: i64 = 512 * 1024 * 1024;
@@ -194,6 +196,8 @@ pub(crate) struct FrameSplitter {
     buf: Vec<u8>,
     pos: usize,
     inline_ok: bool,
+    /// [`feed`](Self::feed) met bytes that are not RESP: it splits nothing any more.
+    gave_up: bool,
 }
 
 impl FrameSplitter {
@@ -229,6 +233,35 @@ impl FrameSplitter {
                 Ok(Some(&self.buf[start..start + n]))
             }
             None => Ok(None),
+        }
+    }
+
+    /// Append `data` and hand each complete frame to `on_frame`, until it breaks (the frames
+    /// after stay for the next call). Returns the bytes that will never be framed: at the first
+    /// bytes that are not RESP the splitter gives up for good, and returns what it had not
+    /// framed yet, then the whole of `data` on every later call.
+    pub(crate) fn feed<'a>(
+        &mut self,
+        data: &'a [u8],
+        mut on_frame: impl FnMut(&[u8]) -> ControlFlow<()>,
+    ) -> Cow<'a, [u8]> {
+        if self.gave_up {
+            return Cow::Borrowed(data);
+        }
+        self.push(data);
+        loop {
+            match self.next_frame() {
+                Ok(Some(frame)) => {
+                    if on_frame(frame).is_break() {
+                        return Cow::Borrowed(&[]);
+                    }
+                }
+                Ok(None) => return Cow::Borrowed(&[]),
+                Err(_) => {
+                    self.gave_up = true;
+                    return Cow::Owned(self.take_rest());
+                }
+            }
         }
     }
 
@@ -335,6 +368,30 @@ mod tests {
             b"%1\r\n+k\r\n*-1\r\n",
         ];
         check_splits(&frames.concat(), false, frames);
+    }
+
+    #[test]
+    fn feed_gives_up_at_garbage() {
+        let mut s = FrameSplitter::replies();
+        let mut frames: Vec<Vec<u8>> = Vec::new();
+        let mut collect = |f: &[u8]| {
+            frames.push(f.to_vec());
+            ControlFlow::Continue(())
+        };
+        assert!(s.feed(b"+OK\r\n:1", &mut collect).is_empty());
+        assert_eq!(&*s.feed(b"\r\n?x\r\n+", &mut collect), b"?x\r\n+");
+        assert_eq!(&*s.feed(b"OK\r\n", &mut collect), b"OK\r\n");
+        assert_eq!(frames, [&b"+OK\r\n"[..], b":1\r\n"]);
+
+        let mut s = FrameSplitter::replies();
+        let mut seen = 0;
+        let rest = s.feed(b"+a\r\n+b\r\n", |_| {
+            seen += 1;
+            ControlFlow::Break(())
+        });
+        assert!(rest.is_empty());
+        assert_eq!(seen, 1);
+        assert_eq!(s.next_frame().unwrap(), Some(&b"+b\r\n"[..]));
     }
 
     #[test]

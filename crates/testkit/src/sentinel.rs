@@ -245,12 +245,12 @@ impl RedisSentinelSet {
                 return Err(format!("sentinel {k} reports the master at port {seen}"));
             }
         }
-        let info = self.replication(new).await?;
+        let info = self.nodes.replication(new).await?;
         if info_field(&info, "role") != Some("master") {
             return Err(format!("node {new}: {info}"));
         }
         if self.nodes.is_live(old) {
-            check_replica_of(&self.replication(old).await?, port)?;
+            check_replica_of(&self.nodes.replication(old).await?, port)?;
         }
         Ok(())
     }
@@ -268,25 +268,9 @@ impl RedisSentinelSet {
     pub async fn wait_replicated(&self) -> io::Result<()> {
         let master = self.master().await?;
         let replica = 1 - master;
-        let info: String = query(self.node(master), &cmd(&["INFO", "replication"])).await?;
-        let target: u64 = info_field(&info, "master_repl_offset")
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| io::Error::other(format!("no master_repl_offset in {info:?}")))?;
-        wait(
-            &format!("node {replica} catching up with node {master} (offset {target})"),
-            FAILOVER_TIMEOUT,
-            || self.logs(),
-            || async move {
-                let info = self.replication(replica).await?;
-                let offset: Option<u64> =
-                    info_field(&info, "slave_repl_offset").and_then(|v| v.parse().ok());
-                match offset {
-                    Some(o) if o >= target => Ok(()),
-                    other => Err(format!("replica offset {other:?}")),
-                }
-            },
-        )
-        .await
+        self.nodes
+            .wait_caught_up(master, replica, FAILOVER_TIMEOUT, || self.logs())
+            .await
     }
 
     /// Freeze data node `i` (SIGSTOP): connections stay open but nothing is answered. A
@@ -318,12 +302,6 @@ impl RedisSentinelSet {
     /// If `i` is not 0 or 1.
     pub fn kill_node(&mut self, i: usize) {
         self.nodes.kill(i);
-    }
-
-    async fn replication(&self, i: usize) -> Result<String, String> {
-        query(self.node(i), &cmd(&["INFO", "replication"]))
-            .await
-            .map_err(|e| format!("node {i}: {e}"))
     }
 
     fn logs(&self) -> String {

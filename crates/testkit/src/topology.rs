@@ -80,20 +80,25 @@ impl Processes {
     }
 
     pub(crate) fn pause(&self, i: usize) {
-        let server = self.get(i);
-        let mut state = self.state.lock();
-        if state[i] == NodeState::Running {
-            server.pause();
-            state[i] = NodeState::Paused;
-        }
+        self.signal(i, NodeState::Running, NodeState::Paused, RedisServer::pause);
     }
 
     pub(crate) fn resume(&self, i: usize) {
+        self.signal(
+            i,
+            NodeState::Paused,
+            NodeState::Running,
+            RedisServer::resume,
+        );
+    }
+
+    /// If server `i` is `from`, `send` it the signal that makes it `to`; else nothing.
+    fn signal(&self, i: usize, from: NodeState, to: NodeState, send: fn(&RedisServer)) {
         let server = self.get(i);
         let mut state = self.state.lock();
-        if state[i] == NodeState::Paused {
-            server.resume();
-            state[i] = NodeState::Running;
+        if state[i] == from {
+            send(server);
+            state[i] = to;
         }
     }
 
@@ -106,6 +111,44 @@ impl Processes {
     /// The end of every server's log, for an error message.
     pub(crate) fn logs(&self) -> String {
         logs_of(&self.servers)
+    }
+
+    /// `INFO replication` of server `i`; the error names it.
+    pub(crate) async fn replication(&self, i: usize) -> Result<String, String> {
+        query(self.get(i), &cmd(&["INFO", "replication"]))
+            .await
+            .map_err(|e| format!("node {i}: {e}"))
+    }
+
+    /// Wait up to `timeout` until server `replica` has received everything server `master` had
+    /// received when this was called (the replica's `slave_repl_offset` reaches the master's
+    /// `master_repl_offset`); a timeout error carries `logs()`.
+    pub(crate) async fn wait_caught_up(
+        &self,
+        master: usize,
+        replica: usize,
+        timeout: Duration,
+        logs: impl FnOnce() -> String,
+    ) -> io::Result<()> {
+        let info: String = query(self.get(master), &cmd(&["INFO", "replication"])).await?;
+        let target: u64 = info_field(&info, "master_repl_offset")
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| io::Error::other(format!("no master_repl_offset in {info:?}")))?;
+        wait(
+            &format!("node {replica} catching up with node {master} (offset {target})"),
+            timeout,
+            logs,
+            || async move {
+                let info = self.replication(replica).await?;
+                let offset: Option<u64> =
+                    info_field(&info, "slave_repl_offset").and_then(|v| v.parse().ok());
+                match offset {
+                    Some(o) if o >= target => Ok(()),
+                    other => Err(format!("replica offset {other:?}")),
+                }
+            },
+        )
+        .await
     }
 }
 
