@@ -33,6 +33,16 @@ pub enum Error {
     /// Unlock or renewal of a hold that expired or was taken over.
     #[error("the hold is no longer held (expired or taken over)")]
     NotHeld,
+    /// Work run under a hold (`guard.run(work)`) was dropped because the
+    /// hold could no longer be counted on: `Lost` (its lease ran out, or
+    /// the server said it is gone) or `Unknown` (the outcome of a renewal
+    /// or release is not known). What the work had already sent may have
+    /// landed: pass the fencing token to what you write.
+    #[error("the hold was {state:?} while work ran under it; the work was dropped")]
+    LeaseLost {
+        /// The hold's state when the work was dropped.
+        state: crate::LeaseState,
+    },
     /// A key of another type is in the way; nothing was written.
     #[error("key {key} holds a value of another type; nothing was written")]
     WrongType {

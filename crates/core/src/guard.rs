@@ -74,6 +74,22 @@ macro_rules! hold_guard_methods {
             self.$field.lost()
         }
 
+        /// Run `work` under this hold: it is dropped as soon as the hold
+        /// can no longer be counted on (`Lost` or `Unknown`), before the
+        /// server could give it to anyone else. A write the work already
+        /// sent may have landed: pass the fencing token to what it writes.
+        ///
+        /// # Errors
+        /// [`Error::LeaseLost`]($crate::Error::LeaseLost) with the state
+        /// when the work was dropped (the loss wins a tie with the work's
+        /// end).
+        ///
+        /// # Cancel safety
+        /// Dropping this future drops `work`; the hold is untouched.
+        pub async fn run<F: ::std::future::Future>(&self, work: F) -> $crate::Result<F::Output> {
+            self.$field.run(work).await
+        }
+
         /// Extend the lease to at least `lease` from now.
         ///
         /// # Errors

@@ -46,7 +46,8 @@ pub use exclusive::{Exclusive, ExclusiveKind, LockInfo, PlainLock, QueuedWaiter}
 pub use guard::ExclusiveGuard;
 pub use heartbeat::HeartbeatSpec;
 pub use hold::{
-    drift, valid_until, Acquiring, Hold, HoldSet, HoldSpec, LeaseMode, LeaseState, PassSpec,
+    drift, run_while_held, valid_until, Acquiring, Hold, HoldSet, HoldSpec, LeaseMode, LeaseState,
+    PassSpec,
 };
 pub use keys::{encode_tag, hash_slot, Keys};
 pub use lockable::Lockable;

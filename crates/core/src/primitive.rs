@@ -30,7 +30,7 @@ pub use crate::error::{Error, Result};
 pub use crate::exclusive::{Exclusive, ExclusiveKind, LockInfo, QueuedWaiter};
 pub use crate::guard::ExclusiveGuard;
 pub use crate::heartbeat::HeartbeatSpec;
-pub use crate::hold::{Hold, HoldSet, LeaseMode, LeaseState};
+pub use crate::hold::{run_while_held, Hold, HoldSet, LeaseMode, LeaseState};
 pub use crate::keys::Keys;
 pub use crate::lockable::Lockable;
 pub use crate::lua_scripts;

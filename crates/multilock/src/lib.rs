@@ -394,6 +394,21 @@ impl MultiGuard {
             .unwrap_or_default()
     }
 
+    /// Run `work` under the hold: it is dropped as soon as the hold can
+    /// no longer be counted on (`Lost` or `Unknown`, see `lost`), before
+    /// the servers could give it to anyone else. A write the work already
+    /// sent may have landed: pass the fencing token to what it writes.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] with the state when the work was dropped (the
+    /// loss wins a tie with the work's end).
+    ///
+    /// # Cancel safety
+    /// Dropping this future drops `work`; the hold is untouched.
+    pub async fn run<F: Future>(&self, work: F) -> Result<F::Output> {
+        deadbolt_core::run_while_held(self.lost(), work).await
+    }
+
     /// Resolves when any part can no longer be counted on.
     ///
     /// # Cancel safety
@@ -608,6 +623,21 @@ impl RedlockGuard {
             .valid_until
             .lock()
             .saturating_duration_since(Instant::now())
+    }
+
+    /// Run `work` under the hold: it is dropped as soon as the hold can
+    /// no longer be counted on (`Lost` or `Unknown`, see `lost`), before
+    /// the servers could give it to anyone else. A write the work already
+    /// sent may have landed: pass the fencing token to what it writes.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] with the state when the work was dropped (the
+    /// loss wins a tie with the work's end).
+    ///
+    /// # Cancel safety
+    /// Dropping this future drops `work`; the hold is untouched.
+    pub async fn run<F: Future>(&self, work: F) -> Result<F::Output> {
+        deadbolt_core::run_while_held(self.lost(), work).await
     }
 
     /// Resolves when the lock can no longer be counted on.

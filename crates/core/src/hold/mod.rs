@@ -51,6 +51,26 @@ pub enum LeaseMode {
     Fixed(Duration),
 }
 
+/// Run `work` until `lost` resolves (a guard's `lost()`): the one way
+/// every guard's `run` stops work when its hold can no longer be counted
+/// on. The loss wins a tie with the work's end.
+///
+/// # Errors
+/// [`Error::LeaseLost`] with the state `lost` resolved to.
+///
+/// # Cancel safety
+/// Dropping this future drops `work`.
+pub async fn run_while_held<F: std::future::Future>(
+    lost: impl std::future::Future<Output = LeaseState>,
+    work: F,
+) -> Result<F::Output> {
+    tokio::select! {
+        biased;
+        state = lost => Err(Error::LeaseLost { state }),
+        out = work => Ok(out),
+    }
+}
+
 /// Drift subtracted from every lease: `ttl·0.01 + 2 ms`.
 pub fn drift(ttl: Duration) -> Duration {
     ttl / 100 + Duration::from_millis(2)
@@ -428,6 +448,29 @@ impl Hold {
                 }
             }
         }
+    }
+
+    /// Run `work` under this hold: it is dropped (cancelled at its next
+    /// await) as soon as the hold can no longer be counted on, `Lost` or
+    /// `Unknown` (see [`lost`](Self::lost): the lease's local validity runs
+    /// out before the server could have given it to anyone else, so the
+    /// work stops before a second holder can start). The hold stays as it
+    /// is: unlock it (or drop it) after.
+    ///
+    /// What "cancelled" cannot undo: a write the work already sent may
+    /// have landed, and code between two awaits runs to the next one.
+    /// Pass [`fencing_token`](Self::fencing_token) to whatever the work
+    /// writes, so a late write is refused.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] with the state when the work was dropped. When
+    /// the loss and the work's end are seen at the same moment, the loss
+    /// wins: `Ok` means the hold was still good when the work ended.
+    ///
+    /// # Cancel safety
+    /// Dropping this future drops `work`; the hold is untouched.
+    pub async fn run<F: std::future::Future>(&self, work: F) -> Result<F::Output> {
+        run_while_held(self.lost(), work).await
     }
 
     /// Extend a lease to at least `lease` from now (never shortens the key's TTL).
