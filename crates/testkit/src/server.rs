@@ -25,17 +25,33 @@ const PORT_ATTEMPTS: usize = 20;
 /// Directories searched for `redis-server` after `PATH`.
 const FALLBACK_DIRS: [&str; 3] = ["/usr/bin", "/usr/local/bin", "/usr/sbin"];
 
-/// Path of the `redis-server` executable if it is installed.
+/// The environment variable that names the server executable testkit
+/// starts: `redis-server` when unset; `valkey-server` runs the same tests
+/// against Valkey (it answers to Redis clients, runs the same Lua and
+/// takes the same command line).
+pub const SERVER_ENV: &str = "DEADBOLT_TEST_SERVER";
+
+/// The server executable's name: [`SERVER_ENV`], else `redis-server`.
+pub fn server_name() -> String {
+    std::env::var(SERVER_ENV)
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "redis-server".to_string())
+}
+
+/// Path of the server executable ([`server_name`]: `redis-server` unless
+/// [`SERVER_ENV`] names another) if it is installed.
 ///
 /// Looks in every directory of `PATH`, then in `/usr/bin`, `/usr/local/bin` and `/usr/sbin`.
 pub fn redis_server_path() -> Option<PathBuf> {
+    let name = server_name();
     let from_path = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .unwrap_or_default();
     from_path
         .into_iter()
         .chain(FALLBACK_DIRS.iter().map(PathBuf::from))
-        .map(|dir| dir.join("redis-server"))
+        .map(|dir| dir.join(&name))
         .find(|p| is_executable(p))
 }
 
