@@ -176,6 +176,26 @@ impl Error {
         matches!(self, Error::Indeterminate(_))
     }
 
+    /// A short name of the error's kind, for metrics and logs:
+    /// `invalid_argument`, `unavailable`, `indeterminate`, `not_held`,
+    /// `lease_lost`, `wrong_type`, `bad_value`, `subscribe_refused`,
+    /// `upgrade_not_supported`, `shutdown` or `redis`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::InvalidArgument(_) => "invalid_argument",
+            Error::Unavailable(_) => "unavailable",
+            Error::Indeterminate(_) => "indeterminate",
+            Error::NotHeld => "not_held",
+            Error::LeaseLost { .. } => "lease_lost",
+            Error::WrongType { .. } => "wrong_type",
+            Error::BadValue { .. } => "bad_value",
+            Error::SubscribeRefused { .. } => "subscribe_refused",
+            Error::UpgradeNotSupported => "upgrade_not_supported",
+            Error::Shutdown => "shutdown",
+            Error::Redis(_) => "redis",
+        }
+    }
+
     /// True for [`Error::Unavailable`]: the command certainly did not run.
     pub fn is_unavailable(&self) -> bool {
         matches!(self, Error::Unavailable(_))

@@ -28,6 +28,7 @@ mod heartbeat;
 mod hold;
 mod keys;
 mod lockable;
+mod metrics;
 pub mod primitive;
 pub mod scripts;
 mod tls;

@@ -341,6 +341,12 @@ async fn run_acquire(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>> {
         tracing::debug!(outcome = match &r { Ok(Some(_)) => "acquired", Ok(None) => "timed out", Err(_) => "error" },
             waited = ?started.elapsed(), "acquire done");
     });
+    let outcome = match &r {
+        Ok(Some(_)) => "acquired",
+        Ok(None) => "timed_out",
+        Err(e) => e.kind(),
+    };
+    crate::metrics::acquire(ask.spec.kind, outcome, started.elapsed());
     r
 }
 

@@ -245,6 +245,8 @@ pub(crate) struct HoldInner {
     /// Local hand-offs in a row, while other clients waited, that led to
     /// this hold (the budget of [`Config::local_handoffs`](crate::Config::local_handoffs)).
     pub(crate) chain: AtomicU32,
+    /// When the hold was recorded here (for the hold-time metric).
+    granted: Instant,
 }
 
 impl std::fmt::Debug for HoldInner {
@@ -274,6 +276,7 @@ impl HoldInner {
             }
         });
         if moved && matches!(to, LeaseState::Lost | LeaseState::Unknown) {
+            crate::metrics::lost(self.spec.kind);
             tracing::warn!(kind = self.spec.kind, key = %self.spec.key, state = ?to, "hold can no longer be counted on");
             if let Some(p) = &self.spec.pass {
                 // Local waiters sleeping on this hold ask the server now.
@@ -370,6 +373,7 @@ impl Hold {
             valid_until: Mutex::new(valid_until(sent_at, pttl_ms)),
             in_watchdog: AtomicBool::new(false),
             chain: AtomicU32::new(0),
+            granted: Instant::now(),
         });
         if mode == LeaseMode::Watchdog {
             client.inner.watchdog.register(inner.clone());
@@ -626,6 +630,7 @@ impl Hold {
 
 impl Drop for Hold {
     fn drop(&mut self) {
+        crate::metrics::held(self.inner.spec.kind, self.inner.granted.elapsed());
         let inner = &self.inner;
         inner.client.inner.holds.lock().remove(&inner.id);
         if let Some(p) = &inner.spec.pass {

@@ -122,12 +122,17 @@ async fn run(weak: Weak<Watchdog>, conn: Arc<Conn>, timeout: Duration) {
                             let lost = match Renewal::of(r) {
                                 Renewal::Renewed(ms) => {
                                     h.renewed(sent, ms);
+                                    crate::metrics::renewals(1, 0);
                                     false
                                 }
-                                Renewal::Gone => true,
+                                Renewal::Gone => {
+                                    crate::metrics::renewals(0, 1);
+                                    true
+                                }
                                 // A failed renewal of this hold alone: it
                                 // stays while its validity lasts.
                                 Renewal::WrongType(j) => {
+                                    crate::metrics::renewals(0, 1);
                                     tracing::warn!(key = %h.renew_key(j), "renewal found a key of another type");
                                     h.expired(Instant::now())
                                 }
@@ -141,6 +146,7 @@ async fn run(weak: Weak<Watchdog>, conn: Arc<Conn>, timeout: Duration) {
                     }
                     Err(e) => {
                         failed = true;
+                        crate::metrics::renewals(0, batch.len() as u64);
                         tracing::warn!(error = %e.report(), holds = batch.len(), "watchdog renewal failed");
                         let now = Instant::now();
                         for h in batch {

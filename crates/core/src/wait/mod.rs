@@ -327,9 +327,13 @@ impl Engine {
         let policy = waiter.policy;
         let slot = Slot::new(waiter);
         let mut table = self.shared.table.lock();
+        if !table.contains_key(channel) {
+            crate::metrics::subscriptions(1.0);
+        }
         let entry = table.entry(channel.to_string()).or_default();
         entry.policy = Some(policy);
         entry.slots.push(slot.clone());
+        crate::metrics::waiters(1.0);
         entry.idle_since = None;
         let needs_subscribe = entry.slots.len() == 1 && entry.confirmed.is_none();
         drop(table);
@@ -361,6 +365,7 @@ impl Engine {
         entry.policy = Some(waiter.policy);
         let slot = Slot::new(waiter);
         entry.slots.push(slot.clone());
+        crate::metrics::waiters(1.0);
         entry.idle_since = None;
         drop(table);
         Some(Subscription {
@@ -543,6 +548,7 @@ async fn run(weak: std::sync::Weak<Shared>, conn: Arc<Conn>, mut ops: mpsc::Unbo
             let mut table = shared.table.lock();
             // Channels idle for LINGER go; so do idle ones never confirmed.
             let mut next_linger: Option<Instant> = None;
+            let before = table.len();
             table.retain(|_, c| match c.idle_since {
                 Some(t) if t + LINGER <= now || c.confirmed != Some(h.epoch) => false,
                 Some(t) => {
@@ -551,6 +557,8 @@ async fn run(weak: std::sync::Weak<Shared>, conn: Arc<Conn>, mut ops: mpsc::Unbo
                 }
                 None => true,
             });
+            #[allow(clippy::cast_precision_loss)]
+            crate::metrics::subscriptions(-((before - table.len()) as f64));
             retry_at = next_linger;
             let to_sub: Vec<String> = table
                 .iter()
@@ -807,6 +815,7 @@ impl Drop for Subscription {
             return;
         };
         ch.slots.retain(|s| !Arc::ptr_eq(s, &self.slot));
+        crate::metrics::waiters(-1.0);
         if ch.slots.is_empty() {
             // Keep the subscription for a while (see LINGER); the engine's
             // task unsubscribes it if no waiter comes back.
