@@ -215,7 +215,8 @@ impl<C: From<Client>> ClientBuilder<C> {
         self
     }
 
-    /// How long a silent fair-lock waiter keeps its place (default 5 s).
+    /// How long a queued waiter whose client stopped sending heartbeats
+    /// keeps its place in a server-side queue (default 5 s).
     pub fn waiter_timeout(mut self, timeout: Duration) -> Self {
         self.config.waiter_timeout = timeout;
         self
@@ -318,8 +319,9 @@ impl<C: From<Client>> ClientBuilder<C> {
     }
 }
 
-/// A client is its own core client: APIs that take `AsRef<Client>` (such
-/// as `Redlock::new`) accept core clients and wrappers around them alike.
+/// A client is its own core client: APIs that take `AsRef<Client>` (a
+/// composite over several servers' clients, say) accept core clients and
+/// wrappers around them alike.
 impl AsRef<Client> for Client {
     fn as_ref(&self) -> &Client {
         self

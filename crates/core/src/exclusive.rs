@@ -324,13 +324,12 @@ impl<K: ExclusiveKind> Exclusive<K> {
         Fut: Future<Output = T>,
     {
         let guard = self.lock().await?;
-        let lost = guard.lost();
-        let out = tokio::select! {
-            out = work(guard.fencing_token()) => out,
-            _ = lost => {
-                drop(guard);
-                return Err(Error::NotHeld);
-            }
+        // The guard's `run` races the work against the loss (one mechanism
+        // for every guard); this call keeps reporting a loss as `NotHeld`.
+        let out = match guard.run(work(guard.fencing_token())).await {
+            Ok(out) => out,
+            Err(Error::LeaseLost { .. }) => return Err(Error::NotHeld),
+            Err(e) => return Err(e),
         };
         guard.unlock().await?;
         Ok(out)

@@ -368,19 +368,15 @@ impl RwLock {
         Fut: Future<Output = T>,
     {
         let guard = self.read_lock().lock().await?;
-        let lost = guard.lost();
-        // The work first: an outcome ready together with the loss counts.
-        let out = tokio::select! {
-            biased;
-            out = work() => Some(out),
-            _ = lost => None,
-        };
-        match out {
-            Some(out) => {
+        // The guard's `run` races the work against the loss; a loss is
+        // reported as `NotHeld`, as this call always did.
+        match guard.run(work()).await {
+            Ok(out) => {
                 guard.unlock().await?;
                 Ok(out)
             }
-            None => Err(Error::NotHeld),
+            Err(Error::LeaseLost { .. }) => Err(Error::NotHeld),
+            Err(e) => Err(e),
         }
     }
 }

@@ -78,8 +78,7 @@ pub struct AcquireSpec {
     /// `docs/architecture.md` for the budget that keeps them from starving.
     pub(crate) pass: Option<&'static LuaScript>,
     /// The holds of the handle this spec belongs to, for reentrant
-    /// primitives whose holds are counted per owner in one hash (`Lock`,
-    /// `FairLock`). When given, every acquire call ends its ARGV with
+    /// primitives whose holds are counted per owner in one hash. When given, every acquire call ends its ARGV with
     /// [`HoldSet::acquire_arg`]: `0` when one of them is still active or
     /// another acquire of the handle (a clone in another task) is in
     /// progress, else the attempt's sequence number ([`attempt_seq`](crate::attempt_seq)), and
@@ -143,7 +142,7 @@ impl AcquireSpec {
     }
 
     /// The same acquire with one more ARGV after the extra ones (a
-    /// per-call argument, such as a semaphore's permit count).
+    /// per-call argument, such as how many units a call asks for).
     #[must_use]
     pub fn with_arg(&self, arg: impl Into<String>) -> AcquireSpec {
         let mut spec = self.clone();
@@ -262,8 +261,8 @@ impl AcquireBuilder {
     }
 }
 
-/// What a primitive tells core about a wait for a condition (a latch's
-/// count reaching zero): a script that checks it and records nothing, its
+/// What a primitive tells core about a wait for a condition (a count
+/// reaching zero, say): a script that checks it and records nothing, its
 /// keys, and the channel and policy that announce a change. Built with
 /// [`ConditionSpec::builder`]; run by [`Client::wait_until`](crate::Client::wait_until).
 #[derive(Debug, Clone)]

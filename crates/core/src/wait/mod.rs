@@ -327,6 +327,8 @@ impl Engine {
         let policy = waiter.policy;
         let slot = Slot::new(waiter);
         let mut table = self.shared.table.lock();
+        // (A lookup only metrics need: compiled in with the feature alone.)
+        #[cfg(feature = "metrics")]
         if !table.contains_key(channel) {
             crate::metrics::subscriptions(1.0);
         }
