@@ -18,11 +18,7 @@
 //!   back, two round trips per cycle: a polling lock whose releasing task
 //!   takes the lock again before anyone else polls.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use futures::StreamExt;
 
 const RUN: Duration = Duration::from_secs(3);
 
@@ -35,7 +31,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let client = redis::Client::open(url.as_str())?;
     for script in [false, true] {
-        let rate = relay(&client, clients, script).await?;
+        let rate =
+            deadbolt_testkit::floor::relay(&client, "handoff_floor", clients, script, RUN).await?;
         let what = if script {
             "relay through a script"
         } else {
@@ -70,63 +67,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         1e6 / rate
     );
     Ok(())
-}
-
-/// Hops per second of one token passed round robin between `n` clients.
-async fn relay(client: &redis::Client, n: usize, script: bool) -> redis::RedisResult<f64> {
-    let hops = Arc::new(AtomicU64::new(0));
-    let tag = if script { "s" } else { "p" };
-    let mut tasks = Vec::new();
-    let mut first = None;
-    for i in 0..n {
-        let mut sub = client.get_async_pubsub().await?;
-        sub.subscribe(format!("handoff_floor:{tag}:{i}")).await?;
-        let mut cmd = client.get_multiplexed_async_connection().await?;
-        if i == 0 {
-            first = Some(cmd.clone());
-        }
-        let next = format!("handoff_floor:{tag}:{}", (i + 1) % n);
-        let hops = hops.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut messages = sub.into_on_message();
-            while messages.next().await.is_some() {
-                hops.fetch_add(1, Ordering::Relaxed);
-                let sent: redis::RedisResult<i64> = if script {
-                    redis::cmd("EVAL")
-                        .arg("return redis.call('PUBLISH', ARGV[1], 'x')")
-                        .arg(0)
-                        .arg(&next)
-                        .query_async(&mut cmd)
-                        .await
-                } else {
-                    redis::cmd("PUBLISH")
-                        .arg(&next)
-                        .arg("x")
-                        .query_async(&mut cmd)
-                        .await
-                };
-                if sent.is_err() {
-                    break;
-                }
-            }
-        }));
-    }
-    let mut first = first.expect("at least one client");
-    let _: i64 = redis::cmd("PUBLISH")
-        .arg(format!("handoff_floor:{tag}:0"))
-        .arg("x")
-        .query_async(&mut first)
-        .await?;
-    // Let the token go round for a while before counting.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let started = Instant::now();
-    let before = hops.load(Ordering::Relaxed);
-    tokio::time::sleep(RUN).await;
-    let done = hops.load(Ordering::Relaxed) - before;
-    for t in tasks {
-        t.abort();
-    }
-    Ok(per_second(done, started.elapsed()))
 }
 
 /// `n` events over `d`, per second (counts of a few seconds fit in a u32).

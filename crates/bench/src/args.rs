@@ -349,6 +349,26 @@ pub struct BenchArgs {
     #[arg(long, default_value = "0ms", value_parser = parse_duration, value_name = "DURATION")]
     pub hold: Duration,
 
+    /// Contended, read-mostly and semaphore: how long a worker waits
+    /// between its release and its next acquire (0: it asks again at once,
+    /// so the lock is never without a waiter).
+    #[arg(long, default_value = "0ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub think: Duration,
+
+    /// Hold of the service rows that contended, read-mostly and semaphore
+    /// add after the rows of --hold and --think: a job worker's loop (see
+    /// the README). With --service-think, and unless --no-service.
+    #[arg(long, default_value = "1ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub service_hold: Duration,
+
+    /// Think time of the service rows (see --service-hold).
+    #[arg(long, default_value = "2ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub service_think: Duration,
+
+    /// No service rows: only the rows of --hold and --think.
+    #[arg(long)]
+    pub no_service: bool,
+
     /// Read-mostly: the share of operations that write, from 0 to 1 (the
     /// rest read). Each waiter draws from its own seeded random sequence, the
     /// same for every contender.

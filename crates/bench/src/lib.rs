@@ -60,8 +60,9 @@ pub use args::{
 };
 pub use deadbolt_cli::Topology;
 pub use report::{
-    Commands, Fairness, HostInfo, Latency, ReadWrite, RedisInfo, Report, RunResult, Settings,
-    Skipped, SweepPoint, TopologyInfo, TopologyMeasure, TopologyRow, VsStandalone, REPORT_SCHEMA,
+    Commands, CpuSource, Fairness, HostInfo, Latency, ReadWrite, RedisInfo, Report, RunResult,
+    Settings, Skipped, SweepPoint, TopologyInfo, TopologyMeasure, TopologyRow, VsStandalone, Work,
+    REPORT_SCHEMA,
 };
 
 pub(crate) use deadbolt_cli::{redact, split_urls, Target};
@@ -321,6 +322,9 @@ fn planned_runs(
 ) -> Vec<Duration> {
     let measured = |s: ScenarioKind| contenders.iter().filter(|c| s.measures(**c)).count();
     let mut runs = Vec::new();
+    if scenarios.iter().any(|s| scenarios::get(*s).shows_ceiling()) {
+        runs.push(scenario::FLOOR_RUN);
+    }
     for &kind in scenarios {
         let scenario = scenarios::get(kind);
         let n = measured(kind) * scenario.planned_runs(args);
@@ -492,6 +496,8 @@ fn settings(args: &BenchArgs, plan: &Plan) -> Settings {
         waiters: args.waiters,
         clients: args.clients,
         hold_ms: args.hold.as_secs_f64() * 1e3,
+        think_ms: args.think.as_secs_f64() * 1e3,
+        service: Work::service(args),
         write_ratio: args.write_ratio,
         permits: args.permits,
         rounds: args.rounds,
@@ -629,6 +635,7 @@ async fn run_plan(
         results: Vec::new(),
         sweep: Vec::new(),
         skipped,
+        handoff_floor_us: None,
     });
     let run_id = format!("run{:08x}", rand::random::<u32>());
     let mut env = Env {
@@ -640,7 +647,18 @@ async fn run_plan(
         run_id,
         all_pings: stats::histogram(),
         topology: site,
+        embedded,
+        work: Work::flags(args),
+        floor_us: None,
     };
+    if plan
+        .scenarios
+        .iter()
+        .any(|s| scenarios::get(*s).shows_ceiling())
+    {
+        env.measure_floor().await?;
+        report.handoff_floor_us = env.floor_us;
+    }
     let outcome = run_scenarios(&mut env, plan, report).await;
     report.ping = stats::summarize(&env.all_pings, None);
     if !embedded {
@@ -699,6 +717,7 @@ async fn run_scenarios(env: &mut Env<'_>, plan: &Plan, report: &mut Report) -> a
             .await?;
     }
     if env.args.plot.is_some() {
+        env.work = Work::flags(env.args);
         scenarios::contended::sweep(env, &plan.contenders, report).await?;
     }
     Ok(())
@@ -726,9 +745,16 @@ mod tests {
         let kinds = [ContenderKind::Lock, ContenderKind::Fair];
         let scenarios = [ScenarioKind::Contended];
         let plain = args(&[]);
-        assert_eq!(planned_runs(&plain, &scenarios, &kinds).len(), 2);
+        // The hand-off floor, then each contender at --hold and in the
+        // service rows.
+        assert_eq!(planned_runs(&plain, &scenarios, &kinds).len(), 1 + 2 * 2);
+        let alone = args(&["--no-service"]);
+        assert_eq!(planned_runs(&alone, &scenarios, &kinds).len(), 1 + 2);
         // 1, 2, 4 and 8 over at most 2 clients, then 4 and 8 over 4 and 8.
         let plot = args(&["--plot", "x.svg", "--plot-waiters", "1,2,4,8"]);
-        assert_eq!(planned_runs(&plot, &scenarios, &kinds).len(), 2 + 2 * 6);
+        assert_eq!(
+            planned_runs(&plot, &scenarios, &kinds).len(),
+            1 + 2 * 2 + 2 * 6
+        );
     }
 }

@@ -153,6 +153,13 @@ pub struct Report {
     pub sweep: Vec<SweepPoint>,
     /// Contenders that were left out, and why.
     pub skipped: Vec<Skipped>,
+    /// The hand-off floor of this machine and server, µs: one hop of a token
+    /// relayed round robin by PUBLISH between `--clients` clients (one
+    /// command and one pushed message, the least a hand-off to another
+    /// client costs), measured at the start of the run for the ceilings;
+    /// `null` when no scenario with a ceiling ran.
+    #[serde(default)]
+    pub handoff_floor_us: Option<f64>,
 }
 
 /// The Redis server of a run.
@@ -273,6 +280,13 @@ pub struct Settings {
     pub clients: u32,
     /// `--hold` in milliseconds.
     pub hold_ms: f64,
+    /// `--think` in milliseconds.
+    #[serde(default)]
+    pub think_ms: f64,
+    /// The service rows' hold and think time, ms; `null` with
+    /// `--no-service`.
+    #[serde(default)]
+    pub service: Option<Work>,
     /// `--write-ratio`: the share of read-mostly operations that write.
     pub write_ratio: f64,
     /// `--permits`: the semaphore scenario's permits.
@@ -342,6 +356,92 @@ pub struct RunResult {
     /// row (topology scenario; else `null`).
     #[serde(default)]
     pub topology: Option<TopologyRow>,
+    /// The workers' hold and think time (contended, read-mostly, semaphore;
+    /// else `null`).
+    #[serde(default)]
+    pub work: Option<Work>,
+    /// The most acquisitions per second this row could make: `limit / (hold
+    /// + hand-off floor)` with `limit` 1 for a lock and `--permits` for the
+    /// semaphore, the hold as measured ([`Work::held_us`]) and the floor of
+    /// [`Report::handoff_floor_us`] (contended and semaphore; else `null`).
+    #[serde(default)]
+    pub ceiling_per_s: Option<f64>,
+    /// `acquisitions_per_s` over `ceiling_per_s`.
+    #[serde(default)]
+    pub of_ceiling: Option<f64>,
+}
+
+/// What each worker of a many-waiter run does per acquisition: hold the
+/// lock (or permit) `hold_ms`, then wait `think_ms` before asking again.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Work {
+    /// How long each acquisition holds, ms.
+    pub hold_ms: f64,
+    /// Time between a release and the worker's next acquire, ms.
+    pub think_ms: f64,
+    /// True for the service rows (`--service-hold`, `--service-think`),
+    /// false for the rows of `--hold` and `--think`.
+    pub service: bool,
+    /// The hold as it happened, µs on average over the row's acquisitions
+    /// (a timer's sleep of 1 ms lasts up to 2): what the row's ceiling is
+    /// worked out from. `null` in the settings and where not measured.
+    #[serde(default)]
+    pub held_us: Option<f64>,
+}
+
+impl Work {
+    /// The rows of `--hold` and `--think`.
+    pub(crate) fn flags(args: &crate::BenchArgs) -> Work {
+        Work {
+            hold_ms: args.hold.as_secs_f64() * 1e3,
+            think_ms: args.think.as_secs_f64() * 1e3,
+            service: false,
+            held_us: None,
+        }
+    }
+
+    /// The service rows, unless `--no-service` (or they would repeat the
+    /// rows of the flags).
+    pub(crate) fn service(args: &crate::BenchArgs) -> Option<Work> {
+        let w = Work {
+            hold_ms: args.service_hold.as_secs_f64() * 1e3,
+            think_ms: args.service_think.as_secs_f64() * 1e3,
+            service: true,
+            held_us: None,
+        };
+        let flags = Work::flags(args);
+        let same = w.hold_ms == flags.hold_ms && w.think_ms == flags.think_ms;
+        (!args.no_service && !same).then_some(w)
+    }
+
+    /// The rows of the flags, then the service rows when they run.
+    pub(crate) fn both(args: &crate::BenchArgs) -> Vec<Work> {
+        std::iter::once(Work::flags(args))
+            .chain(Work::service(args))
+            .collect()
+    }
+
+    /// The hold.
+    pub(crate) fn hold(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.hold_ms.max(0.0) / 1e3)
+    }
+
+    /// The think time.
+    pub(crate) fn think(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.think_ms.max(0.0) / 1e3)
+    }
+
+    /// "hold 1 ms, think 2 ms" (and "service: " before it for the service
+    /// rows).
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "{}hold {} ms, think {} ms",
+            if self.service { "service: " } else { "" },
+            self.hold_ms,
+            self.think_ms
+        )
+    }
 }
 
 /// The read-mostly scenario's reads and writes, apart.
@@ -414,6 +514,52 @@ pub struct Commands {
     pub counted_names: Vec<String>,
     /// Every command Redis ran in the window, including those inside scripts.
     pub by_command: BTreeMap<String, u64>,
+    /// Redis CPU over the window, µs, and where it was read: see
+    /// [`CpuSource`]; `null` where the scenario does not measure it.
+    #[serde(default)]
+    pub redis_cpu_us: Option<f64>,
+    /// Where `redis_cpu_us` comes from.
+    #[serde(default)]
+    pub redis_cpu_source: Option<CpuSource>,
+    /// The bench process's CPU over the window (its rusage, user + system),
+    /// µs: the contender's clients, plus the bench's PING task and progress
+    /// bar, the same for every contender.
+    #[serde(default)]
+    pub client_cpu_us: Option<f64>,
+    /// `redis_cpu_us` per acquisition (read-mostly: per operation).
+    #[serde(default)]
+    pub redis_cpu_us_per_acquisition: Option<f64>,
+    /// `client_cpu_us` per acquisition (read-mostly: per operation).
+    #[serde(default)]
+    pub client_cpu_us_per_acquisition: Option<f64>,
+}
+
+impl Commands {
+    /// Set the per-acquisition figures for `acquisitions` acquisitions.
+    pub(crate) fn per_acquisitions(&mut self, acquisitions: u64) {
+        let n = crate::stats::float(acquisitions);
+        let per = |v: Option<f64>| v.filter(|_| acquisitions > 0).map(|v| v / n);
+        self.per_acquisition = per(Some(crate::stats::float(self.counted)));
+        self.redis_cpu_us_per_acquisition = per(self.redis_cpu_us);
+        self.client_cpu_us_per_acquisition = per(self.client_cpu_us);
+    }
+}
+
+/// Where a run's Redis CPU figure comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum CpuSource {
+    /// The server's own CPU time (`used_cpu_sys` + `used_cpu_user` of `INFO
+    /// cpu`): on servers the bench started, which nobody else uses. It
+    /// includes the server's event loop and system calls, and the bench's
+    /// PINGs and INFOs.
+    Server,
+    /// The `usec` of `INFO commandstats` of the commands the contender's
+    /// clients send (a script's includes the commands it runs): with
+    /// `--redis`, where other clients may share the server. It leaves out
+    /// the event loop and system calls, so it reads lower than `server`.
+    Commandstats,
 }
 
 /// One point of the throughput sweep drawn by `--plot`.

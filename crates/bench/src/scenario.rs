@@ -10,7 +10,6 @@
 //! Names carry a per-bench run id, so runs never meet each other's
 //! leftovers.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,9 +24,9 @@ use tokio::time::{timeout, timeout_at, Instant};
 use crate::args::{BenchArgs, ScenarioKind};
 use crate::contender::{Contender, ContenderClient, Held, LockHandle};
 use crate::progress::Progress;
-use crate::report::{fmt_rate, fmt_us, Commands, Fairness, Latency, RunResult};
+use crate::report::{fmt_rate, fmt_us, Commands, CpuSource, Fairness, Latency, RunResult, Work};
 use crate::scenarios;
-use crate::stats::{self, float, histogram, record, summarize, Pinger};
+use crate::stats::{self, float, histogram, record, summarize, Pinger, Snapshot};
 use crate::topology::Site;
 
 /// Bound on any wait beyond the planned time: catches hangs, never speed.
@@ -37,6 +36,8 @@ const MAX_ERRORS_IN_A_ROW: u32 = 50;
 /// Hand-off: the holder holds at least this long after the waiter started,
 /// so the waiter is waiting when the release comes.
 const HANDOFF_HOLD: Duration = Duration::from_millis(3);
+/// How long the hand-off floor is measured.
+pub(crate) const FLOOR_RUN: Duration = Duration::from_secs(1);
 /// Hand-off: random extra hold for contenders that do not poll.
 pub(crate) const EVENT_JITTER: Duration = Duration::from_millis(2);
 
@@ -65,9 +66,59 @@ pub(crate) struct Env<'a> {
     /// The topology scenario's cluster or Sentinel-managed master, when
     /// `--topology` names one and that scenario runs.
     pub(crate) topology: Option<Site>,
+    /// True when the bench started the servers itself (nobody else uses
+    /// them): Redis CPU is then read from the servers' own counters.
+    pub(crate) embedded: bool,
+    /// What the workers of the many-waiter runs do now: the rows of the
+    /// flags, or the service rows.
+    pub(crate) work: Work,
+    /// The hand-off floor (µs a hop), once measured.
+    pub(crate) floor_us: Option<f64>,
 }
 
 impl Env<'_> {
+    /// The commands and cost of a run of `c` between two snapshots
+    /// ([`commands`]).
+    pub(crate) fn commands(
+        &self,
+        c: &dyn Contender,
+        before: &Snapshot,
+        after: &Snapshot,
+        own_pings: u64,
+    ) -> Commands {
+        commands(c, before, after, own_pings, self.embedded)
+    }
+
+    /// Measure the hand-off floor on server 1 (see
+    /// [`Report::handoff_floor_us`]): a token relayed between `--clients`
+    /// clients (at least 2) for [`FLOOR_RUN`].
+    ///
+    /// [`Report::handoff_floor_us`]: crate::Report::handoff_floor_us
+    pub(crate) async fn measure_floor(&mut self) -> anyhow::Result<()> {
+        let clients = usize::try_from(self.args.clients.max(2)).unwrap_or(2);
+        let bar = self.progress.start("hand-off floor", FLOOR_RUN);
+        let client = redis::Client::open(self.url())?;
+        let prefix = format!("{}:{}:floor", self.args.namespace, self.run_id);
+        let rate = deadbolt_testkit::floor::relay(&client, &prefix, clients, false, FLOOR_RUN)
+            .await
+            .context("measuring the hand-off floor")?;
+        self.floor_us = (rate > 0.0).then(|| 1e6 / rate);
+        bar.finish(format!(
+            "{} a hop (PUBLISH relayed between {clients} clients)",
+            self.floor_us.map_or_else(|| "-".into(), fmt_us)
+        ));
+        Ok(())
+    }
+
+    /// The ceiling of a run of which `limit` workers may hold at once, each
+    /// holding `held_us` on average: `limit / (held + floor)` per second.
+    /// The hold is the one measured (a timer's sleep of 1 ms lasts up to 2
+    /// ms), not the one asked for.
+    pub(crate) fn ceiling(&self, limit: u64, held_us: f64) -> Option<f64> {
+        let floor = self.floor_us?;
+        Some(float(limit) * 1e6 / (held_us + floor))
+    }
+
     /// Server 1's URL.
     pub(crate) fn url(&self) -> &str {
         &self.urls[0]
@@ -79,36 +130,34 @@ impl Env<'_> {
         c: &dyn Contender,
         suffix: impl std::fmt::Display,
     ) -> String {
+        // The service rows take names of their own (a semaphore's permits
+        // are set once per name).
         format!(
-            "{}:{}:{}:{suffix}",
+            "{}:{}:{}:{suffix}{}",
             self.run_id,
             scenario.name(),
-            c.kind().name()
+            c.kind().name(),
+            if self.work.service { ":service" } else { "" }
         )
     }
 
-    /// Server 1's commands so far.
-    pub(crate) async fn snapshot(&mut self) -> anyhow::Result<BTreeMap<String, u64>> {
-        stats::commandstats(&mut self.stats).await
+    /// Server 1's commands and CPU so far, and this process's CPU.
+    pub(crate) async fn snapshot(&mut self) -> anyhow::Result<Snapshot> {
+        stats::snapshot(&mut self.stats).await
     }
 
-    /// Every server's commands so far, added up.
-    async fn snapshot_all(&mut self) -> anyhow::Result<BTreeMap<String, u64>> {
+    /// Every server's commands and CPU so far, added up.
+    async fn snapshot_all(&mut self) -> anyhow::Result<Snapshot> {
         let mut total = self.snapshot().await?;
         for conn in &mut self.redlock_stats {
-            for (name, calls) in stats::commandstats(conn).await? {
-                *total.entry(name).or_default() += calls;
-            }
+            total.add_server(&stats::snapshot(conn).await?);
         }
         Ok(total)
     }
 
     /// The commands `scenario` counts: server 1's, or (multi) every
     /// server's.
-    async fn snapshot_for(
-        &mut self,
-        scenario: ScenarioKind,
-    ) -> anyhow::Result<BTreeMap<String, u64>> {
+    async fn snapshot_for(&mut self, scenario: ScenarioKind) -> anyhow::Result<Snapshot> {
         if scenarios::get(scenario).counts_every_server() {
             self.snapshot_all().await
         } else {
@@ -147,12 +196,7 @@ impl Env<'_> {
         start: Instant,
         pinger: Pinger,
         clients: &[Arc<dyn ContenderClient>],
-    ) -> anyhow::Result<(
-        Vec<T>,
-        std::time::Duration,
-        BTreeMap<String, u64>,
-        (Option<f64>, u64),
-    )> {
+    ) -> anyhow::Result<(Vec<T>, std::time::Duration, Snapshot, (Option<f64>, u64))> {
         let workers = join_all(set).await;
         let elapsed = start.elapsed();
         let after = self.snapshot_for(scenario).await;
@@ -322,26 +366,42 @@ pub(crate) async fn join_all<T: 'static>(
     Ok(out)
 }
 
+/// The commands and the cost of a run between two snapshots: Redis CPU
+/// from the server's own counters when the bench started the servers
+/// (`embedded`), else from the commandstats µs of the commands the
+/// contender sends (see [`CpuSource`]).
 pub(crate) fn commands(
     c: &dyn Contender,
-    before: &BTreeMap<String, u64>,
-    after: &BTreeMap<String, u64>,
+    before: &Snapshot,
+    after: &Snapshot,
     own_pings: u64,
+    embedded: bool,
 ) -> Commands {
-    let by_command = stats::delta(before, after, own_pings);
+    let by_command = stats::delta(&before.calls, &after.calls, own_pings);
     let names = c.client_commands();
     let counted = names.iter().filter_map(|n| by_command.get(*n)).sum();
+    let (redis_cpu_us, source) = if embedded {
+        (
+            after.server_cpu_us - before.server_cpu_us,
+            CpuSource::Server,
+        )
+    } else {
+        let usec = stats::delta(&before.usec, &after.usec, 0);
+        let spent: u64 = names.iter().filter_map(|n| usec.get(*n)).sum();
+        (float(spent), CpuSource::Commandstats)
+    };
     Commands {
         counted,
         per_acquisition: None,
         per_waiter_per_s: None,
         counted_names: names.iter().map(|n| (*n).to_string()).collect(),
         by_command,
+        redis_cpu_us: Some(redis_cpu_us.max(0.0)),
+        redis_cpu_source: Some(source),
+        client_cpu_us: Some((after.client_cpu_us - before.client_cpu_us).max(0.0)),
+        redis_cpu_us_per_acquisition: None,
+        client_cpu_us_per_acquisition: None,
     }
-}
-
-pub(crate) fn per(n: u64, d: u64) -> Option<f64> {
-    (d > 0).then(|| float(n) / float(d))
 }
 
 /// How evenly a run's acquisitions went round its waiters: `per_worker`
@@ -406,7 +466,7 @@ impl LockUnlock {
         ping_p50: Option<f64>,
         mut cmds: Commands,
     ) -> (RunResult, f64) {
-        cmds.per_acquisition = per(cmds.counted, self.tally.acquisitions);
+        cmds.per_acquisitions(self.tally.acquisitions);
         let rate = float(self.tally.acquisitions) / elapsed.as_secs_f64();
         let result = RunResult {
             scenario,
@@ -428,6 +488,9 @@ impl LockUnlock {
             read_write: None,
             commands: cmds,
             topology: None,
+            work: None,
+            ceiling_per_s: None,
+            of_ceiling: None,
         };
         (result, rate)
     }
@@ -503,7 +566,7 @@ pub(crate) async fn distinct_names(
         args.tasks,
         elapsed,
         ping_p50,
-        commands(c, &before, &after, sent),
+        env.commands(c, &before, &after, sent),
     );
     bar.finish(format!(
         "{} acq/s, lock+unlock {}",
@@ -515,7 +578,8 @@ pub(crate) async fn distinct_names(
 
 /// W waiters over C clients on one name, each taking it (a lock, or one
 /// permit of a semaphore: see [`ContenderClient::prepare`]), holding it
-/// `--hold` and giving it back, for `--duration`, under a progress bar named
+/// for the hold of [`Env::work`], giving it back and waiting its think time
+/// before the next acquire, for `--duration`, under a progress bar named
 /// `label`. More than `limit` holders at once counts as a violation.
 ///
 /// [`ContenderClient::prepare`]: crate::contender::ContenderClient::prepare
@@ -529,7 +593,8 @@ pub(crate) async fn many_waiters(
     limit: u64,
 ) -> anyhow::Result<RunResult> {
     let args = env.args;
-    let hold = args.hold;
+    let work = env.work;
+    let (hold, think) = (work.hold(), work.think());
     let clients = env.connect(c, clients_n).await?;
     let name = env.name(scenario, c, waiters);
     clients[0]
@@ -552,6 +617,7 @@ pub(crate) async fn many_waiters(
         set.spawn(async move {
             let mut tally = Tally::default();
             let mut waits = histogram();
+            let mut held_for = Duration::ZERO;
             while Instant::now() < deadline {
                 let t0 = Instant::now();
                 let Some(held) = acquire_bounded(h.acquire(), deadline, &mut tally).await? else {
@@ -559,16 +625,21 @@ pub(crate) async fn many_waiters(
                 };
                 record(&mut waits, t0.elapsed());
                 capacity.enter();
+                let h0 = Instant::now();
                 if !hold.is_zero() {
                     tokio::time::sleep(hold).await;
                 }
+                held_for += h0.elapsed();
                 capacity.leave();
                 match held.release().await {
                     Ok(()) => tally.ok(),
                     Err(e) => tally.error(e)?,
                 }
+                if !think.is_zero() {
+                    tokio::time::sleep(think).await;
+                }
             }
-            Ok((i, tally, waits))
+            Ok((i, tally, waits, held_for))
         });
     }
     let (mut workers, elapsed, after, (ping_p50, sent)) = env
@@ -579,15 +650,20 @@ pub(crate) async fn many_waiters(
     let mut tally = Tally::default();
     let mut waits = histogram();
     let mut per_worker = Vec::new();
-    for (_, t, w) in &workers {
+    let mut held_for = Duration::ZERO;
+    for (_, t, w, held) in &workers {
         tally.merge(t);
         per_worker.push(t.acquisitions);
         waits.add(w).map_err(|e| anyhow!("{e}"))?;
+        held_for += *held;
     }
-    let mut cmds = commands(c, &before, &after, sent);
-    cmds.per_acquisition = per(cmds.counted, tally.acquisitions);
+    let held_us =
+        (tally.acquisitions > 0).then(|| held_for.as_secs_f64() * 1e6 / float(tally.acquisitions));
+    let mut cmds = env.commands(c, &before, &after, sent);
+    cmds.per_acquisitions(tally.acquisitions);
     let rate = float(tally.acquisitions) / elapsed.as_secs_f64();
     let fairness = fairness(per_worker, &waits);
+    let ceiling = held_us.and_then(|h| env.ceiling(limit, h));
     bar.finish(format!(
         "{} acq/s, Jain {:.3}, least/most {:.2}",
         fmt_rate(rate),
@@ -614,6 +690,9 @@ pub(crate) async fn many_waiters(
         read_write: None,
         commands: cmds,
         topology: None,
+        work: Some(Work { held_us, ..work }),
+        ceiling_per_s: ceiling,
+        of_ceiling: ceiling.filter(|c| *c > 0.0).map(|c| rate / c),
     })
 }
 
@@ -639,7 +718,7 @@ impl Handoffs {
         exclusion_violations: u64,
         mut cmds: Commands,
     ) -> (RunResult, String) {
-        cmds.per_acquisition = per(cmds.counted, self.tally.acquisitions);
+        cmds.per_acquisitions(self.tally.acquisitions);
         let result = RunResult {
             scenario,
             contender,
@@ -660,6 +739,9 @@ impl Handoffs {
             read_write: None,
             commands: cmds,
             topology: None,
+            work: None,
+            ceiling_per_s: None,
+            of_ceiling: None,
         };
         let line = format!(
             "{} rounds, hand-off {}",

@@ -91,26 +91,108 @@ pub(crate) fn min_max_ratio(counts: &[u64]) -> f64 {
     float(min) / float(max)
 }
 
-/// `INFO commandstats`: lowercased command name (`evalsha`, `script|load`) to
-/// number of calls since the server started.
+/// What a server (or several, added up) and this process had spent at one
+/// moment: the counters a run's cost is the difference of.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Snapshot {
+    /// `INFO commandstats` calls per lowercased command name (`evalsha`,
+    /// `script|load`) since the server started.
+    pub(crate) calls: BTreeMap<String, u64>,
+    /// `INFO commandstats` µs per command name (a script's entry includes
+    /// the commands it runs, which also have entries of their own).
+    pub(crate) usec: BTreeMap<String, u64>,
+    /// The server process's CPU time, µs (`used_cpu_sys` + `used_cpu_user`
+    /// of `INFO cpu`).
+    pub(crate) server_cpu_us: f64,
+    /// This process's CPU time, µs (its rusage: user + system).
+    pub(crate) client_cpu_us: f64,
+}
+
+impl Snapshot {
+    /// Add `other`'s server counters to these (a run over several servers).
+    pub(crate) fn add_server(&mut self, other: &Snapshot) {
+        for (name, n) in &other.calls {
+            *self.calls.entry(name.clone()).or_default() += n;
+        }
+        for (name, n) in &other.usec {
+            *self.usec.entry(name.clone()).or_default() += n;
+        }
+        self.server_cpu_us += other.server_cpu_us;
+    }
+}
+
+/// A [`Snapshot`] of the server behind `conn` and of this process:
+/// `INFO commandstats` and `INFO cpu`, then this process's rusage.
 ///
 /// # Cancel safety
 /// Cancel safe: read-only.
-pub(crate) async fn commandstats(
-    conn: &mut MultiplexedConnection,
-) -> anyhow::Result<BTreeMap<String, u64>> {
+pub(crate) async fn snapshot(conn: &mut MultiplexedConnection) -> anyhow::Result<Snapshot> {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(conn)
         .await
         .context("INFO commandstats")?;
-    Ok(parse_commandstats(&info))
+    let cpu: String = redis::cmd("INFO")
+        .arg("cpu")
+        .query_async(conn)
+        .await
+        .context("INFO cpu")?;
+    Ok(Snapshot {
+        calls: parse_commandstats(&info),
+        usec: parse_commandstats_usec(&info),
+        server_cpu_us: parse_server_cpu_us(&cpu),
+        client_cpu_us: process_cpu_us(),
+    })
 }
 
 pub(crate) fn parse_commandstats(info: &str) -> BTreeMap<String, u64> {
     deadbolt_testkit::parse_commandstats(info)
         .into_iter()
         .collect()
+}
+
+/// The `usec=` of every `cmdstat_<name>:` line, by lowercased name.
+pub(crate) fn parse_commandstats_usec(info: &str) -> BTreeMap<String, u64> {
+    info.lines()
+        .filter_map(|l| {
+            let (name, fields) = l.trim().strip_prefix("cmdstat_")?.split_once(':')?;
+            let usec = fields
+                .split(',')
+                .find_map(|f| f.strip_prefix("usec="))?
+                .parse()
+                .ok()?;
+            Some((name.to_ascii_lowercase(), usec))
+        })
+        .collect()
+}
+
+/// `used_cpu_sys` + `used_cpu_user` of `INFO cpu`, in µs (0 when absent).
+pub(crate) fn parse_server_cpu_us(info: &str) -> f64 {
+    info.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            l.strip_prefix("used_cpu_sys:")
+                .or_else(|| l.strip_prefix("used_cpu_user:"))
+        })
+        .filter_map(|v| v.parse::<f64>().ok())
+        .sum::<f64>()
+        * 1e6
+}
+
+/// This process's CPU time so far (user + system, from its rusage), µs.
+pub(crate) fn process_cpu_us() -> f64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_SELF).map_or(0.0, |u| {
+        let us = |t: nix::sys::time::TimeVal| {
+            #[allow(
+                clippy::cast_precision_loss,
+                reason = "seconds and µs of CPU time stay far below 2^53"
+            )]
+            let v = t.tv_sec() as f64 * 1e6 + t.tv_usec() as f64;
+            v
+        };
+        us(u.user_time()) + us(u.system_time())
+    })
 }
 
 /// Calls per command between two snapshots, without the bench's own INFO and
@@ -235,6 +317,11 @@ mod tests {
         assert_eq!(d.get("evalsha"), Some(&4));
         assert_eq!(d.get("script|load"), Some(&1));
         assert_eq!(d.get("info"), None);
+        let usec =
+            parse_commandstats_usec("cmdstat_EVALSHA:calls=4,usec=50,usec_per_call=12.50\r\n");
+        assert_eq!(usec.get("evalsha"), Some(&50));
+        let cpu = parse_server_cpu_us("# CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:0.25\r\n");
+        assert!((cpu - 1_750_000.0).abs() < 1e-6);
     }
 
     #[test]

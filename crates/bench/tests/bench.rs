@@ -353,6 +353,7 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         "results",
         "sweep",
         "skipped",
+        "handoff_floor_us",
     ] {
         assert!(v.get(key).is_some(), "report lacks {key}");
     }
@@ -370,6 +371,8 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         "waiters",
         "clients",
         "hold_ms",
+        "think_ms",
+        "service",
         "write_ratio",
         "permits",
         "rounds",
@@ -427,10 +430,64 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
     );
 
     let results = v["results"].as_array().unwrap();
+    // Contended, read-mostly and semaphore run each contender twice: at
+    // --hold and --think, then in the service rows.
     assert_eq!(
         results.len(),
-        scenarios.len() * contenders.len() + read_mostly.len() + semaphores.len() + multi.len()
+        (scenarios.len() + 1) * contenders.len()
+            + 2 * read_mostly.len()
+            + 2 * semaphores.len()
+            + multi.len()
     );
+    let floor = v["handoff_floor_us"].as_f64().unwrap();
+    assert!(floor > 0.0, "the hand-off floor was measured");
+    for r in results {
+        let what = format!("{} / {}", r["scenario"], r["contender"]);
+        let scenario = r["scenario"].as_str().unwrap();
+        if r["acquisitions_per_s"].is_number() {
+            // Every throughput row has its cost, from the embedded
+            // server's own counters and this process's rusage.
+            let cmds = &r["commands"];
+            assert_eq!(cmds["redis_cpu_source"], "server", "{what}");
+            for key in [
+                "redis_cpu_us_per_acquisition",
+                "client_cpu_us_per_acquisition",
+            ] {
+                assert!(cmds[key].as_f64().unwrap() > 0.0, "{what}: {key}");
+            }
+        }
+        if ["contended", "semaphore", "read-mostly"].contains(&scenario) {
+            let work = &r["work"];
+            let service = work["service"].as_bool().unwrap();
+            let (hold, think) = if service { (1.0, 2.0) } else { (0.0, 0.0) };
+            assert_eq!(work["hold_ms"].as_f64(), Some(hold), "{what}");
+            assert_eq!(work["think_ms"].as_f64(), Some(think), "{what}");
+        }
+        if ["contended", "semaphore"].contains(&scenario) {
+            // The ceiling is limit / (the hold as measured + the floor).
+            let held = r["work"]["held_us"].as_f64().unwrap();
+            if r["work"]["service"] == true {
+                assert!(held >= 1000.0, "{what}: a 1 ms hold lasted {held} µs");
+            }
+            let limit = if scenario == "semaphore" { 2.0 } else { 1.0 };
+            let ceiling = r["ceiling_per_s"].as_f64().unwrap();
+            assert!(
+                (ceiling - limit * 1e6 / (held + floor)).abs() < 1e-6 * ceiling,
+                "{what}"
+            );
+            let share = r["of_ceiling"].as_f64().unwrap();
+            let rate = r["acquisitions_per_s"].as_f64().unwrap();
+            assert!((share - rate / ceiling).abs() < 1e-9, "{what}");
+        }
+    }
+    for s in ["contended", "read-mostly", "semaphore"] {
+        assert!(
+            results
+                .iter()
+                .any(|r| r["scenario"] == s && r["work"]["service"] == true),
+            "{s} has service rows"
+        );
+    }
     for (s, c) in runs {
         let r = results
             .iter()
@@ -463,6 +520,11 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
             "per_waiter_per_s",
             "counted_names",
             "by_command",
+            "redis_cpu_us",
+            "redis_cpu_source",
+            "client_cpu_us",
+            "redis_cpu_us_per_acquisition",
+            "client_cpu_us_per_acquisition",
         ] {
             assert!(
                 r["commands"].get(key).is_some(),

@@ -70,7 +70,19 @@ fn bench_over_tls() {
         .unwrap()
         .starts_with("rediss://"));
     let runs = report["results"].as_array().unwrap();
-    assert_eq!(runs.len(), 2 * contenders.split(',').count(), "{runs:?}");
+    // Uncontended, then contended at --hold and in the service rows.
+    assert_eq!(runs.len(), 3 * contenders.split(',').count(), "{runs:?}");
+    for r in runs {
+        // A server given with --redis: its Redis CPU comes from
+        // commandstats.
+        assert_eq!(r["commands"]["redis_cpu_source"], "commandstats", "{r}");
+        assert!(
+            r["commands"]["redis_cpu_us_per_acquisition"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
+    }
 }
 
 /// The server's CA is not trusted: a one-line error and exit code 1, within

@@ -17,6 +17,7 @@
 //! built with TLS, as Debian's is).
 
 mod cluster;
+pub mod floor;
 mod proxy;
 mod resp;
 mod sentinel;

@@ -3,7 +3,7 @@
 //! Latencies, rates, command counts, and the columns of the scenarios where
 //! many waiters take one name.
 
-use crate::report::{fmt_lat, fmt_rate, fmt_us, Latency, RunResult};
+use crate::report::{fmt_lat, fmt_rate, fmt_us, Latency, Report, RunResult, Work};
 
 /// Which figure of a [`Latency`] a cell shows, with its multiple of PING.
 pub(crate) type Pick = fn(&Latency) -> (f64, Option<f64>);
@@ -46,6 +46,23 @@ pub(crate) fn cmds(r: &RunResult) -> String {
         .map_or_else(|| "-".into(), |c| format!("{c:.2}"))
 }
 
+/// Redis CPU µs per acquisition ("41.2"), or "-".
+pub(crate) fn redis_cpu(r: &RunResult) -> String {
+    micros(r.commands.redis_cpu_us_per_acquisition)
+}
+
+/// Client CPU µs per acquisition ("63.0"), or "-".
+pub(crate) fn client_cpu(r: &RunResult) -> String {
+    micros(r.commands.client_cpu_us_per_acquisition)
+}
+
+fn micros(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.1}"))
+}
+
+/// The headings of [`redis_cpu`] and [`client_cpu`].
+pub(crate) const COST_HEADER: [&str; 2] = ["Redis µs/acq", "client µs/acq"];
+
 /// The run's PING p50, or "-".
 pub(crate) fn ping(r: &RunResult) -> String {
     r.ping_p50_us.map_or_else(|| "-".into(), fmt_us)
@@ -70,6 +87,10 @@ pub(crate) const WAITERS_HEADER: &[&str] = &[
     "Jain",
     "least/most",
     "cmds/acq",
+    COST_HEADER[0],
+    COST_HEADER[1],
+    "ceiling",
+    "of ceiling",
     "PING p50",
     "errors",
 ];
@@ -95,7 +116,46 @@ pub(crate) fn waiters_row(r: &RunResult) -> Vec<String> {
         jain,
         ratio,
         cmds(r),
+        redis_cpu(r),
+        client_cpu(r),
+        r.ceiling_per_s.map_or_else(|| "-".into(), fmt_rate),
+        r.of_ceiling
+            .map_or_else(|| "-".into(), |x| format!("{:.0}%", x * 100.0)),
         ping(r),
         r.errors.to_string(),
     ]
+}
+
+/// A section made of one part per workload: `rows` split by their
+/// [`Work`] in run order (rows of reports without one count as the flags'
+/// rows), each part made by `part` from the workload's description ("hold 1
+/// ms, think 2 ms") and its rows, the parts one after another.
+pub(crate) fn per_work(
+    report: &Report,
+    rows: &[&RunResult],
+    part: impl Fn(&str, &[&RunResult]) -> String,
+) -> String {
+    let s = &report.settings;
+    let flags = Work {
+        hold_ms: s.hold_ms,
+        think_ms: s.think_ms,
+        service: false,
+        held_us: None,
+    };
+    let mut groups: Vec<(Work, Vec<&RunResult>)> = Vec::new();
+    for r in rows {
+        let work = Work {
+            held_us: None,
+            ..r.work.unwrap_or(flags)
+        };
+        match groups.iter_mut().find(|(w, _)| *w == work) {
+            Some((_, g)) => g.push(r),
+            None => groups.push((work, vec![r])),
+        }
+    }
+    groups
+        .iter()
+        .map(|(work, rows)| part(&work.describe(), rows))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

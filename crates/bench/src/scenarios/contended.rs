@@ -6,12 +6,15 @@
 use anyhow::Context as _;
 use futures::future::BoxFuture;
 
-use super::cells::{waiters_row, WAITERS_HEADER};
-use super::legend::{Entry, ACQ_S, CMDS_ACQ, JAIN, LEAST_MOST, LONGEST_WAIT, PING_P50, X_PING};
+use super::cells::{per_work, waiters_row, WAITERS_HEADER};
+use super::legend::{
+    Entry, ACQ_S, CEILING, CLIENT_CPU, CMDS_ACQ, JAIN, LEAST_MOST, LONGEST_WAIT, OF_CEILING,
+    PING_P50, REDIS_CPU, X_PING,
+};
 use super::Scenario;
 use crate::args::{BenchArgs, ScenarioKind};
 use crate::contender::Contender;
-use crate::report::{plural, Report, RunResult, SweepPoint, Table};
+use crate::report::{plural, Report, RunResult, SweepPoint, Table, Work};
 use crate::scenario::{self, Env};
 
 /// `--waiters` waiters over `--clients` clients on one name, holding it
@@ -38,20 +41,29 @@ impl Scenario for Contended {
         Box::pin(contended(env, c, w, clients))
     }
 
+    fn workloads(&self, args: &BenchArgs) -> Vec<Work> {
+        Work::both(args)
+    }
+
+    fn shows_ceiling(&self) -> bool {
+        true
+    }
+
     fn section(&self, report: &Report, rows: &[&RunResult]) -> String {
         let s = &report.settings;
-        let mut table = Table::new(WAITERS_HEADER);
-        for r in rows {
-            table.row(waiters_row(r));
-        }
-        format!(
-            "contended: {} waiters over {} clients on one name, hold {} ms, {:.1} s each\n{}",
-            s.waiters,
-            s.clients.min(s.waiters),
-            s.hold_ms,
-            s.duration_s,
-            table.render()
-        )
+        per_work(report, rows, |work, rows| {
+            let mut table = Table::new(WAITERS_HEADER);
+            for r in rows {
+                table.row(waiters_row(r));
+            }
+            format!(
+                "contended: {} waiters over {} clients on one name, {work}, {:.1} s each\n{}",
+                s.waiters,
+                s.clients.min(s.waiters),
+                s.duration_s,
+                table.render()
+            )
+        })
     }
 
     fn legend(&self) -> &'static [&'static Entry] {
@@ -62,6 +74,10 @@ impl Scenario for Contended {
             &JAIN,
             &LEAST_MOST,
             &CMDS_ACQ,
+            &REDIS_CPU,
+            &CLIENT_CPU,
+            &CEILING,
+            &OF_CEILING,
             &PING_P50,
         ]
     }

@@ -11,7 +11,7 @@ use super::Scenario;
 use crate::args::ScenarioKind;
 use crate::contender::Contender;
 use crate::report::{Report, RunResult, Table};
-use crate::scenario::{commands, handoff_rounds, shutdown, Env, Exclusion, EVENT_JITTER};
+use crate::scenario::{handoff_rounds, shutdown, Env, Exclusion, EVENT_JITTER};
 use crate::stats::Pinger;
 
 /// One holder releases while one waiter (on another client) waits, up to
@@ -106,7 +106,7 @@ async fn handoff(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResu
         elapsed,
         ping_p50,
         exclusion.violations(),
-        commands(c, &before, &after, sent),
+        env.commands(c, &before, &after, sent),
     );
     bar.finish(line);
     Ok(result)

@@ -16,7 +16,7 @@ use super::Scenario;
 use crate::args::{BenchArgs, ScenarioKind};
 use crate::contender::Contender;
 use crate::report::{Report, RunResult, Table};
-use crate::scenario::{commands, join_all, shutdown, Env, Exclusion, Tally, HANG};
+use crate::scenario::{join_all, shutdown, Env, Exclusion, Tally, HANG};
 use crate::stats::{self, float};
 
 /// Time for the waiters to make their first tries (and subscribe) before
@@ -177,7 +177,7 @@ async fn idle(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult>
     if let Err(e) = released {
         tally.error(e.context("the idle scenario's holder"))?;
     }
-    let mut cmds = commands(c, &before, &after, 0);
+    let mut cmds = env.commands(c, &before, &after, 0);
     let waiter_seconds = f64::from(waiters) * elapsed.as_secs_f64();
     cmds.per_waiter_per_s = Some(float(cmds.counted) / waiter_seconds);
     bar.finish(format!(
@@ -204,5 +204,8 @@ async fn idle(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult>
         read_write: None,
         commands: cmds,
         topology: None,
+        work: None,
+        ceiling_per_s: None,
+        of_ceiling: None,
     })
 }

@@ -63,6 +63,39 @@ pub(crate) const CMDS_ACQ: Entry = Entry {
            its servers); lower is better",
 };
 
+/// Redis CPU per acquisition.
+pub(crate) const REDIS_CPU: Entry = Entry {
+    rank: 52,
+    term: "Redis µs/acq",
+    text: "Redis CPU per acquisition (per operation on read-mostly): the server's own CPU time \
+           over the run when the bench started it (its event loop and system calls included), \
+           else (--redis) the commandstats µs of the commands the clients sent; lower is better",
+};
+
+/// Client CPU per acquisition.
+pub(crate) const CLIENT_CPU: Entry = Entry {
+    rank: 54,
+    term: "client µs/acq",
+    text: "the bench process's CPU time (rusage) over the run per acquisition: the contender's \
+           clients plus the bench's PING task, the same for every row; lower is better",
+};
+
+/// The ceiling of a many-waiter row.
+pub(crate) const CEILING: Entry = Entry {
+    rank: 56,
+    term: "ceiling",
+    text: "the most acq/s the row could make: holders at once (1, or the permits) / (hold + \
+           hand-off floor), the floor measured at the start of the run (a token relayed by \
+           PUBLISH between the clients: one command and one message a hop)",
+};
+
+/// A row's share of its ceiling.
+pub(crate) const OF_CEILING: Entry = Entry {
+    rank: 57,
+    term: "of ceiling",
+    text: "acq/s as a share of the ceiling; higher is better",
+};
+
 /// An acquire and its release.
 pub(crate) const LOCK_UNLOCK: Entry = Entry {
     rank: 60,

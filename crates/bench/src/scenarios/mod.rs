@@ -18,7 +18,7 @@ use futures::future::BoxFuture;
 
 use crate::args::{BenchArgs, ContenderKind, ScenarioKind};
 use crate::contender::Contender;
-use crate::report::{Report, RunResult, Settings};
+use crate::report::{Report, RunResult, Settings, Work};
 use crate::scenario::Env;
 use crate::stats;
 use crate::Topology;
@@ -84,10 +84,21 @@ pub(crate) trait Scenario: Send + Sync {
         args.duration
     }
 
+    /// The workloads its many-waiter runs go through, one run per
+    /// contender each: by default the rows of `--hold` and `--think` alone.
+    fn workloads(&self, args: &BenchArgs) -> Vec<Work> {
+        vec![Work::flags(args)]
+    }
+
+    /// Whether its rows show a ceiling (the bench then measures the
+    /// hand-off floor first).
+    fn shows_ceiling(&self) -> bool {
+        false
+    }
+
     /// Runs it makes per contender it measures.
     fn planned_runs(&self, args: &BenchArgs) -> usize {
-        let _ = args;
-        1
+        self.workloads(args).len()
     }
 
     /// Run it for contender `c` with the sizes of the flags.
@@ -100,7 +111,8 @@ pub(crate) trait Scenario: Send + Sync {
         c: &'a dyn Contender,
     ) -> BoxFuture<'a, anyhow::Result<RunResult>>;
 
-    /// Run it for each of `contenders` it measures, in order, adding each
+    /// Run it for each of `contenders` it measures, in order, once per
+    /// workload ([`Scenario::workloads`], set in [`Env::work`]), adding each
     /// result to `report` as it ends (so an interrupted bench keeps the runs
     /// done).
     fn run<'a>(
@@ -110,14 +122,22 @@ pub(crate) trait Scenario: Send + Sync {
         report: &'a mut Report,
     ) -> BoxFuture<'a, anyhow::Result<()>> {
         Box::pin(async move {
-            for c in contenders.iter().filter(|c| self.measures(c.kind())) {
-                let r = self
-                    .run_one(env, c.as_ref())
-                    .await
-                    .with_context(|| format!("{} / {}", self.name(), c.kind().name()))?;
-                report.results.push(r);
-                report.ping = stats::summarize(&env.all_pings, None);
+            for work in self.workloads(env.args) {
+                env.work = work;
+                for c in contenders.iter().filter(|c| self.measures(c.kind())) {
+                    let r = self.run_one(env, c.as_ref()).await.with_context(|| {
+                        format!(
+                            "{} / {} ({})",
+                            self.name(),
+                            c.kind().name(),
+                            work.describe()
+                        )
+                    })?;
+                    report.results.push(r);
+                    report.ping = stats::summarize(&env.all_pings, None);
+                }
             }
+            env.work = Work::flags(env.args);
             Ok(())
         })
     }

@@ -5,8 +5,10 @@
 
 use futures::future::BoxFuture;
 
-use super::cells::{cmds, lat, max, p50, p99, ping, rate, times};
-use super::legend::{Entry, ACQ_S, CMDS_ACQ, LOCK_UNLOCK, PING_P50, X_PING};
+use super::cells::{
+    client_cpu, cmds, lat, max, p50, p99, ping, rate, redis_cpu, times, COST_HEADER,
+};
+use super::legend::{Entry, ACQ_S, CLIENT_CPU, CMDS_ACQ, LOCK_UNLOCK, PING_P50, REDIS_CPU, X_PING};
 use super::Scenario;
 use crate::args::{ContenderKind, ScenarioKind};
 use crate::contender::{Contender, MULTI_PARTS, REDLOCK_SERVERS};
@@ -70,6 +72,8 @@ impl Scenario for Multi {
             "max",
             "p50 / lock",
             "cmds/acq",
+            COST_HEADER[0],
+            COST_HEADER[1],
             "PING p50",
             "errors",
         ]);
@@ -86,6 +90,8 @@ impl Scenario for Multi {
                 lat(r.acquire_release, max),
                 times(r.acquire_release.map(|l| l.p50_us), lock_p50),
                 cmds(r),
+                redis_cpu(r),
+                client_cpu(r),
                 ping(r),
                 r.errors.to_string(),
             ]);
@@ -116,6 +122,8 @@ impl Scenario for Multi {
             &X_PING,
             &ACQ_S,
             &CMDS_ACQ,
+            &REDIS_CPU,
+            &CLIENT_CPU,
             &LOCK_UNLOCK,
             &P50_OVER_LOCK,
             &REDLOCK_OVER_RSLOCK,

@@ -10,13 +10,15 @@ use rand::{Rng as _, SeedableRng as _};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::cells::{cmds, lat, p50, p99, ping, rate, times};
-use super::legend::{Entry, PING_P50, X_PING};
+use super::cells::{
+    client_cpu, cmds, lat, p50, p99, per_work, ping, rate, redis_cpu, times, COST_HEADER,
+};
+use super::legend::{Entry, CLIENT_CPU, PING_P50, REDIS_CPU, X_PING};
 use super::Scenario;
-use crate::args::{ContenderKind, ScenarioKind};
+use crate::args::{BenchArgs, ContenderKind, ScenarioKind};
 use crate::contender::Contender;
-use crate::report::{fmt_percent, fmt_rate, ReadWrite, Report, RunResult, Table};
-use crate::scenario::{acquire_bounded, commands, fairness, per, Env, Exclusion, Tally};
+use crate::report::{fmt_percent, fmt_rate, ReadWrite, Report, RunResult, Table, Work};
+use crate::scenario::{acquire_bounded, fairness, Env, Exclusion, Tally};
 use crate::stats::{float, histogram, record, summarize, Pinger};
 
 /// Waiter `i` draws reads and writes from a generator seeded with this plus
@@ -81,56 +83,66 @@ impl Scenario for ReadMostly {
         Box::pin(read_mostly(env, c))
     }
 
+    fn workloads(&self, args: &BenchArgs) -> Vec<Work> {
+        Work::both(args)
+    }
+
     fn section(&self, report: &Report, rows: &[&RunResult]) -> String {
         let s = &report.settings;
-        let mut table = Table::new(&[
-            "contender",
-            "ops/s",
-            "reads/s",
-            "writes/s",
-            "read p50",
-            "p99",
-            "write p50",
-            "p99",
-            "cmds/op",
-            "PING p50",
-            "errors",
-        ]);
-        for r in rows {
-            let rw = r.read_write.as_ref();
-            let per_s =
-                |pick: fn(&ReadWrite) -> f64| rw.map_or_else(|| "-".into(), |m| fmt_rate(pick(m)));
-            let read = rw.and_then(|m| m.read_acquire);
-            let write = rw.and_then(|m| m.write_acquire);
-            table.row(vec![
-                r.contender.name().to_string(),
-                rate(r),
-                per_s(|m| m.reads_per_s),
-                per_s(|m| m.writes_per_s),
-                lat(read, p50),
-                lat(read, p99),
-                lat(write, p50),
-                lat(write, p99),
-                cmds(r),
-                ping(r),
-                r.errors.to_string(),
+        per_work(report, rows, |work, rows| {
+            let mut table = Table::new(&[
+                "contender",
+                "ops/s",
+                "reads/s",
+                "writes/s",
+                "read p50",
+                "p99",
+                "write p50",
+                "p99",
+                "cmds/op",
+                COST_HEADER[0],
+                COST_HEADER[1],
+                "PING p50",
+                "errors",
             ]);
-        }
-        let mut out = format!(
-            "read-mostly: {} waiters over {} clients on one name, {} writes, hold {} ms, {:.1} s \
+            for r in rows {
+                let rw = r.read_write.as_ref();
+                let per_s = |pick: fn(&ReadWrite) -> f64| {
+                    rw.map_or_else(|| "-".into(), |m| fmt_rate(pick(m)))
+                };
+                let read = rw.and_then(|m| m.read_acquire);
+                let write = rw.and_then(|m| m.write_acquire);
+                table.row(vec![
+                    r.contender.name().to_string(),
+                    rate(r),
+                    per_s(|m| m.reads_per_s),
+                    per_s(|m| m.writes_per_s),
+                    lat(read, p50),
+                    lat(read, p99),
+                    lat(write, p50),
+                    lat(write, p99),
+                    cmds(r),
+                    redis_cpu(r),
+                    client_cpu(r),
+                    ping(r),
+                    r.errors.to_string(),
+                ]);
+            }
+            let mut out = format!(
+                "read-mostly: {} waiters over {} clients on one name, {} writes, {work}, {:.1} s \
              each\n{}",
-            s.waiters,
-            s.clients.min(s.waiters),
-            fmt_percent(s.write_ratio),
-            s.hold_ms,
-            s.duration_s,
-            table.render()
-        );
-        if let Some(line) = rw_over_lock(rows) {
-            out.push_str(&line);
-            out.push('\n');
-        }
-        out
+                s.waiters,
+                s.clients.min(s.waiters),
+                fmt_percent(s.write_ratio),
+                s.duration_s,
+                table.render()
+            );
+            if let Some(line) = rw_over_lock(rows) {
+                out.push_str(&line);
+                out.push('\n');
+            }
+            out
+        })
     }
 
     fn legend(&self) -> &'static [&'static Entry] {
@@ -139,6 +151,8 @@ impl Scenario for ReadMostly {
             &OPS_S,
             &READ_P50,
             &CMDS_OP,
+            &REDIS_CPU,
+            &CLIENT_CPU,
             &RW_OVER_LOCK,
             &PING_P50,
         ]
@@ -187,7 +201,8 @@ struct MixWorker {
 /// [`READ_MOSTLY_SEED`] + `i`.
 async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult> {
     let args = env.args;
-    let (hold, write_ratio) = (args.hold, args.write_ratio);
+    let work = env.work;
+    let (hold, think, write_ratio) = (work.hold(), work.think(), args.write_ratio);
     let waiters = args.waiters;
     let clients_n = args.clients.min(waiters);
     let clients = env.connect(c, clients_n).await?;
@@ -250,6 +265,9 @@ async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
                     }
                     Err(e) => w.tally.error(e)?,
                 }
+                if !think.is_zero() {
+                    tokio::time::sleep(think).await;
+                }
             }
             Ok(w)
         });
@@ -277,8 +295,8 @@ async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
     }
     waits.add(&read_waits).map_err(|e| anyhow!("{e}"))?;
     waits.add(&write_waits).map_err(|e| anyhow!("{e}"))?;
-    let mut cmds = commands(c, &before, &after, sent);
-    cmds.per_acquisition = per(cmds.counted, tally.acquisitions);
+    let mut cmds = env.commands(c, &before, &after, sent);
+    cmds.per_acquisitions(tally.acquisitions);
     let secs = elapsed.as_secs_f64();
     let rate = float(tally.acquisitions) / secs;
     let read_write = ReadWrite {
@@ -316,6 +334,9 @@ async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
         read_write: Some(read_write),
         commands: cmds,
         topology: None,
+        work: Some(work),
+        ceiling_per_s: None,
+        of_ceiling: None,
     })
 }
 

@@ -5,12 +5,15 @@
 
 use futures::future::BoxFuture;
 
-use super::cells::{times, waiters_row, WAITERS_HEADER};
-use super::legend::{Entry, ACQ_S, CMDS_ACQ, JAIN, LEAST_MOST, LONGEST_WAIT, PING_P50, X_PING};
+use super::cells::{per_work, times, waiters_row, WAITERS_HEADER};
+use super::legend::{
+    Entry, ACQ_S, CEILING, CLIENT_CPU, CMDS_ACQ, JAIN, LEAST_MOST, LONGEST_WAIT, OF_CEILING,
+    PING_P50, REDIS_CPU, X_PING,
+};
 use super::Scenario;
-use crate::args::{ContenderKind, ScenarioKind};
+use crate::args::{BenchArgs, ContenderKind, ScenarioKind};
 use crate::contender::Contender;
-use crate::report::{Latency, Report, RunResult, Settings, Table};
+use crate::report::{Latency, Report, RunResult, Settings, Table, Work};
 use crate::scenario::{self, Env};
 
 /// A semaphore of `--permits` permits, `--waiters` waiters over `--clients`
@@ -59,28 +62,37 @@ impl Scenario for Semaphore {
         ))
     }
 
+    fn workloads(&self, args: &BenchArgs) -> Vec<Work> {
+        Work::both(args)
+    }
+
+    fn shows_ceiling(&self) -> bool {
+        true
+    }
+
     fn section(&self, report: &Report, rows: &[&RunResult]) -> String {
         let s = &report.settings;
-        let mut table = Table::new(WAITERS_HEADER);
-        for r in rows {
-            table.row(waiters_row(r));
-        }
-        let mut out = format!(
-            "semaphore: {} permit{}, {} waiters over {} clients taking one each, hold {} ms, \
-             {:.1} s each\n{}",
-            s.permits,
-            if s.permits == 1 { "" } else { "s" },
-            s.waiters,
-            s.clients.min(s.waiters),
-            s.hold_ms,
-            s.duration_s,
-            table.render()
-        );
-        if let Some(line) = sem_over_poll(rows) {
-            out.push_str(&line);
-            out.push('\n');
-        }
-        out
+        per_work(report, rows, |work, rows| {
+            let mut table = Table::new(WAITERS_HEADER);
+            for r in rows {
+                table.row(waiters_row(r));
+            }
+            let mut out = format!(
+                "semaphore: {} permit{}, {} waiters over {} clients taking one each, {work}, \
+                 {:.1} s each\n{}",
+                s.permits,
+                if s.permits == 1 { "" } else { "s" },
+                s.waiters,
+                s.clients.min(s.waiters),
+                s.duration_s,
+                table.render()
+            );
+            if let Some(line) = sem_over_poll(rows) {
+                out.push_str(&line);
+                out.push('\n');
+            }
+            out
+        })
     }
 
     fn legend(&self) -> &'static [&'static Entry] {
@@ -91,6 +103,10 @@ impl Scenario for Semaphore {
             &JAIN,
             &LEAST_MOST,
             &CMDS_ACQ,
+            &REDIS_CPU,
+            &CLIENT_CPU,
+            &CEILING,
+            &OF_CEILING,
             &SEM_OVER_POLL,
             &PING_P50,
         ]

@@ -4,8 +4,8 @@
 
 use futures::future::BoxFuture;
 
-use super::cells::{cmds, lat, max, p50, p99, ping, rate};
-use super::legend::{Entry, ACQ_S, CMDS_ACQ, LOCK_UNLOCK, PING_P50, X_PING};
+use super::cells::{client_cpu, cmds, lat, max, p50, p99, ping, rate, redis_cpu, COST_HEADER};
+use super::legend::{Entry, ACQ_S, CLIENT_CPU, CMDS_ACQ, LOCK_UNLOCK, PING_P50, REDIS_CPU, X_PING};
 use super::Scenario;
 use crate::args::ScenarioKind;
 use crate::contender::Contender;
@@ -44,6 +44,8 @@ impl Scenario for Uncontended {
             "lock+unlock p50",
             "p99",
             "cmds/acq",
+            COST_HEADER[0],
+            COST_HEADER[1],
             "PING p50",
             "errors",
         ]);
@@ -57,6 +59,8 @@ impl Scenario for Uncontended {
                 lat(r.acquire_release, p50),
                 lat(r.acquire_release, p99),
                 cmds(r),
+                redis_cpu(r),
+                client_cpu(r),
                 ping(r),
                 r.errors.to_string(),
             ]);
@@ -70,6 +74,14 @@ impl Scenario for Uncontended {
     }
 
     fn legend(&self) -> &'static [&'static Entry] {
-        &[&X_PING, &ACQ_S, &CMDS_ACQ, &LOCK_UNLOCK, &PING_P50]
+        &[
+            &X_PING,
+            &ACQ_S,
+            &CMDS_ACQ,
+            &REDIS_CPU,
+            &CLIENT_CPU,
+            &LOCK_UNLOCK,
+            &PING_P50,
+        ]
     }
 }
