@@ -10,7 +10,8 @@
 --                                      attempt's number (hold_is_stale),
 --                                      c = attempt holding an unclaimed
 --                                      hand-off
---   K.fence  <ns>:{name}:fair:fence    fencing counter (string, TTL 1 h)
+--   K.fence  <ns>:{<slot tag>}:fence   the slot's fencing counter (string,
+--                                      no TTL; see hold_next_token)
 --   K.q      <ns>:{name}:fair:q        queue ZSET: attempt -> enqueue seq
 --   K.qo     <ns>:{name}:fair:qo       hash: attempt ->
 --                                      '<owner id> <lease ms> <waiter timeout ms> <secret>'
@@ -128,7 +129,7 @@ local function fair_handoff(K, head, e, last, now_us, wt_ms)
   -- changed.
   redis.call('PUBLISH', K.hold .. ':ch:' .. fair_client(owner),
     'g:' .. head .. ' ' .. stoken .. ' ' .. string.format('%.0f', ttl) .. ' ' .. secret)
-  redis.call('SET', K.fence, stoken, 'PX', 3600000)
+  redis.call('SET', K.fence, stoken)
   redis.call('ZREM', K.q, head)
   redis.call('HDEL', K.qo, head)
   redis.call('DEL', K.hold)

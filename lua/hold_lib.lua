@@ -89,10 +89,13 @@ local function hold_token(last, now_us)
   return token, string.format('%.0f', token)
 end
 
--- hold_token, stored back as the counter with a TTL of one hour.
+-- hold_token, stored back as the counter. The counter is the slot's
+-- (<ns>:{<slot tag>}:fence, shared by every name in the hash slot: see
+-- keys.rs in deadbolt-core) and has no TTL: at most 16,384 of them per
+-- namespace, however many names were ever used.
 local function hold_next_token(fence, last, now_us)
   local token, s = hold_token(last, now_us)
-  redis.call('SET', fence, s, 'PX', 3600000)
+  redis.call('SET', fence, s)
   return token, s
 end
 
@@ -192,15 +195,14 @@ end
 -- server time and returns the old counter, which is checked afterwards.
 -- A counter at or ahead of the clock takes a second SET (last + 1); a
 -- value deadbolt cannot use is put back (the script is atomic: nobody sees
--- the time in between; the key keeps the one-hour TTL, as after a grant)
--- and reported as BADVALUE. A key of
+-- the time in between) and reported as BADVALUE. A key of
 -- another type or a refused write (OOM) fails the SET itself, with nothing
 -- written. Returns the token and its string, or nil and an error reply.
 -- For scripts whose first write this is (a later refusal would leave the
 -- counter advanced, which is harmless but wasteful).
 local function hold_advance_fence(fence, now_us)
   local stoken = string.format('%.0f', now_us)
-  local old = redis.pcall('SET', fence, stoken, 'PX', 3600000, 'GET')
+  local old = redis.pcall('SET', fence, stoken, 'GET')
   if type(old) == 'table' then
     return nil, nil, hold_named_error(fence, old)
   end

@@ -9,7 +9,8 @@
 --                  x = 1 once a waiter of another client failed a try while
 --                      the lock was held (read by lock_pass.lua and
 --                      lock_release.lua)
--- KEYS[2]  fencing counter  <ns>:{name}:lock:fence  (string, TTL one hour)
+-- KEYS[2]  fencing counter of the name's hash slot  <ns>:{<slot tag>}:fence
+--          (string, no TTL; shared by the slot's names: hold_next_token)
 -- KEYS[3]  waiting clients  <ns>:{name}:lock:waiters  (ZSET: client id ->
 --          server µs of its first failed try not yet answered by a release
 --          that named it, so two clients queued within one ms keep their

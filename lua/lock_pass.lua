@@ -3,7 +3,7 @@
 -- the waiter's acquire. (hold_lib.lua is prepended.)
 --
 -- KEYS[1]  hold hash  <ns>:{name}:lock  (layout in lock_acquire.lua)
--- KEYS[2]  fencing counter  <ns>:{name}:lock:fence
+-- KEYS[2]  fencing counter of the name's slot  <ns>:{<slot tag>}:fence
 -- KEYS[3], KEYS[4]  waiting clients, reservation (not used here: the keys
 --          are lock_acquire.lua's)
 -- ARGV[1]  attempt id of the hold being given up

@@ -8,7 +8,8 @@
 --                                    Lock's (o owner, t token, n count,
 --                                    s, a:<attempt> per hold); TTL = its
 --                                    lease
---   K.fence  <ns>:{name}:rw:fence    fencing counter (string, TTL 1 h)
+--   K.fence  <ns>:{<slot tag>}:fence   the slot's fencing counter (string,
+--                                      no TTL; see hold_next_token)
 --   K.r      <ns>:{name}:rw:r        ZSET reader attempt -> lease deadline
 --                                    (server ms): each read hold its own lease
 --   K.ro     <ns>:{name}:rw:ro       hash reader attempt -> owner id, and

@@ -94,7 +94,7 @@ async fn one_slot_per_primitive(cluster: &RedisCluster) {
             };
             let names = [
                 k.main().to_string(),
-                k.sub("fence"),
+                k.fence().to_string(),
                 k.sub("waiters"),
                 k.sub("next"),
                 k.sub("ch:client-id"),
@@ -360,7 +360,11 @@ async fn failovers(cluster: &RedisCluster) {
         .unwrap();
     let mut raw = cluster.node(new_master).conn().await;
     let counter: Option<u64> = raw
-        .get(format!("deadbolt:{{{name}}}:lock:fence"))
+        .get(
+            deadbolt_core::Keys::new("deadbolt", "lock", &name)
+                .unwrap()
+                .fence(),
+        )
         .await
         .unwrap();
     assert!(

@@ -146,7 +146,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
         // whether a re-entry is expected (see `AcquireBuilder::live`).
         let parts = Handle::new(client, K::KIND, name, |k| Parts {
             spec: K::spec(client, &k).with_live(Arc::default()),
-            fence_key: k.sub("fence"),
+            fence_key: k.fence().to_string(),
             force: K::force_unlock(client, &k),
             keys: k,
         });
@@ -383,9 +383,10 @@ pub struct LockInfo {
     pub token: Option<u64>,
     /// The hold's remaining TTL; `None` when free.
     pub ttl: Option<Duration>,
-    /// The fencing counter (the last token issued, 0 when none is
-    /// recorded); `None` when it holds a value the acquire would refuse
-    /// ([`Error::BadValue`]).
+    /// The fencing counter of the lock's hash slot (the last token issued
+    /// to any name of that slot, 0 when none is recorded: see
+    /// [`Keys::fence`](crate::Keys::fence)); `None` when it holds a value the
+    /// acquire would refuse ([`Error::BadValue`]).
     pub fence: Option<u64>,
     /// Waiters in the queue (fair lock; always 0 for a plain lock).
     pub queued: u64,

@@ -50,7 +50,7 @@ pub use hold::{
     drift, run_while_held, valid_until, Acquiring, Hold, HoldSet, HoldSpec, LeaseMode, LeaseState,
     PassSpec,
 };
-pub use keys::{encode_tag, hash_slot, Keys};
+pub use keys::{encode_tag, hash_slot, is_fence_key, slot_tag, Keys};
 pub use lockable::Lockable;
 pub use primitive::Acquire;
 #[cfg(feature = "tls")]

@@ -64,7 +64,7 @@ pub type FairLockGuard = deadbolt_core::ExclusiveGuard;
 pub fn fair_keys(k: &Keys) -> Vec<String> {
     vec![
         k.main().to_string(),
-        k.sub("fence"),
+        k.fence().to_string(),
         k.sub("q"),
         k.sub("qo"),
         k.sub("alive"),

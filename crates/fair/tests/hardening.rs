@@ -294,7 +294,7 @@ async fn unusable_fencing_counter_is_refused() {
     let srv = server();
     let a = client(&srv.url(), Duration::from_secs(5)).await;
     let l = FairLock::new(&a, "fence");
-    let fence = format!("{}:fence", l.key().unwrap());
+    let fence = a.keys("fair", "fence").unwrap().fence().to_string();
     for v in ["9007199254740991", "1e300", "inf", "abc", "-5"] {
         let _: () = cmd(&srv, &["SET", &fence, v]).await;
         let err = l.try_lock().await.unwrap_err();

@@ -67,7 +67,7 @@ impl ExclusiveKind for Reentrant {
         AcquireSpec::builder(KIND, k, &LOCK_ACQUIRE, &LOCK_RELEASE, &ClientFirst)
             .keys(vec![
                 k.main().to_string(),
-                k.sub("fence"),
+                k.fence().to_string(),
                 k.sub("waiters"),
                 k.sub("next"),
             ])

@@ -46,7 +46,7 @@ async fn unusable_fencing_counter_is_refused() {
     let srv = server();
     let c = client(&srv.url()).await;
     let lock = Lock::new(&c, "fence");
-    let fence = format!("{}:fence", lock.key().unwrap());
+    let fence = c.keys("lock", "fence").unwrap().fence().to_string();
     for v in [
         "9007199254740991",
         "9007199254740993",
@@ -99,7 +99,7 @@ async fn every_key_of_a_lock_shares_one_slot() {
             assert!(seen.insert(k.main().to_string()), "{name}: keys collide");
             let all = [
                 k.main().to_string(),
-                k.sub("fence"),
+                k.fence().to_string(),
                 k.sub("q"),
                 k.sub("qo"),
                 k.sub("alive"),

@@ -310,7 +310,7 @@ async fn bad_input_is_refused_and_writes_nothing() {
         .unwrap();
     assert_eq!(v, "x");
     assert!(
-        !exists(&srv, &format!("{key}:fence")).await,
+        !exists(&srv, c.keys("lock", w.name()).unwrap().fence()).await,
         "nothing written"
     );
     assert!(matches!(w.is_locked().await, Err(Error::WrongType { .. })));
@@ -318,7 +318,7 @@ async fn bad_input_is_refused_and_writes_nothing() {
     // The fencing counter's key holding another type: refused before the hold is written.
     let f = Lock::new(&c, "fenced");
     let hold = f.key().unwrap().to_string();
-    let fence = format!("{hold}:fence");
+    let fence = c.keys("lock", "fenced").unwrap().fence().to_string();
     let _: () = redis::cmd("HSET")
         .arg(&fence)
         .arg("x")

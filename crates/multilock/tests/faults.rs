@@ -69,8 +69,10 @@ fn main_key(c: &Client, kind: Kind, name: &str) -> String {
     part(c, kind, name).lock_key().unwrap()
 }
 
+/// The fencing counter of lock `name`: its hash slot's, whatever the kind.
 fn fence_key(c: &Client, kind: Kind, name: &str) -> String {
-    format!("{}:fence", main_key(c, kind, name))
+    let _ = kind;
+    c.keys("lock", name).unwrap().fence().to_string()
 }
 
 /// `<prefix>-0`, `<prefix>-1`, `<prefix>-2`: their keys sort in this order,
@@ -1071,12 +1073,12 @@ async fn redlock_fencing_tokens_rise_across_holders_and_restarts() {
         let cs = clients_for(&srvs, wd, ct).await;
         holders.push(Redlock::new(&cs, "rl-fence").unwrap());
     }
-    let fence = format!(
-        "{}:fence",
-        Lock::new(&client(&srvs[0].url()).await, "rl-fence")
-            .key()
-            .unwrap()
-    );
+    let fence = client(&srvs[0].url())
+        .await
+        .keys("lock", "rl-fence")
+        .unwrap()
+        .fence()
+        .to_string();
     let mut last = 0u64;
     for i in 0..12 {
         let t = token_of_one_hold(&holders[i % 3]).await;

@@ -83,7 +83,7 @@ const LISTED: usize = 100;
 pub fn rw_keys(k: &Keys) -> Vec<String> {
     vec![
         k.main().to_string(),
-        k.sub("fence"),
+        k.fence().to_string(),
         k.sub("r"),
         k.sub("ro"),
         k.sub("ww"),

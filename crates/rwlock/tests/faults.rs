@@ -35,10 +35,14 @@ fn channel_of(c: &Client, name: &str) -> String {
     c.keys(KIND, name).unwrap().channel()
 }
 
-/// Every key of primitive `name` (all share `deadbolt:{name}:`): see
-/// [`support::snapshot`].
+/// Every key of primitive `name` (all share `deadbolt:{name}:`, but for the
+/// fencing counter of its hash slot): see [`support::snapshot`].
 async fn snapshot(srv: &RedisServer, name: &str) -> Vec<KeyState> {
-    support::snapshot(srv, &format!("deadbolt:{{{name}}}:")).await
+    let mut keys = support::snapshot(srv, &format!("deadbolt:{{{name}}}:")).await;
+    // The fencing counter of the name's hash slot.
+    let fence = deadbolt_core::Keys::new("deadbolt", KIND, name).unwrap();
+    keys.extend(support::snapshot(srv, fence.fence()).await);
+    keys
 }
 
 #[track_caller]

@@ -239,7 +239,8 @@ pub async fn subscribers(srv: &RedisServer, channel: &str) -> i64 {
     n
 }
 
-/// Every key without a TTL, sorted.
+/// Every key without a TTL, sorted, but for the hash slots' fencing
+/// counters ([`is_slot_fence`]), which stay by design.
 ///
 /// # Cancel safety
 /// Reads only.
@@ -247,13 +248,25 @@ pub async fn persistent_keys(srv: &RedisServer) -> Vec<String> {
     let mut keys: Vec<String> = cmd(srv, &["KEYS", "*"]).await;
     keys.sort();
     let mut left = Vec::new();
-    for k in keys {
+    for k in keys.into_iter().filter(|k| !is_slot_fence(k)) {
         let ttl: i64 = cmd(srv, &["PTTL", &k]).await;
         if ttl == -1 {
             left.push(k);
         }
     }
     left
+}
+
+/// Whether `key` looks like a hash slot's fencing counter of deadbolt,
+/// `<ns>:{<decimal>}:fence`: one per slot and namespace, kept without a TTL
+/// so that tokens keep rising after every name's keys are gone (deadbolt-
+/// core's `Keys::fence`).
+pub fn is_slot_fence(key: &str) -> bool {
+    key.strip_suffix("}:fence")
+        .and_then(|r| r.rsplit_once(":{"))
+        .is_some_and(|(ns, tag)| {
+            !ns.is_empty() && !tag.is_empty() && tag.bytes().all(|b| b.is_ascii_digit())
+        })
 }
 
 /// Fill the server's memory and set `maxmemory` 256 kB below what is used
