@@ -51,6 +51,10 @@ pub enum ScenarioKind {
     /// acquire+release, acquisitions/s, commands per acquisition over all
     /// three servers. The Redlock rows need 3 servers: see `--redlock-redis`.
     Multi,
+    /// Each contender locks and releases `--names` distinct names once (4
+    /// tasks, one client) on an emptied server: the Redis memory and the
+    /// keys left behind per released name.
+    Names,
     /// deadbolt's `Lock` on a standalone server beside the `--topology`
     /// (a Redis Cluster or a Sentinel-managed master), in one run: `--tasks`
     /// tasks on one client, each taking and giving back its own 12 names
@@ -66,7 +70,7 @@ pub enum ScenarioKind {
 
 impl ScenarioKind {
     /// Every scenario, in the order they run.
-    pub const ALL: [ScenarioKind; 8] = [
+    pub const ALL: [ScenarioKind; 9] = [
         ScenarioKind::Uncontended,
         ScenarioKind::Contended,
         ScenarioKind::Handoff,
@@ -74,6 +78,7 @@ impl ScenarioKind {
         ScenarioKind::ReadMostly,
         ScenarioKind::Semaphore,
         ScenarioKind::Multi,
+        ScenarioKind::Names,
         ScenarioKind::Topology,
     ];
 
@@ -368,6 +373,10 @@ pub struct BenchArgs {
     /// No service rows: only the rows of --hold and --think.
     #[arg(long)]
     pub no_service: bool,
+
+    /// Names: how many distinct names each contender locks and releases.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub names: u32,
 
     /// Read-mostly: the share of operations that write, from 0 to 1 (the
     /// rest read). Each waiter draws from its own seeded random sequence, the

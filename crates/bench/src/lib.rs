@@ -60,9 +60,9 @@ pub use args::{
 };
 pub use deadbolt_cli::Topology;
 pub use report::{
-    Commands, CpuSource, Fairness, HostInfo, Latency, ReadWrite, RedisInfo, Report, RunResult,
-    Settings, Skipped, SweepPoint, TopologyInfo, TopologyMeasure, TopologyRow, VsStandalone, Work,
-    REPORT_SCHEMA,
+    Commands, CpuSource, Fairness, HostInfo, Latency, Left, ReadWrite, RedisInfo, Report,
+    RunResult, Settings, Skipped, SweepPoint, TopologyInfo, TopologyMeasure, TopologyRow,
+    VsStandalone, Work, REPORT_SCHEMA,
 };
 
 pub(crate) use deadbolt_cli::{redact, split_urls, Target};
@@ -457,15 +457,30 @@ fn pin(server_pids: &[u32], cpus: u32, progress: &Progress) -> bool {
 
 /// Best effort: delete this run's keys from a server (or one cluster
 /// master) that is not ours, one DEL per key (a cluster refuses a DEL of
-/// keys in different slots).
+/// keys in different slots), and the fencing counters of the bench's
+/// namespace (deadbolt keeps one per hash slot that its names used; the
+/// namespace is the bench's own, and tokens drawn after a counter is gone
+/// still rise: they have the server clock as their floor).
 async fn cleanup(conn: &mut redis::aio::MultiplexedConnection, namespace: &str, run_id: &str) {
-    let pattern = format!("{namespace}:*{run_id}*");
+    delete_matching(conn, &format!("{namespace}:*{run_id}*"), |_| true).await;
+    delete_matching(conn, &format!("{namespace}:{{*}}:fence"), |k| {
+        deadbolt_core::is_fence_key(namespace, k)
+    })
+    .await;
+}
+
+/// Best effort: delete the keys that match the SCAN `pattern` and `keep`.
+async fn delete_matching(
+    conn: &mut redis::aio::MultiplexedConnection,
+    pattern: &str,
+    keep: impl Fn(&str) -> bool,
+) {
     let mut cursor: u64 = 0;
     loop {
         let Ok((next, keys)): redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
-            .arg(&pattern)
+            .arg(pattern)
             .arg("COUNT")
             .arg(1000)
             .query_async(conn)
@@ -473,6 +488,7 @@ async fn cleanup(conn: &mut redis::aio::MultiplexedConnection, namespace: &str, 
         else {
             return;
         };
+        let keys: Vec<&String> = keys.iter().filter(|k| keep(k)).collect();
         if !keys.is_empty() {
             let mut pipe = redis::pipe();
             for key in &keys {
@@ -497,6 +513,7 @@ fn settings(args: &BenchArgs, plan: &Plan) -> Settings {
         clients: args.clients,
         hold_ms: args.hold.as_secs_f64() * 1e3,
         think_ms: args.think.as_secs_f64() * 1e3,
+        names: args.names,
         service: Work::service(args),
         write_ratio: args.write_ratio,
         permits: args.permits,

@@ -295,6 +295,9 @@ pub struct Settings {
     pub rounds: u32,
     /// `--idle-waiters`.
     pub idle_waiters: u32,
+    /// `--names`.
+    #[serde(default)]
+    pub names: u32,
     /// `--idle-time` in seconds.
     pub idle_s: f64,
     /// `--poll-interval` in milliseconds.
@@ -369,6 +372,26 @@ pub struct RunResult {
     /// `acquisitions_per_s` over `ceiling_per_s`.
     #[serde(default)]
     pub of_ceiling: Option<f64>,
+    /// What the names scenario left in Redis (else `null`).
+    #[serde(default)]
+    pub left: Option<Left>,
+}
+
+/// What locking and releasing many distinct names left in Redis.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Left {
+    /// Distinct names locked and released once each.
+    pub names: u64,
+    /// Keys more than before (`DBSIZE`), once every release returned.
+    pub keys: i64,
+    /// `used_memory` more than before, bytes.
+    pub memory_bytes: i64,
+    /// `memory_bytes` over `names`.
+    pub bytes_per_name: f64,
+    /// True when the server was emptied (FLUSHALL) first, so that the
+    /// figures are this contender's alone: on servers the bench started.
+    pub emptied: bool,
 }
 
 /// What each worker of a many-waiter run does per acquisition: hold the

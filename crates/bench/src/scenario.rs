@@ -491,6 +491,7 @@ impl LockUnlock {
             work: None,
             ceiling_per_s: None,
             of_ceiling: None,
+            left: None,
         };
         (result, rate)
     }
@@ -693,6 +694,7 @@ pub(crate) async fn many_waiters(
         work: Some(Work { held_us, ..work }),
         ceiling_per_s: ceiling,
         of_ceiling: ceiling.filter(|c| *c > 0.0).map(|c| rate / c),
+        left: None,
     })
 }
 
@@ -742,6 +744,7 @@ impl Handoffs {
             work: None,
             ceiling_per_s: None,
             of_ceiling: None,
+            left: None,
         };
         let line = format!(
             "{} rounds, hand-off {}",

@@ -25,6 +25,8 @@ fn parse(args: &[&str]) -> Result<BenchCli, clap::Error> {
 const TINY: &[&str] = &[
     "--duration",
     "150ms",
+    "--names",
+    "40",
     "--tasks",
     "2",
     "--waiters",
@@ -426,7 +428,11 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         .collect();
     assert_eq!(
         ran,
-        [&scenarios[..], &["read-mostly", "semaphore", "multi"]].concat()
+        [
+            &scenarios[..],
+            &["read-mostly", "semaphore", "multi", "names"]
+        ]
+        .concat()
     );
 
     let results = v["results"].as_array().unwrap();
@@ -438,7 +444,24 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
             + 2 * read_mostly.len()
             + 2 * semaphores.len()
             + multi.len()
+            + contenders.len()
     );
+    for r in results.iter().filter(|r| r["scenario"] == "names") {
+        // 40 names, each locked and released once, on an emptied server:
+        // deadbolt leaves its slots' fencing counters (at most one per name
+        // here), the SET NX locks nothing.
+        let what = format!("names / {}", r["contender"]);
+        let left = &r["left"];
+        assert_eq!(left["names"], 40, "{what}");
+        assert_eq!(left["emptied"], true, "{what}");
+        assert_eq!(r["acquisitions"], 40, "{what}");
+        let keys = left["keys"].as_i64().unwrap();
+        if r["contender"] == "lock" || r["contender"] == "fair" {
+            assert!((1..=40).contains(&keys), "{what}: {keys} keys left");
+        } else {
+            assert_eq!(keys, 0, "{what}");
+        }
+    }
     let floor = v["handoff_floor_us"].as_f64().unwrap();
     assert!(floor > 0.0, "the hand-off floor was measured");
     for r in results {

@@ -207,5 +207,6 @@ async fn idle(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult>
         work: None,
         ceiling_per_s: None,
         of_ceiling: None,
+        left: None,
     })
 }

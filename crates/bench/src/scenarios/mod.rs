@@ -29,6 +29,7 @@ mod handoff;
 mod idle;
 pub(crate) mod legend;
 mod multi;
+mod names;
 mod read_mostly;
 mod semaphore;
 mod topology;
@@ -174,6 +175,7 @@ pub(crate) fn get(kind: ScenarioKind) -> &'static dyn Scenario {
         ScenarioKind::Semaphore => &semaphore::Semaphore,
         ScenarioKind::Multi => &multi::Multi,
         ScenarioKind::Topology => &topology::TopologyScenario,
+        ScenarioKind::Names => &names::Names,
     }
 }
 

@@ -337,6 +337,7 @@ async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
         work: Some(work),
         ceiling_per_s: None,
         of_ceiling: None,
+        left: None,
     })
 }
 
