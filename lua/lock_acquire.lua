@@ -9,6 +9,10 @@
 --                  x = 1 once a waiter of another client failed a try while
 --                      the lock was held (read by lock_pass.lua and
 --                      lock_release.lua)
+--                  w = 1 once a waiter of the holder's own client (or a
+--                      MultiLock, multi_acquire.lua) failed a try: the
+--                      release then publishes (lock_release.lua), which
+--                      it skips when neither mark is set
 -- KEYS[2]  fencing counter of the name's hash slot  <ns>:{<slot tag>}:fence
 --          (string, no TTL; shared by the slot's names: hold_next_token)
 -- KEYS[3]  waiting clients  <ns>:{name}:lock:waiters  (ZSET: client id ->
@@ -120,11 +124,20 @@ end
 if owner ~= ARGV[1] then
   -- Another owner holds it: tell the caller how long the hold can last at
   -- most. A waiter of another client (owner ids are <client>:<handle>)
-  -- marks the hold, so the holder's client stops handing the lock from one
-  -- of its own waiters to the next after its budget, and queues its client.
-  if waits and string.match(owner, '^(.*):') ~= client then
-    redis.pcall('HSET', KEYS[1], 'x', 1)
-    queue_client()
+  -- marks the hold (x), so the holder's client stops handing the lock from
+  -- one of its own waiters to the next after its budget, and queues its
+  -- client. A waiter of the holder's own client marks it too (w): its
+  -- client hands the lock to waiters it knows of locally, but one that
+  -- came after the unlock looked hears of the release by its message,
+  -- which the release sends only for a marked hold. Best effort (pcall):
+  -- a mark refused under maxmemory leaves the waiter to its timer.
+  if waits then
+    if string.match(owner, '^(.*):') ~= client then
+      redis.pcall('HSET', KEYS[1], 'x', 1)
+      queue_client()
+    else
+      redis.pcall('HSET', KEYS[1], 'w', 1)
+    end
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end

@@ -16,8 +16,10 @@
 -- Reply:
 --   0  nothing released: the hold expired, was taken over, or was already released
 --   1  an inner hold released; the lock is still held (its TTL is left alone)
---   2  the last hold released: key deleted, '1' published (one waiter per
---      client tries)
+--   2  the last hold released: key deleted, and '1' published (one waiter
+--      per client tries) when a waiter marked the hold (x or w, see
+--      lock_acquire.lua); an unmarked hold had nobody waiting for it, and
+--      its release sends nothing
 --   3  the last hold released: key deleted, 'c:<client id>' published: a
 --      client other than the releasing one is queued, and the one that has
 --      waited longest goes first: the lock is reserved for it for ARGV[3]
@@ -27,7 +29,7 @@
 --
 -- O(log n) in the waiting clients.
 
-local r, marked, holder = hold_release(KEYS[1], ARGV[1], 'x', 'o')
+local r, marked, holder, waited = hold_release(KEYS[1], ARGV[1], 'x', 'o', 'w')
 if r ~= 2 then
   -- 0: not our hold (expired, taken over, never granted, released already);
   -- 1: an inner unlock of a re-entered lock (the outer holds keep their TTL).
@@ -54,8 +56,13 @@ if KEYS[2] and marked then
 end
 -- Published before the delete (the script is atomic, so no waiter can look
 -- in between): a user whose ACL forbids the channel gets NOPERM with the
--- hold untouched, instead of a hold deleted with nobody woken.
-redis.call('PUBLISH', ARGV[2], msg)
+-- hold untouched, instead of a hold deleted with nobody woken. Only for a
+-- marked hold: every waiter marks the hold it fails a try on (a waiter
+-- that finds the lock free takes it), so an unmarked one has nobody to
+-- wake, and a PUBLISH costs the server (and each replica, and the AOF).
+if marked or waited then
+  redis.call('PUBLISH', ARGV[2], msg)
+end
 redis.call('DEL', KEYS[1])
 if not named then
   return 2

@@ -8,14 +8,17 @@
 --
 -- Reply: how many holds were released (0 when the attempt held none).
 -- A lock whose last hold goes publishes `1` (wake one waiter per client)
--- before it is deleted, as lock_release.lua does.
+-- before it is deleted when a waiter marked it (x or w), as
+-- lock_release.lua does.
 --
 -- O(N) in the number of locks.
 local released = 0
 for i, key in ipairs(KEYS) do
-  local r = hold_release(key, ARGV[1])
+  local r, x, w = hold_release(key, ARGV[1], 'x', 'w')
   if r == 2 then
-    redis.call('PUBLISH', ARGV[1 + i], '1')
+    if x or w then
+      redis.call('PUBLISH', ARGV[1 + i], '1')
+    end
     redis.call('DEL', key)
   end
   if r > 0 then

@@ -210,11 +210,31 @@ async fn refused_subscription_fails_waiters_promptly() {
     g.unlock().await.unwrap();
     // try_lock needs no channel.
     let mine = l.try_lock().await.unwrap().unwrap();
-    // Its unlock must publish: refused, and the hold stays as it was.
-    // (The refusal is the server's error reply, whatever its wording.)
+    // A waiter (of the full client) marks the hold: its unlock must
+    // publish, which is refused, and the hold stays as it was. (The refusal
+    // is the server's error reply, whatever its wording.)
+    let waiting = tokio::spawn({
+        let holder = holder.clone();
+        async move { holder.lock().await.map(drop) }
+    });
+    wait_for_waiters(&full, 1).await;
     let err = mine.unlock().await.unwrap_err();
     assert!(matches!(&err, Error::Redis(_)), "{err:?}");
     assert!(holder.is_locked().await.unwrap());
+    assert!(!waiting.is_finished(), "the waiter was not woken");
+    waiting.abort();
+    // A hold nobody waited for sends no message at its release: the
+    // limited user's unlock of it goes through.
+    let alone = Lock::new(&limited, "acl-alone");
+    alone
+        .try_lock()
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    assert!(!alone.is_locked().await.unwrap());
 }
 
 /// Issue 11.2: shutdown releases the holds a client still has, guards then
@@ -263,9 +283,10 @@ async fn wait_for_waiters(c: &Client, n: usize) {
     .await;
 }
 
-/// Keys other than bookkeeping that outlives holds on purpose, under a
-/// TTL: fencing counters (one hour) and the queue of waiting clients (the
-/// longest lease its waiters asked for).
+/// Keys other than bookkeeping that outlives holds on purpose: the hash
+/// slots' fencing counters (no TTL, one per slot) and, under a TTL, the
+/// queue of waiting clients (the longest lease its waiters asked for) and
+/// the reservation.
 async fn dbsize_without_fences(srv: &RedisServer) -> usize {
     let keys: Vec<String> = cmd(srv, &["KEYS", "*"]).await;
     keys.iter()
