@@ -37,7 +37,9 @@
 
 use std::time::Duration;
 
-pub use deadbolt_core::{Config, Error, LeaseMode, LeaseState, LockInfo, Result, MAX_LEASE_MS};
+pub use deadbolt_core::{
+    holder_name, Config, Error, LeaseMode, LeaseState, LockInfo, Result, MAX_LEASE_MS,
+};
 pub use deadbolt_core::{Exclusive, ExclusiveGuard};
 pub use deadbolt_fair::{FairLock, FairLockGuard};
 pub use deadbolt_lock::{Lock, LockGuard};
@@ -220,10 +222,17 @@ impl Client {
         self.core.is_shutdown()
     }
 
-    /// This client's uuid: the first half of the owner id of every handle
-    /// made from it.
+    /// This client's id, `<encoded client name>@<uuid>`: the first half of
+    /// the owner id of every handle made from it.
     pub fn id(&self) -> &str {
         self.core.id()
+    }
+
+    /// This client's name (`ClientBuilder::client_name`, default
+    /// `<hostname>:<pid>`): carried by every hold, queue entry, reader and
+    /// permit it takes, and shown by `deadbolt inspect`.
+    pub fn name(&self) -> &str {
+        self.core.name()
     }
 
     /// The settings in force.

@@ -376,6 +376,19 @@ impl QueueEntry {
 }
 
 /// "1 writer", "2 writers".
+/// The line `<prefix><client name>` for `owner`, when its id carries a
+/// client name ([`deadbolt_core::holder_name`]): who holds or waits, in the
+/// words its process gave (`ClientBuilder::client_name`).
+fn named(f: &mut fmt::Formatter<'_>, prefix: &str, owner: &str) -> fmt::Result {
+    match deadbolt_core::holder_name(owner) {
+        Some(name) => writeln!(f, "{prefix}{name}"),
+        None => Ok(()),
+    }
+}
+
+/// The line under an entry of a list: its client's name.
+const ENTRY_CLIENT: &str = "         client ";
+
 fn writers(n: u64) -> String {
     format!("{n} writer{}", if n == 1 { "" } else { "s" })
 }
@@ -424,6 +437,7 @@ impl SemaphoreState {
                 h.lease_left.as_secs_f64(),
                 h.attempt
             )?;
+            named(f, ENTRY_CLIENT, &h.owner)?;
         }
         fmt_more(f, self.holds, self.holders.len())?;
         writeln!(f, "  waiting     {}", self.waiting)?;
@@ -441,6 +455,7 @@ impl SemaphoreState {
                 },
                 w.attempt
             )?;
+            named(f, ENTRY_CLIENT, &w.owner)?;
         }
         fmt_more(f, self.waiting, self.waiters.len())
     }
@@ -512,6 +527,7 @@ impl LockState {
             None => writeln!(f, "  writer      none")?,
             Some(owner) => {
                 writeln!(f, "  writer      {owner}")?;
+                named(f, "  client      ", owner)?;
                 self.fmt_hold(f)?;
             }
         }
@@ -533,6 +549,7 @@ impl LockState {
                 r.attempt,
                 r.lease_left.as_secs_f64()
             )?;
+            named(f, ENTRY_CLIENT, &r.owner)?;
         }
         fmt_more(f, rw.readers, rw.reader_list.len())?;
         writeln!(f, "  waiting     {}", writers(rw.waiting_writers))
@@ -552,6 +569,7 @@ impl fmt::Display for LockState {
             (None, Some(owner)) => {
                 writeln!(f, "  state       held")?;
                 writeln!(f, "  owner       {owner}")?;
+                named(f, "  client      ", owner)?;
                 self.fmt_hold(f)?;
             }
         }
@@ -574,6 +592,7 @@ impl fmt::Display for LockState {
                 q.attempt,
                 q.liveness()
             )?;
+            named(f, ENTRY_CLIENT, &q.owner)?;
         }
         fmt_more(f, self.queued, self.queue.len())
     }

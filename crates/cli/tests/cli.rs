@@ -69,6 +69,15 @@ async fn inspect_and_force_unlock() {
     let shown = held.to_string();
     assert!(shown.contains(lock.owner()), "{shown}");
     assert!(shown.starts_with("lock orders:42  "), "{shown}");
+    // Under the owner id, the name of its client (issue 25, item 3).
+    assert!(
+        shown.contains(&format!(
+            "  owner       {}\n  client      {}\n",
+            lock.owner(),
+            client.name()
+        )),
+        "{shown}"
+    );
     // A plain lock has no queue: no "queued" line.
     assert!(!shown.contains("queued"), "{shown}");
 

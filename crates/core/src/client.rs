@@ -197,6 +197,21 @@ impl<C: From<Client>> ClientBuilder<C> {
         self
     }
 
+    /// The name of this client (default `<hostname>:<pid>`): every hold,
+    /// queue entry, reader and permit it takes carries it in its owner id
+    /// (`<name>@<uuid>:<handle>`, the name encoded by
+    /// [`encode_client_name`](crate::encode_client_name)), at no cost in
+    /// round trips, so `deadbolt inspect` and [`LockInfo`](crate::LockInfo)
+    /// tell who holds a lock; and its connections to a single server (or a
+    /// Sentinel-managed master) send `CLIENT SETNAME` with it, so `CLIENT
+    /// LIST` shows it too (best effort: a user the ACL denies `CLIENT
+    /// SETNAME` connects all the same). 1 to 64 bytes, no control characters;
+    /// [`build`](ClientBuilder::build) refuses others.
+    pub fn client_name(mut self, name: impl Into<String>) -> Self {
+        self.config.client_name = name.into();
+        self
+    }
+
     /// Prefix of every key and channel (default `deadbolt`); no braces.
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         self.config.namespace = namespace.into();
@@ -271,9 +286,10 @@ impl<C: From<Client>> ClientBuilder<C> {
         let target = prepare(self.target?)?;
         self.config.validate()?;
         let timeout = self.config.command_timeout;
-        let conn = Conn::connect("command", target.clone(), timeout, None).await?;
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        let engine = Engine::start(target, timeout, id.clone()).await?;
+        let name = crate::encode_client_name(&self.config.client_name);
+        let conn = Conn::connect("command", target.clone(), timeout, None, &name).await?;
+        let id = format!("{name}@{}", uuid::Uuid::new_v4().simple());
+        let engine = Engine::start(target, timeout, id.clone(), &name).await?;
         conn.set_peer(engine.conn());
         let (mut c, epoch) = conn.get()?;
         let sharded = conn.sharded();
@@ -381,9 +397,15 @@ impl Client {
         ClientBuilder::sentinel(sentinels, master)
     }
 
-    /// This client's uuid (the first half of every owner id it makes).
+    /// This client's id, `<encoded client name>@<uuid>`: the first half of
+    /// every owner id it makes (`<id>:<handle>`).
     pub fn id(&self) -> &str {
         &self.inner.id
+    }
+
+    /// This client's name ([`ClientBuilder::client_name`]).
+    pub fn name(&self) -> &str {
+        &self.inner.config.client_name
     }
 
     /// The settings in force.

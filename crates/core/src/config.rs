@@ -34,6 +34,71 @@ pub struct Config {
     /// handed to the releaser). Off (`None`) by default, and then free. See
     /// [`ClientBuilder::sync_replicas`](crate::ClientBuilder::sync_replicas).
     pub sync_replicas: Option<(u32, Duration)>,
+    /// The name this client's holds, queue entries, readers and permits
+    /// carry (in their owner ids), and its connections' `CLIENT SETNAME`:
+    /// default `<hostname>:<pid>`. 1 to 64 bytes, no control characters.
+    /// See [`ClientBuilder::client_name`](crate::ClientBuilder::client_name).
+    pub client_name: String,
+}
+
+/// The default client name: `<hostname>:<pid>` (the hostname from the
+/// kernel, else `$HOSTNAME`, else `localhost`).
+pub fn default_client_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string());
+    format!("{host}:{}", std::process::id())
+}
+
+/// The longest client name accepted, in bytes.
+pub const MAX_CLIENT_NAME: usize = 64;
+
+/// `name` as it goes into owner ids and `CLIENT SETNAME`: ASCII letters,
+/// digits, `.`, `_` and `-` as they are, every other byte as `%XX`. The
+/// result has no `:`, `@`, space or brace, so owner ids keep their shape
+/// (`<encoded name>@<uuid>:<handle>`) and Redis takes it as a connection
+/// name.
+pub fn encode_client_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The client name carried by an owner id (`<encoded name>@<uuid>:<handle>`)
+/// or a client id (`<encoded name>@<uuid>`), decoded; `None` for an id
+/// without one (of a deadbolt that had no names).
+///
+/// # Examples
+/// ```
+/// use deadbolt_core::holder_name;
+/// assert_eq!(holder_name("web-1%3A42@0f3a9c:7").as_deref(), Some("web-1:42"));
+/// assert_eq!(holder_name("0f3a9c:7"), None);
+/// ```
+pub fn holder_name(owner: &str) -> Option<String> {
+    let (enc, _) = owner.split_once('@')?;
+    let b = enc.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 impl Default for Config {
@@ -46,6 +111,7 @@ impl Default for Config {
             release_timeout: None,
             local_handoffs: 8,
             sync_replicas: None,
+            client_name: default_client_name(),
         }
     }
 }
@@ -105,6 +171,14 @@ impl Config {
             return Err(Error::InvalidArgument(
                 "waiter_timeout must be at least 30 ms".into(),
             ));
+        }
+        if self.client_name.is_empty()
+            || self.client_name.len() > MAX_CLIENT_NAME
+            || self.client_name.chars().any(char::is_control)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "client_name must be 1 to {MAX_CLIENT_NAME} bytes without control characters"
+            )));
         }
         Ok(())
     }

@@ -151,6 +151,9 @@ enum State {
 
 pub(crate) struct Conn {
     label: &'static str,
+    /// The client's encoded name, sent with `CLIENT SETNAME` on every
+    /// (re)connection to a single server.
+    name: String,
     target: Target,
     command_timeout: Duration,
     push: Option<PushHandler>,
@@ -181,6 +184,7 @@ impl Conn {
         target: Target,
         command_timeout: Duration,
         push: Option<PushHandler>,
+        name: &str,
     ) -> Result<Arc<Conn>> {
         let (health, _) = watch::channel(Health {
             epoch: 0,
@@ -188,6 +192,7 @@ impl Conn {
         });
         let conn = Arc::new(Conn {
             label,
+            name: name.to_string(),
             target,
             command_timeout,
             push,
@@ -292,6 +297,19 @@ impl Conn {
                     "the server named master of {master:?} is not a master (yet)"
                 )));
             }
+        }
+        // Best effort: CLIENT LIST shows whose connection this is. A user
+        // the ACL denies CLIENT SETNAME connects all the same.
+        let named: redis::RedisResult<()> = redis::cmd("CLIENT")
+            .arg("SETNAME")
+            .arg(&this.name)
+            .query_async(&mut c)
+            .await;
+        if let Err(e) = named {
+            if e.is_io_error() || e.is_timeout() {
+                return Err(unavailable(&e));
+            }
+            tracing::debug!(error = %e, "CLIENT SETNAME refused");
         }
         Ok(Handle::Single(c))
     }

@@ -215,6 +215,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
             self.inner.client().run(&call).await?;
         let held = pttl != -2 && !owner.is_empty();
         Ok(LockInfo {
+            holder_name: held.then(|| crate::holder_name(&owner)).flatten(),
             holder: held.then_some(owner),
             hold_count: if held { n } else { 0 },
             token: held.then_some(token),
@@ -375,8 +376,12 @@ pub struct PlainLock {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockInfo {
-    /// The holder's owner id (`<client uuid>:<handle id>`); `None` when free.
+    /// The holder's owner id (`<client id>:<handle id>`); `None` when free.
     pub holder: Option<String>,
+    /// The holder's client name ([`ClientBuilder::client_name`](crate::ClientBuilder::client_name)),
+    /// decoded from its owner id; `None` when free (or for an owner id
+    /// without a name).
+    pub holder_name: Option<String>,
     /// How many times the holder holds it (re-entries count); 0 when free.
     pub hold_count: u64,
     /// The fencing token of the current hold; `None` when free.

@@ -40,7 +40,10 @@ pub use acquire::{
     WaitMode,
 };
 pub use client::{Client, ClientBuilder};
-pub use config::{lease_ms, Config, MAX_LEASE_MS};
+pub use config::{
+    default_client_name, encode_client_name, holder_name, lease_ms, Config, MAX_CLIENT_NAME,
+    MAX_LEASE_MS,
+};
 pub use conn::sentinel_master;
 pub use error::{Cause, Error, Result};
 pub use exclusive::{Exclusive, ExclusiveKind, LockInfo, PlainLock, QueuedWaiter};

@@ -198,7 +198,8 @@ impl<T> Handle<T> {
         &self.name
     }
 
-    /// This handle's owner id, `<client uuid>:<handle id>`.
+    /// This handle's owner id, `<client id>:<handle id>` (the client id is
+    /// `<encoded client name>@<uuid>`: see [`holder_name`](crate::holder_name)).
     pub fn owner(&self) -> &str {
         &self.owner
     }

@@ -281,6 +281,7 @@ impl Engine {
         target: crate::conn::Target,
         command_timeout: std::time::Duration,
         client_id: String,
+        client_name: &str,
     ) -> crate::Result<Arc<Engine>> {
         let (ops, ops_rx) = mpsc::unbounded_channel();
         let (confirmations, _) = watch::channel(0);
@@ -305,7 +306,14 @@ impl Engine {
                 _ => {}
             }
         });
-        let conn = Conn::connect("subscriber", target, command_timeout, Some(handler)).await?;
+        let conn = Conn::connect(
+            "subscriber",
+            target,
+            command_timeout,
+            Some(handler),
+            client_name,
+        )
+        .await?;
         tokio::spawn(run(Arc::downgrade(&shared), conn.clone(), ops_rx));
         Ok(Arc::new(Engine {
             shared,
