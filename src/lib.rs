@@ -41,6 +41,7 @@ pub use deadbolt_core::{
     holder_name, Config, Error, LeaseMode, LeaseState, LockInfo, Result, MAX_LEASE_MS,
 };
 pub use deadbolt_core::{Exclusive, ExclusiveGuard};
+pub use deadbolt_election::{Election, Leader, Leadership};
 pub use deadbolt_fair::{FairLock, FairLockGuard};
 pub use deadbolt_lock::{Lock, LockGuard};
 pub use deadbolt_multilock::{MultiGuard, MultiLock, Redlock, RedlockGuard};
@@ -183,6 +184,12 @@ impl Client {
     /// A new handle (a new owner) on the strict-FIFO lock `name`.
     pub fn fair_lock(&self, name: &str) -> FairLock {
         FairLock::new(&self.core, name)
+    }
+
+    /// A handle on the election `name` (leader election: see
+    /// [`Election`]).
+    pub fn election(&self, name: &str) -> Election {
+        Election::new(&self.core, name)
     }
 
     /// A new handle (a new owner) on the read-write lock `name`.

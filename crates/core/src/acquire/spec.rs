@@ -312,6 +312,13 @@ impl ConditionBuilder {
         self
     }
 
+    /// ARGV of the check after the acquire contract's (a value the
+    /// condition compares with, say).
+    pub fn extra_args(mut self, args: Vec<String>) -> Self {
+        self.0.extra_args = args;
+        self
+    }
+
     /// The description.
     pub fn build(self) -> ConditionSpec {
         ConditionSpec(self.0)

@@ -1,0 +1,1 @@
+../../../lua/elect_resign.lua
