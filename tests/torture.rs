@@ -375,6 +375,44 @@ fn make_semaphore(client: &deadbolt::Client, name: &str) -> Arc<dyn Contender> {
     Arc::new(client.semaphore(name))
 }
 
+impl Contender for deadbolt::Election {
+    fn acquire(&self, wait: Duration) -> BoxFuture<'_, deadbolt::Result<Option<Box<dyn Held>>>> {
+        Box::pin(async move {
+            Ok(self
+                .campaign_for("torture", wait)
+                .await?
+                .map(|l| Box::new(l) as Box<dyn Held>))
+        })
+    }
+
+    fn main_key(&self) -> String {
+        format!("deadbolt:{{{}}}:elect", self.name())
+    }
+}
+
+impl Held for deadbolt::Leadership {
+    fn token(&self) -> Option<u64> {
+        // The term: a fencing token.
+        Some(self.term())
+    }
+
+    fn state(&self) -> LeaseState {
+        deadbolt::Leadership::state(self)
+    }
+
+    fn valid_for(&self) -> Duration {
+        deadbolt::Leadership::valid_for(self)
+    }
+
+    fn unlock(self: Box<Self>) -> BoxFuture<'static, deadbolt::Result<()>> {
+        Box::pin(deadbolt::Leadership::resign(*self))
+    }
+}
+
+fn make_election(client: &deadbolt::Client, name: &str) -> Arc<dyn Contender> {
+    Arc::new(client.election(name))
+}
+
 fn make_lock(client: &deadbolt::Client, name: &str) -> Arc<dyn Contender> {
     Arc::new(client.lock(name))
 }
@@ -411,6 +449,13 @@ const KINDS: &[Kind] = &[
         make: make_multi_lock,
         capacity: 1,
         leftovers: &["lock:waiters", "lock:next", "fair:alive", "fair:seq"],
+        main_stays: false,
+    },
+    Kind {
+        name: "Election",
+        make: make_election,
+        capacity: 1,
+        leftovers: &[],
         main_stays: false,
     },
     Kind {

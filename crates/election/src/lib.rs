@@ -301,6 +301,13 @@ impl Leadership {
         self.hold.state()
     }
 
+    /// How much longer the leadership is known to last (from the last
+    /// renewal the server confirmed, less a drift margin); zero once it is
+    /// not `Active`.
+    pub fn valid_for(&self) -> Duration {
+        self.hold.valid_for()
+    }
+
     /// Resolves when the leadership can no longer be counted on (its lease
     /// was lost, or its state became Unknown), or it ended.
     ///
