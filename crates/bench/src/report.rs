@@ -467,6 +467,46 @@ impl Work {
     }
 }
 
+impl RunResult {
+    /// A result of `scenario` for `contender` with the counts every run
+    /// has, and every figure that only some scenarios have left empty
+    /// (`None`), for the caller to fill in.
+    pub(crate) fn of(
+        scenario: ScenarioKind,
+        contender: ContenderKind,
+        (workers, clients): (u32, u32),
+        elapsed: std::time::Duration,
+        tally: crate::scenario::Tally,
+        commands: Commands,
+    ) -> RunResult {
+        RunResult {
+            scenario,
+            contender,
+            workers,
+            clients,
+            elapsed_s: elapsed.as_secs_f64(),
+            acquisitions: tally.acquisitions,
+            acquisitions_per_s: None,
+            rounds: None,
+            errors: tally.errors,
+            first_error: tally.first_error,
+            exclusion_violations: 0,
+            ping_p50_us: None,
+            acquire: None,
+            acquire_release: None,
+            handoff: None,
+            fairness: None,
+            read_write: None,
+            commands,
+            topology: None,
+            work: None,
+            ceiling_per_s: None,
+            of_ceiling: None,
+            left: None,
+        }
+    }
+}
+
 /// The read-mostly scenario's reads and writes, apart.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[non_exhaustive]

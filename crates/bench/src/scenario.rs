@@ -469,29 +469,11 @@ impl LockUnlock {
         cmds.per_acquisitions(self.tally.acquisitions);
         let rate = float(self.tally.acquisitions) / elapsed.as_secs_f64();
         let result = RunResult {
-            scenario,
-            contender,
-            workers,
-            clients: 1,
-            elapsed_s: elapsed.as_secs_f64(),
-            acquisitions: self.tally.acquisitions,
             acquisitions_per_s: Some(rate),
-            rounds: None,
-            errors: self.tally.errors,
-            first_error: self.tally.first_error,
-            exclusion_violations: 0,
             ping_p50_us: ping_p50,
             acquire: summarize(&self.acquire, ping_p50),
             acquire_release: summarize(&self.total, ping_p50),
-            handoff: None,
-            fairness: None,
-            read_write: None,
-            commands: cmds,
-            topology: None,
-            work: None,
-            ceiling_per_s: None,
-            of_ceiling: None,
-            left: None,
+            ..RunResult::of(scenario, contender, (workers, 1), elapsed, self.tally, cmds)
         };
         (result, rate)
     }
@@ -672,29 +654,22 @@ pub(crate) async fn many_waiters(
         fairness.min_max_ratio
     ));
     Ok(RunResult {
-        scenario,
-        contender: c.kind(),
-        workers: waiters,
-        clients: clients_n,
-        elapsed_s: elapsed.as_secs_f64(),
-        acquisitions: tally.acquisitions,
         acquisitions_per_s: Some(rate),
-        rounds: None,
-        errors: tally.errors,
-        first_error: tally.first_error,
         exclusion_violations: capacity.violations(),
         ping_p50_us: ping_p50,
         acquire: summarize(&waits, ping_p50),
-        acquire_release: None,
-        handoff: None,
         fairness: Some(fairness),
-        read_write: None,
-        commands: cmds,
-        topology: None,
         work: Some(Work { held_us, ..work }),
         ceiling_per_s: ceiling,
         of_ceiling: ceiling.filter(|c| *c > 0.0).map(|c| rate / c),
-        left: None,
+        ..RunResult::of(
+            scenario,
+            c.kind(),
+            (waiters, clients_n),
+            elapsed,
+            tally,
+            cmds,
+        )
     })
 }
 
@@ -722,29 +697,11 @@ impl Handoffs {
     ) -> (RunResult, String) {
         cmds.per_acquisitions(self.tally.acquisitions);
         let result = RunResult {
-            scenario,
-            contender,
-            workers: 2,
-            clients: 2,
-            elapsed_s: elapsed.as_secs_f64(),
-            acquisitions: self.tally.acquisitions,
-            acquisitions_per_s: None,
             rounds: Some(self.rounds),
-            errors: self.tally.errors,
-            first_error: self.tally.first_error,
             exclusion_violations,
             ping_p50_us: ping_p50,
-            acquire: None,
-            acquire_release: None,
             handoff: summarize(&self.handoffs, ping_p50),
-            fairness: None,
-            read_write: None,
-            commands: cmds,
-            topology: None,
-            work: None,
-            ceiling_per_s: None,
-            of_ceiling: None,
-            left: None,
+            ..RunResult::of(scenario, contender, (2, 2), elapsed, self.tally, cmds)
         };
         let line = format!(
             "{} rounds, hand-off {}",

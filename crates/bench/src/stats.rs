@@ -146,23 +146,17 @@ pub(crate) async fn snapshot(conn: &mut MultiplexedConnection) -> anyhow::Result
 }
 
 pub(crate) fn parse_commandstats(info: &str) -> BTreeMap<String, u64> {
-    deadbolt_testkit::parse_commandstats(info)
-        .into_iter()
-        .collect()
+    parse_field(info, "calls")
 }
 
 /// The `usec=` of every `cmdstat_<name>:` line, by lowercased name.
 pub(crate) fn parse_commandstats_usec(info: &str) -> BTreeMap<String, u64> {
-    info.lines()
-        .filter_map(|l| {
-            let (name, fields) = l.trim().strip_prefix("cmdstat_")?.split_once(':')?;
-            let usec = fields
-                .split(',')
-                .find_map(|f| f.strip_prefix("usec="))?
-                .parse()
-                .ok()?;
-            Some((name.to_ascii_lowercase(), usec))
-        })
+    parse_field(info, "usec")
+}
+
+fn parse_field(info: &str, field: &str) -> BTreeMap<String, u64> {
+    deadbolt_testkit::commandstats_field(info, field)
+        .into_iter()
         .collect()
 }
 

@@ -112,6 +112,15 @@ pub fn check_header(s: &LuaScript) {
     );
 }
 
+/// [`check_header`] of every script of `list` (a primitive crate's
+/// `SCRIPTS`), for its tests.
+///
+/// # Panics
+/// When a script lacks a section.
+pub fn check_headers(list: &[&LuaScript]) {
+    list.iter().for_each(|s| check_header(s));
+}
+
 impl fmt::Debug for LuaScript {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LuaScript")

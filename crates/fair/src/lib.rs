@@ -174,9 +174,7 @@ mod tests {
 
     #[test]
     fn every_script_has_a_header_contract() {
-        SCRIPTS
-            .iter()
-            .for_each(|s| deadbolt_core::scripts::check_header(s));
+        deadbolt_core::scripts::check_headers(SCRIPTS);
     }
 
     #[test]

@@ -792,8 +792,6 @@ impl Acquire for Redlock {
 mod tests {
     #[test]
     fn every_script_has_a_header_contract() {
-        super::SCRIPTS
-            .iter()
-            .for_each(|s| deadbolt_core::scripts::check_header(s));
+        deadbolt_core::scripts::check_headers(super::SCRIPTS);
     }
 }

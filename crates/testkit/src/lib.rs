@@ -31,8 +31,8 @@ pub use cluster::{RedisCluster, SlotMigration};
 pub use proxy::FaultProxy;
 pub use sentinel::RedisSentinelSet;
 pub use server::{
-    free_port, parse_commandstats, redis_server_path, server_name, RedisServer, RedisServerBuilder,
-    SERVER_ENV,
+    commandstats_field, free_port, parse_commandstats, redis_server_path, server_name, RedisServer,
+    RedisServerBuilder, SERVER_ENV,
 };
 #[cfg(feature = "tls")]
 pub use tls::TlsCerts;

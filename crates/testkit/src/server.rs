@@ -746,16 +746,22 @@ fn probe_server_pid(addr: SocketAddr) -> Option<u32> {
 
 /// Parse the text of `INFO commandstats` into lowercased command name → calls.
 pub fn parse_commandstats(info: &str) -> HashMap<String, u64> {
+    commandstats_field(info, "calls")
+}
+
+/// One integer field (`calls`, `usec`, `failed_calls`, ...) of every line
+/// of `INFO commandstats`, by lowercased command name.
+pub fn commandstats_field(info: &str, field: &str) -> HashMap<String, u64> {
     info.lines()
         .filter_map(|line| {
             let rest = line.trim().strip_prefix("cmdstat_")?;
             let (name, fields) = rest.split_once(':')?;
-            let calls = fields
+            let value = fields
                 .split(',')
-                .find_map(|f| f.strip_prefix("calls="))?
+                .find_map(|f| f.strip_prefix(field)?.strip_prefix('='))?
                 .parse()
                 .ok()?;
-            Some((name.to_ascii_lowercase(), calls))
+            Some((name.to_ascii_lowercase(), value))
         })
         .collect()
 }

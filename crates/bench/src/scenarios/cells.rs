@@ -60,6 +60,19 @@ fn micros(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.1}"))
 }
 
+/// The cells most throughput tables end with: commands, Redis and client
+/// CPU per acquisition, the run's PING and its errors (under the headings
+/// `cmds/acq` or `cmds/op`, [`COST_HEADER`], `PING p50`, `errors`).
+pub(crate) fn tail(r: &RunResult) -> [String; 5] {
+    [
+        cmds(r),
+        redis_cpu(r),
+        client_cpu(r),
+        ping(r),
+        r.errors.to_string(),
+    ]
+}
+
 /// The headings of [`redis_cpu`] and [`client_cpu`].
 pub(crate) const COST_HEADER: [&str; 2] = ["Redis µs/acq", "client µs/acq"];
 

@@ -185,28 +185,14 @@ async fn idle(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult>
         cmds.per_waiter_per_s.unwrap_or(0.0)
     ));
     Ok(RunResult {
-        scenario: Idle.kind(),
-        contender: c.kind(),
-        workers: waiters,
-        clients: clients_n,
-        elapsed_s: elapsed.as_secs_f64(),
-        acquisitions: tally.acquisitions,
-        acquisitions_per_s: None,
-        rounds: None,
-        errors: tally.errors,
-        first_error: tally.first_error,
         exclusion_violations: exclusion.violations(),
-        ping_p50_us: None,
-        acquire: None,
-        acquire_release: None,
-        handoff: None,
-        fairness: None,
-        read_write: None,
-        commands: cmds,
-        topology: None,
-        work: None,
-        ceiling_per_s: None,
-        of_ceiling: None,
-        left: None,
+        ..RunResult::of(
+            Idle.kind(),
+            c.kind(),
+            (waiters, clients_n),
+            elapsed,
+            tally,
+            cmds,
+        )
     })
 }

@@ -5,9 +5,7 @@
 
 use futures::future::BoxFuture;
 
-use super::cells::{
-    client_cpu, cmds, lat, max, p50, p99, ping, rate, redis_cpu, times, COST_HEADER,
-};
+use super::cells::{lat, max, p50, p99, rate, tail, times, COST_HEADER};
 use super::legend::{Entry, ACQ_S, CLIENT_CPU, CMDS_ACQ, LOCK_UNLOCK, PING_P50, REDIS_CPU, X_PING};
 use super::Scenario;
 use crate::args::{ContenderKind, ScenarioKind};
@@ -82,19 +80,19 @@ impl Scenario for Multi {
             .find(|r| r.contender == ContenderKind::Lock)
             .and_then(|r| r.acquire_release.map(|l| l.p50_us));
         for r in rows {
-            table.row(vec![
-                r.contender.name().to_string(),
-                rate(r),
-                lat(r.acquire_release, p50),
-                lat(r.acquire_release, p99),
-                lat(r.acquire_release, max),
-                times(r.acquire_release.map(|l| l.p50_us), lock_p50),
-                cmds(r),
-                redis_cpu(r),
-                client_cpu(r),
-                ping(r),
-                r.errors.to_string(),
-            ]);
+            table.row(
+                vec![
+                    r.contender.name().to_string(),
+                    rate(r),
+                    lat(r.acquire_release, p50),
+                    lat(r.acquire_release, p99),
+                    lat(r.acquire_release, max),
+                    times(r.acquire_release.map(|l| l.p50_us), lock_p50),
+                ]
+                .into_iter()
+                .chain(tail(r))
+                .collect(),
+            );
         }
         let mut out = format!(
             "multi: {} tasks on distinct names, one client, {:.1} s each\n  lock: one Lock, \

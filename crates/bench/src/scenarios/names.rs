@@ -199,28 +199,8 @@ async fn names(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult
         left.keys, left.bytes_per_name
     ));
     Ok(RunResult {
-        scenario: ScenarioKind::Names,
-        contender: c.kind(),
-        workers: 4,
-        clients: 1,
-        elapsed_s: elapsed.as_secs_f64(),
-        acquisitions: tally.acquisitions,
         acquisitions_per_s: Some(rate),
-        rounds: None,
-        errors: tally.errors,
-        first_error: tally.first_error,
-        exclusion_violations: 0,
-        ping_p50_us: None,
-        acquire: None,
-        acquire_release: None,
-        handoff: None,
-        fairness: None,
-        read_write: None,
-        commands: cmds,
-        topology: None,
-        work: None,
-        ceiling_per_s: None,
-        of_ceiling: None,
         left: Some(left),
+        ..RunResult::of(ScenarioKind::Names, c.kind(), (4, 1), elapsed, tally, cmds)
     })
 }

@@ -10,9 +10,7 @@ use rand::{Rng as _, SeedableRng as _};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::cells::{
-    client_cpu, cmds, lat, p50, p99, per_work, ping, rate, redis_cpu, times, COST_HEADER,
-};
+use super::cells::{lat, p50, p99, per_work, rate, tail, times, COST_HEADER};
 use super::legend::{Entry, CLIENT_CPU, PING_P50, REDIS_CPU, X_PING};
 use super::Scenario;
 use crate::args::{BenchArgs, ContenderKind, ScenarioKind};
@@ -112,21 +110,21 @@ impl Scenario for ReadMostly {
                 };
                 let read = rw.and_then(|m| m.read_acquire);
                 let write = rw.and_then(|m| m.write_acquire);
-                table.row(vec![
-                    r.contender.name().to_string(),
-                    rate(r),
-                    per_s(|m| m.reads_per_s),
-                    per_s(|m| m.writes_per_s),
-                    lat(read, p50),
-                    lat(read, p99),
-                    lat(write, p50),
-                    lat(write, p99),
-                    cmds(r),
-                    redis_cpu(r),
-                    client_cpu(r),
-                    ping(r),
-                    r.errors.to_string(),
-                ]);
+                table.row(
+                    vec![
+                        r.contender.name().to_string(),
+                        rate(r),
+                        per_s(|m| m.reads_per_s),
+                        per_s(|m| m.writes_per_s),
+                        lat(read, p50),
+                        lat(read, p99),
+                        lat(write, p50),
+                        lat(write, p99),
+                    ]
+                    .into_iter()
+                    .chain(tail(r))
+                    .collect(),
+                );
             }
             let mut out = format!(
                 "read-mostly: {} waiters over {} clients on one name, {} writes, {work}, {:.1} s \
@@ -315,29 +313,21 @@ async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
         fmt_rate(read_write.writes_per_s)
     ));
     Ok(RunResult {
-        scenario: ReadMostly.kind(),
-        contender: c.kind(),
-        workers: waiters,
-        clients: clients_n,
-        elapsed_s: secs,
-        acquisitions: tally.acquisitions,
         acquisitions_per_s: Some(rate),
-        rounds: None,
-        errors: tally.errors,
-        first_error: tally.first_error,
         exclusion_violations: exclusion.violations(),
         ping_p50_us: ping_p50,
         acquire: summarize(&waits, ping_p50),
-        acquire_release: None,
-        handoff: None,
         fairness: Some(fairness),
         read_write: Some(read_write),
-        commands: cmds,
-        topology: None,
         work: Some(work),
-        ceiling_per_s: None,
-        of_ceiling: None,
-        left: None,
+        ..RunResult::of(
+            ReadMostly.kind(),
+            c.kind(),
+            (waiters, clients_n),
+            elapsed,
+            tally,
+            cmds,
+        )
     })
 }
 

@@ -4,7 +4,7 @@
 
 use futures::future::BoxFuture;
 
-use super::cells::{client_cpu, cmds, lat, max, p50, p99, ping, rate, redis_cpu, COST_HEADER};
+use super::cells::{lat, max, p50, p99, rate, tail, COST_HEADER};
 use super::legend::{Entry, ACQ_S, CLIENT_CPU, CMDS_ACQ, LOCK_UNLOCK, PING_P50, REDIS_CPU, X_PING};
 use super::Scenario;
 use crate::args::ScenarioKind;
@@ -50,20 +50,20 @@ impl Scenario for Uncontended {
             "errors",
         ]);
         for r in rows {
-            table.row(vec![
-                r.contender.name().to_string(),
-                rate(r),
-                lat(r.acquire, p50),
-                lat(r.acquire, p99),
-                lat(r.acquire, max),
-                lat(r.acquire_release, p50),
-                lat(r.acquire_release, p99),
-                cmds(r),
-                redis_cpu(r),
-                client_cpu(r),
-                ping(r),
-                r.errors.to_string(),
-            ]);
+            table.row(
+                vec![
+                    r.contender.name().to_string(),
+                    rate(r),
+                    lat(r.acquire, p50),
+                    lat(r.acquire, p99),
+                    lat(r.acquire, max),
+                    lat(r.acquire_release, p50),
+                    lat(r.acquire_release, p99),
+                ]
+                .into_iter()
+                .chain(tail(r))
+                .collect(),
+            );
         }
         format!(
             "uncontended: {} tasks on distinct names, one client, {:.1} s each\n{}",
