@@ -32,6 +32,9 @@ pub enum PrimitiveKind {
     /// The leased semaphore (`inspect` only: `force-unlock` does not take
     /// a semaphore's permits away).
     Semaphore,
+    /// A leader election (`inspect` only: its leader steps down by
+    /// resigning, or when its lease ends).
+    Election,
 }
 
 impl PrimitiveKind {
@@ -41,6 +44,7 @@ impl PrimitiveKind {
             PrimitiveKind::Fair => "fair",
             PrimitiveKind::Rw => "rw",
             PrimitiveKind::Semaphore => "semaphore",
+            PrimitiveKind::Election => "election",
         }
     }
 
@@ -49,6 +53,7 @@ impl PrimitiveKind {
     fn key_kind(self) -> &'static str {
         match self {
             PrimitiveKind::Semaphore => SEMAPHORE_KIND,
+            PrimitiveKind::Election => deadbolt_election::KIND,
             other => other.name(),
         }
     }
@@ -60,11 +65,19 @@ impl PrimitiveKind {
             PrimitiveKind::Fair => "fair lock",
             PrimitiveKind::Rw => "read-write lock",
             PrimitiveKind::Semaphore => "semaphore",
+            PrimitiveKind::Election => "election",
         }
     }
 
     /// Refuse `force-unlock` of a kind it cannot undo.
     fn require_force_unlock(self) -> anyhow::Result<()> {
+        if self == PrimitiveKind::Election {
+            bail!(
+                "force-unlock --kind election is not supported: a leader steps down by \
+                 resigning, or when its lease ends (see who leads with `deadbolt inspect \
+                 --kind election`); only --kind lock, fair or rw can be force-unlocked"
+            );
+        }
         if self == PrimitiveKind::Semaphore {
             bail!(
                 "force-unlock --kind semaphore is not supported: a semaphore's permits are \
@@ -211,6 +224,10 @@ pub struct LockState {
     /// Permits, holders and waiters of a semaphore; `None` for the other
     /// kinds.
     pub semaphore: Option<SemaphoreState>,
+    /// The leader's info (what it campaigned with), for an election (the
+    /// hold fields are the leader's: `owner`, `token` is its term, `ttl`);
+    /// `None` for the other kinds and when nobody leads.
+    pub info: Option<String>,
 }
 
 /// A semaphore as `deadbolt inspect --kind semaphore` shows it.
@@ -478,6 +495,7 @@ impl LockState {
             queue: Vec::new(),
             rw: None,
             semaphore: None,
+            info: None,
         }
     }
 
@@ -511,6 +529,21 @@ impl LockState {
             None => writeln!(f, "  ttl         none (the key never expires!)")?,
         }
         writeln!(f, "  token       {}", self.token)
+    }
+
+    /// An election's leader: owner, client name, term, lease left, info.
+    fn fmt_election(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(owner) = &self.owner else {
+            return writeln!(f, "  state       no leader");
+        };
+        writeln!(f, "  state       led")?;
+        writeln!(f, "  leader      {owner}")?;
+        named(f, "  client      ", owner)?;
+        writeln!(f, "  term        {}", self.token)?;
+        if let Some(ttl) = self.ttl {
+            writeln!(f, "  lease left  {:.3} s", ttl.as_secs_f64())?;
+        }
+        writeln!(f, "  info        {}", self.info.as_deref().unwrap_or(""))
     }
 
     /// A read-write lock's writer, readers and waiting writers.
@@ -562,6 +595,9 @@ impl fmt::Display for LockState {
         // A semaphore has no single holder and no fencing counter.
         if let Some(sem) = &self.semaphore {
             return sem.fmt_lines(f);
+        }
+        if self.kind == PrimitiveKind::Election {
+            return self.fmt_election(f);
         }
         match (&self.rw, &self.owner) {
             (Some(rw), _) => self.fmt_rw(rw, f)?,
@@ -714,6 +750,7 @@ pub async fn inspect(args: &InspectArgs) -> anyhow::Result<LockState> {
     on_checked_key(args, async |client| match args.kind {
         PrimitiveKind::Rw => read_rw(client, &args.name).await,
         PrimitiveKind::Semaphore => read_semaphore(client, &args.name).await,
+        PrimitiveKind::Election => read_election(client, &args.name).await,
         kind => read_lock(client, kind, &args.name).await,
     })
     .await
@@ -787,6 +824,21 @@ async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::
             info.ttl,
             info.fence,
         )
+    })
+}
+
+/// An election: the leader in the hold fields (its term as the token), its
+/// info in `info`.
+async fn read_election(client: &Client, name: &str) -> anyhow::Result<LockState> {
+    let kind = PrimitiveKind::Election;
+    let election = deadbolt_election::Election::new(client, name);
+    let (state, leader) = read_info(client, kind, name, election.leader()).await?;
+    Ok(match leader {
+        None => state,
+        Some(l) => LockState {
+            info: Some(l.info),
+            ..state.with_hold(Some(l.owner), 1, Some(l.term), Some(l.ttl), Some(l.term))
+        },
     })
 }
 

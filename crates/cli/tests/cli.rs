@@ -682,3 +682,75 @@ async fn a_key_of_another_type_is_refused() {
         .unwrap();
     assert_eq!(value, "user data", "the refused semaphore key was changed");
 }
+
+/// `--kind election`: nobody leads, then a leader with its term, lease,
+/// info and client name; force-unlock is refused (a leader resigns).
+#[tokio::test]
+async fn inspect_an_election() {
+    use deadbolt_cli::PrimitiveKind;
+
+    let server = RedisServer::start().expect("redis-server (apt-get install -y redis-server)");
+    let client = deadbolt_core::Client::builder(&server.url())
+        .namespace("it")
+        .client_name("sched-1")
+        .build()
+        .await
+        .unwrap();
+    let target = InspectArgs {
+        name: "nightly".into(),
+        kind: PrimitiveKind::Election,
+        redis: server.url(),
+        topology: deadbolt_cli::Topology::Standalone,
+        sentinel_master: None,
+        namespace: "it".into(),
+    };
+    let none = deadbolt_cli::inspect(&target).await.unwrap();
+    assert_eq!(none.key, "it:{nightly}:elect");
+    assert_eq!(none.owner, None);
+    assert_eq!(
+        none.to_string(),
+        "election nightly  (key it:{nightly}:elect)\n  state       no leader\n"
+    );
+
+    let leadership = deadbolt_election::Election::new(&client, "nightly")
+        .campaign("10.0.0.9:7000")
+        .await
+        .unwrap();
+    let led = deadbolt_cli::inspect(&target).await.unwrap();
+    assert_eq!(led.token, leadership.term());
+    assert_eq!(led.info.as_deref(), Some("10.0.0.9:7000"));
+    let shown = led.to_string();
+    for line in [
+        "  state       led\n".to_string(),
+        "  client      sched-1\n".to_string(),
+        format!("  term        {}\n", leadership.term()),
+        "  info        10.0.0.9:7000\n".to_string(),
+    ] {
+        assert!(shown.contains(&line), "{line:?} in\n{shown}");
+    }
+    let printed = deadbolt_stdout(vec![
+        "inspect".into(),
+        "nightly".into(),
+        "--kind".into(),
+        "election".into(),
+        "--redis".into(),
+        server.url(),
+        "--namespace".into(),
+        "it".into(),
+    ])
+    .await;
+    assert!(printed.contains("  client      sched-1\n"), "{printed}");
+    let refused = deadbolt_cli::force_unlock(&ForceUnlockArgs {
+        target: target.clone(),
+        yes: true,
+    })
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        refused.starts_with("force-unlock --kind election is not supported"),
+        "{refused}"
+    );
+    leadership.resign().await.unwrap();
+    client.shutdown().await;
+}
