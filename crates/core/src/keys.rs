@@ -41,7 +41,9 @@ impl Keys {
             return Err(Error::InvalidArgument("name is empty".into()));
         }
         let tag = encode_tag(name);
-        let slot = hash_slot(&format!("{{{tag}}}"));
+        // The tag has no `}`, so hash_slot hashes all of it: the slot of
+        // every key `<ns>:{<tag>}:...`.
+        let slot = hash_slot(&tag);
         Ok(Keys {
             prefix: format!("{ns}:{{{tag}}}:{kind}"),
             fence: format!("{ns}:{{{}}}:fence", slot_tag(slot)),
@@ -186,6 +188,11 @@ mod tests {
     fn braces_stay_inside_one_tag() {
         let k = Keys::new("ns", "lock", "}a{b}%").unwrap();
         assert_eq!(k.main(), "ns:{%7Da{b%7D%25}:lock");
+        // Its slot's fencing counter is in its slot, braces and all.
+        for name in ["}a{b}%", "{x", "a{", "{}"] {
+            let k = Keys::new("ns", "lock", name).unwrap();
+            assert_eq!(hash_slot(k.fence()), hash_slot(k.main()), "{name}");
+        }
         // Distinct names stay distinct.
         assert_ne!(
             Keys::new("ns", "lock", "%7D").unwrap(),
