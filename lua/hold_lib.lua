@@ -281,10 +281,12 @@ end
 -- Re-entry (or replay) by the owner that holds the hold hash `key`
 -- (fields o, t, n, s, a:<attempt>; layout in lock_acquire.lua). A new
 -- attempt is counted once (HSETNX: a retry of the same attempt after an
--- Indeterminate reply finds its field and is not counted twice), raises s
--- to its sequence number when larger (hold_is_stale), and stretches the
--- TTL to max(current, lease): a longer hold is never shortened. Returns
--- the acquire reply {1, token, pttl}.
+-- Indeterminate reply finds its field and is not counted twice) and raises
+-- s to its sequence number when larger (hold_is_stale). Either way the TTL
+-- is stretched to max(current, lease): a longer hold is never shortened,
+-- and a replay of a grant made under a short claim (a hand-off inside a
+-- release) gets the lease its acquire asked for. Returns the acquire
+-- reply {1, token, pttl}.
 local function hold_reenter(key, attempt, lease)
   local pttl = redis.call('PTTL', key)
   local v = redis.call('HMGET', key, 't', 's')
@@ -295,10 +297,10 @@ local function hold_reenter(key, attempt, lease)
       redis.call('HSET', key, 's', seq)
     end
     redis.call('HINCRBY', key, 'n', 1)
-    if pttl >= 0 and pttl < tonumber(lease) then
-      redis.call('PEXPIRE', key, lease)
-      pttl = tonumber(lease)
-    end
+  end
+  if pttl >= 0 and pttl < tonumber(lease) then
+    redis.call('PEXPIRE', key, lease)
+    pttl = tonumber(lease)
   end
   return {1, token, pttl}
 end

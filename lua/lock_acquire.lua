@@ -13,6 +13,11 @@
 --                      MultiLock, multi_acquire.lua) failed a try: the
 --                      release then publishes (lock_release.lua), which
 --                      it skips when neither mark is set
+--                  d:<client id> = '<owner> <attempt> <lease> <claim> <secret>
+--                      <ms>': the waiter a client registered on its
+--                      failed try (one per client; at <ms> on the server
+--                      clock): the release grants the lock to it inside
+--                      the release (lock_release.lua); gone with the hash
 -- KEYS[2]  fencing counter of the name's hash slot  <ns>:{<slot tag>}:fence
 --          (string, no TTL; shared by the slot's names: hold_next_token)
 -- KEYS[3]  waiting clients  <ns>:{name}:lock:waiters  (ZSET: client id ->
@@ -26,7 +31,10 @@
 -- ARGV[3]  lease in milliseconds (integer, 1 .. 2^53-1)
 -- ARGV[4]  'try' (one attempt), 'wait' (the first try of an acquire that
 --          waits if busy) or 'again' (a later try of that acquire)
--- ARGV[5]  optional: the handle's stale-hold bound (hold_is_stale in
+-- ARGV[5]  claim lease in ms of a grant made to this waiter by a release
+-- ARGV[6]  the call's entry secret (random, 1 .. 2^53-1): stored with the
+--          registration this call makes, echoed by a grant to it
+-- ARGV[7]  optional: the handle's stale-hold bound (hold_is_stale in
 --          hold_lib.lua): '0' when it may hold this lock (a re-entry is
 --          expected), else this attempt's sequence number
 --
@@ -36,6 +44,12 @@
 --   {0, pttl}         held by another owner, or reserved for another client
 --                     (waiting tries only); pttl tells the waiter how long
 --                     to sleep at most
+--   {2, pttl, fresh, secret}  held by another client, and this attempt is
+--                     its client's registered waiter (fresh = 1: registered
+--                     by this call, with this call's secret; 0: by an
+--                     earlier call of the attempt, whose secret it is); a
+--                     release grants to it (g: message, lock_release.lua),
+--                     and the attempt's release clears the registration
 --   error WRONGTYPE <key>  a key of another type is in the way; nothing written
 --   error BADVALUE <key> ...  the fencing counter is not a usable integer;
 --                     nothing written
@@ -45,7 +59,8 @@
 -- O(1) for the hash, O(log n) for the waiting clients. The fresh grant, the
 -- hot path, runs five commands (HGET, TIME, SET ... GET of the fencing
 -- counter, HSET, PEXPIRE), and one more (GET of the reservation) when the
--- caller waits.
+-- caller waits. A failed waiting try of another client registers its
+-- client's waiter: HSETNX, and an HGET when one is registered already.
 
 -- pcall: a key of another type comes back as an error table, reported with
 -- its name before anything is written (cheaper than a TYPE call first).
@@ -55,7 +70,7 @@ if type(owner) == 'table' then
 end
 -- A stale hold of this owner (hold_is_stale) is dropped, not re-entered:
 -- a repair, the only write before the checks below; the lock is free.
-if hold_is_stale(KEYS[1], owner, ARGV[1], ARGV[2], ARGV[5]) then
+if hold_is_stale(KEYS[1], owner, ARGV[1], ARGV[2], ARGV[7]) then
   redis.call('DEL', KEYS[1])
   owner = false
 end
@@ -67,11 +82,13 @@ local waits = ARGV[4] ~= 'try'
 -- names the client that has waited longest. Best effort (pcall): a
 -- registry refused under maxmemory or of another type must not fail the
 -- wait; the release then wakes one waiter per client as without it.
+-- Returns the server time in ms.
 local function queue_client()
-  local t = redis.call('TIME')
-  if redis.pcall('ZADD', KEYS[3], 'NX', t[1] * 1000000 + t[2], client) == 1 then
+  local now_ms, now_us = hold_now()
+  if redis.pcall('ZADD', KEYS[3], 'NX', now_us, client) == 1 then
     hold_touch({KEYS[3]}, ARGV[3])
   end
+  return now_ms
 end
 
 if not owner then
@@ -131,15 +148,36 @@ if owner ~= ARGV[1] then
   -- came after the unlock looked hears of the release by its message,
   -- which the release sends only for a marked hold. Best effort (pcall):
   -- a mark refused under maxmemory leaves the waiter to its timer.
+  local pttl = redis.call('PTTL', KEYS[1])
   if waits then
     if string.match(owner, '^(.*):') ~= client then
       redis.pcall('HSET', KEYS[1], 'x', 1)
-      queue_client()
+      local now_ms = queue_client()
+      -- One waiter per client is registered for a grant inside the
+      -- release: the first to fail a try, until it leaves or is served.
+      -- Best effort as the marks (a refused write: no registration; the
+      -- release then names the client and reserves, as without one).
+      local field = 'd:' .. client
+      local made = redis.pcall('HSETNX', KEYS[1], field, table.concat({ARGV[1],
+        ARGV[2], ARGV[3], ARGV[5], ARGV[6], string.format('%.0f', now_ms)}, ' '))
+      if made == 1 then
+        return {2, pttl, 1, tonumber(ARGV[6])}
+      end
+      if made == 0 then
+        local a, secret = string.match(redis.call('HGET', KEYS[1], field) or '',
+          '^%S+ (%S+) %d+ %d+ (%d+) %d+$')
+        if a == ARGV[2] then
+          return {2, pttl, 0, tonumber(secret)}
+        end
+      end
     else
       redis.pcall('HSET', KEYS[1], 'w', 1)
     end
   end
-  return {0, redis.call('PTTL', KEYS[1])}
+  return {0, pttl}
 end
--- Re-entry by the same owner, or a replay of an attempt already granted.
+-- Re-entry by the same owner, or a replay of an attempt already granted
+-- (also of a grant a release made to this attempt under its claim, whose
+-- message was not usable: too late, or lost with a connection; the replay
+-- stretches the claim to the lease).
 return hold_reenter(KEYS[1], ARGV[2], ARGV[3])

@@ -1,4 +1,5 @@
 -- lock_release.lua — release one hold of a reentrant lock, named by its attempt id.
+-- (hold_lib.lua is prepended.)
 --
 -- Used by unlock, by the background releaser for dropped guards, and for acquire
 -- attempts that were cancelled or ended Indeterminate. Idempotent: the attempt's
@@ -9,9 +10,14 @@
 --          in lock_acquire.lua); composites that release plain locks in
 --          their own scripts leave it out and wake one waiter per client
 -- KEYS[3]  optional (with KEYS[2]): reservation  <ns>:{name}:lock:next
+-- KEYS[4]  optional (with KEYS[3]): fencing counter of the name's slot
+--          <ns>:{<slot tag>}:fence, for a grant to a registered waiter
 -- ARGV[1]  attempt id of the hold
 -- ARGV[2]  unlock channel  <ns>:{name}:lock:ch
 -- ARGV[3]  optional (with KEYS[3]): how long a reservation lasts, in ms
+-- ARGV[4]  optional (with KEYS[4]): the id of the attempt's client, whose
+--          registration (d:<client>, lock_acquire.lua) goes when the
+--          attempt leaves without the lock
 --
 -- Reply:
 --   0  nothing released: the hold expired, was taken over, or was already released
@@ -19,7 +25,13 @@
 --   2  the last hold released: key deleted, and '1' published (one waiter
 --      per client tries) when a waiter marked the hold (x or w, see
 --      lock_acquire.lua); an unmarked hold had nobody waiting for it, and
---      its release sends nothing
+--      its release sends nothing. Or: the lock went to the waiter
+--      registered by the client that has waited longest (other than the
+--      releasing one), inside this call: the hash now records that
+--      waiter's hold (owner, attempt, a fresh token, count 1) with the TTL
+--      of its claim, and 'g:<attempt> <token> <ttl> <secret> <claim>' is
+--      published (ttl = claim + how long the registration waited: the
+--      waiter counts it from the request that registered it)
 --   3  the last hold released: key deleted, 'c:<client id>' published: a
 --      client other than the releasing one is queued, and the one that has
 --      waited longest goes first: the lock is reserved for it for ARGV[3]
@@ -33,6 +45,16 @@ local r, marked, holder, waited = hold_release(KEYS[1], ARGV[1], 'x', 'o', 'w')
 if r ~= 2 then
   -- 0: not our hold (expired, taken over, never granted, released already);
   -- 1: an inner unlock of a re-entered lock (the outer holds keep their TTL).
+  if r == 0 and ARGV[4] then
+    -- An attempt that leaves without the lock takes its client's
+    -- registration with it, or the next release would grant to nobody
+    -- (the client keeps its place: its next waiter registers anew).
+    local field = 'd:' .. ARGV[4]
+    local e = redis.pcall('HGET', KEYS[1], field)
+    if type(e) == 'string' and string.match(e, '^%S+ (%S+) ') == ARGV[1] then
+      redis.call('HDEL', KEYS[1], field)
+    end
+  end
   return r
 end
 -- The last hold. Only a hold that a waiter of another client found busy
@@ -51,6 +73,37 @@ if KEYS[2] and marked then
       named = head[1]
       msg = 'c:' .. named
       break
+    end
+  end
+end
+-- The named client registered a waiter: the lock is its now, in place of
+-- a message, the reservation and that waiter's try (one hop, not two). The
+-- fencing counter is advanced first, the first write: when it cannot be
+-- (a key of another type, a value out of range, OOM) the release goes on
+-- as without a registration. The other clients' registrations stay in the
+-- hash. Published before the writes, as below.
+if named and KEYS[4] then
+  local e = redis.pcall('HGET', KEYS[1], 'd:' .. named)
+  local o, a, lease, claim, secret, at
+  if type(e) == 'string' then
+    o, a, lease, claim, secret, at = string.match(e,
+      '^(%S+) (%S+) (%d+) (%d+) (%d+) (%d+)$')
+  end
+  if o then
+    local now_ms, now_us = hold_now()
+    local _, stoken, err = hold_advance_fence(KEYS[4], now_us)
+    if not err then
+      claim = math.min(tonumber(claim), tonumber(lease))
+      local ttl = claim + math.max(0, now_ms - tonumber(at))
+      redis.call('PUBLISH', ARGV[2], 'g:' .. a .. ' ' .. stoken .. ' '
+        .. string.format('%.0f', ttl) .. ' ' .. secret .. ' ' .. claim)
+      -- x stays while other clients wait (or the releasing client's own
+      -- waiters, w: they are another client's now).
+      local more = waited or redis.pcall('ZCARD', KEYS[2]) ~= 0
+      redis.call('HDEL', KEYS[1], 'a:' .. ARGV[1], 'd:' .. named, 'w', more and 'w' or 'x')
+      redis.call('HSET', KEYS[1], 'o', o, 't', stoken, 'n', 1, 'a:' .. a, 1, 's', hold_seq(a))
+      redis.call('PEXPIRE', KEYS[1], claim)
+      return 2
     end
   end
 end

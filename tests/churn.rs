@@ -567,7 +567,7 @@ async fn leftovers(srv: &RedisServer, log: &Log) -> Vec<String> {
         let Some(why) = why else { continue };
         let mut line = format!("{why}: {key} ({ty}, pttl {pttl} ms) {{{body}}}");
         // The last operations of every owner the key names, else of its name.
-        let words: Vec<&str> = body.split([' ', '=', '@']).collect();
+        let words: Vec<&str> = body.split([' ', '=']).collect();
         let owners: Vec<&String> = log
             .by_owner
             .keys()

@@ -45,6 +45,20 @@ pub enum Wake {
         /// Only waiters of this class.
         class: Option<&'static str>,
     },
+    /// The primitive went to the waiter registered under `name` (its
+    /// attempt id) with `grant`, inside a release: that waiter takes it
+    /// without a try of its own. In a client that has no waiter by that
+    /// name, waiters are not woken: a waiter with a standing registration
+    /// ([`AcquireBuilder::grants_by_name`](crate::AcquireBuilder::grants_by_name))
+    /// moves its sleep bound to the end of the grant's claim (should its
+    /// taker be gone, the claim runs out then and the lock is free), and a
+    /// client without one wakes one waiter to try, which registers it.
+    Handed {
+        /// The waiter's name.
+        name: String,
+        /// The hand-off.
+        grant: Grant,
+    },
     /// A message for the waiter registered under `name` (its attempt id).
     Named {
         /// The waiter's name.
@@ -81,10 +95,49 @@ pub enum Signal {
 pub struct Grant {
     /// The fencing token of the hold.
     pub token: u64,
-    /// The claim lease in milliseconds.
+    /// How long the hold is valid in milliseconds, counted from when the
+    /// request that created the queue entry was sent (the waiter's only
+    /// safe lower bound on when the grant was made): the claim, plus the
+    /// time the entry had waited on the server clock when the grant was
+    /// made, for scripts that record it; else the claim alone.
     pub ttl_ms: u64,
+    /// The claim lease in milliseconds: the hold's TTL on the server from
+    /// the grant on, until its taker extends it to its lease.
+    pub claim_ms: u64,
     /// The secret stored with the queue entry the grant is for.
     pub secret: u64,
+}
+
+impl Grant {
+    /// Decode `<token> <ttl ms> <secret>` (claim = ttl) or `<token> <ttl
+    /// ms> <secret> <claim ms>` (the fields after a hand-off message's
+    /// attempt id); `None` for anything else.
+    pub fn parse(fields: &[u8]) -> Option<Grant> {
+        let mut parts = fields.split(|b| *b == b' ');
+        let token = parts.next().and_then(parse_u64)?;
+        let ttl_ms = parts.next().and_then(parse_u64)?;
+        let secret = parts.next().and_then(parse_u64)?;
+        let claim_ms = match parts.next() {
+            Some(c) => parse_u64(c)?.min(ttl_ms),
+            None => ttl_ms,
+        };
+        parts.next().is_none().then_some(Grant {
+            token,
+            ttl_ms,
+            claim_ms,
+            secret,
+        })
+    }
+
+    /// Decode a hand-off message `g:<name> <grant fields>` ([`Grant::parse`])
+    /// into the name it is for and the grant; `None` for anything else.
+    pub fn parse_message(payload: &[u8]) -> Option<(String, Grant)> {
+        let rest = payload.strip_prefix(b"g:")?;
+        let i = rest.iter().position(|b| *b == b' ')?;
+        let name = std::str::from_utf8(&rest[..i]).ok()?;
+        let grant = Grant::parse(&rest[i + 1..])?;
+        (!name.is_empty()).then(|| (name.to_string(), grant))
+    }
 }
 
 /// Decodes the messages of one primitive's channel.
@@ -116,16 +169,24 @@ impl WakePolicy for OnePerClient {
 /// is gone, or no longer waits, costs the others little.
 pub const NAMED_CLIENT_FIRST: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// `c:<client id>` names the client whose waiter goes first
-/// ([`Wake::ClientFirst`]); any other message wakes one waiter per client,
-/// as [`OnePerClient`]. For primitives whose release names the client that
-/// has waited longest, when it knows one, and reserves the primitive for it
-/// for [`NAMED_CLIENT_FIRST`].
+/// `g:<attempt> <token> <ttl> <secret> <claim>` hands the primitive to
+/// that waiter ([`Wake::Handed`]); `c:<client id>` names the client whose
+/// waiter goes first ([`Wake::ClientFirst`]); any other message wakes one
+/// waiter per client, as [`OnePerClient`]. For primitives whose release
+/// grants to the waiter a client registered, when it knows one, and else
+/// names the client that has waited longest and reserves the primitive for
+/// it for [`NAMED_CLIENT_FIRST`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClientFirst;
 
 impl WakePolicy for ClientFirst {
     fn decode(&self, payload: &[u8]) -> Wake {
+        if payload.starts_with(b"g:") {
+            return match Grant::parse_message(payload) {
+                Some((name, grant)) => Wake::Handed { name, grant },
+                None => Wake::Nothing,
+            };
+        }
         match payload.strip_prefix(b"c:").map(std::str::from_utf8) {
             Some(Ok(client)) if !client.is_empty() => Wake::ClientFirst {
                 client: client.to_string(),

@@ -93,23 +93,14 @@ impl WakePolicy for HandOff {
             },
             _ => Wake::Nothing,
         };
-        if let Some(rest) = payload.strip_prefix(b"g:") {
-            let mut parts = rest.split(|b| *b == b' ');
-            let (Some(name), Some(token), Some(ttl), Some(secret), None) = (
-                parts.next(),
-                parts.next().and_then(parse_u64),
-                parts.next().and_then(parse_u64),
-                parts.next().and_then(parse_u64),
-                parts.next(),
-            ) else {
-                return Wake::Nothing;
+        if payload.starts_with(b"g:") {
+            return match Grant::parse_message(payload) {
+                Some((name, grant)) => Wake::Named {
+                    name,
+                    signal: Signal::Grant(grant),
+                },
+                None => Wake::Nothing,
             };
-            let grant = Grant {
-                token,
-                ttl_ms: ttl,
-                secret,
-            };
-            return named(name, Signal::Grant(grant));
         }
         if let Some(rest) = payload.strip_prefix(b"t:") {
             return match rest.iter().position(|b| *b == b' ') {
@@ -187,6 +178,7 @@ mod tests {
                 signal: Signal::Grant(Grant {
                     token: 7,
                     ttl_ms: 500,
+                    claim_ms: 500,
                     secret: 9
                 })
             }
@@ -207,7 +199,9 @@ mod tests {
         );
         for junk in [
             &b"g:ab 7 500"[..],
-            b"g:ab 7 500 9 1",
+            b"g:ab 7 500 9 1 2",
+            b"g:ab 7 500 9 x",
+            b"g: 7 500 9",
             b"g:ab x 500 9",
             b"t:ab 1e9",
             b"t:",

@@ -61,9 +61,12 @@ impl ExclusiveKind for Reentrant {
     const KIND: &'static str = KIND;
     const PLAIN: bool = true;
 
-    fn spec(_client: &Client, k: &Keys) -> AcquireSpec {
-        // lock_release.lua names the client that waited longest
-        // (`c:<id>`), or publishes `1`: one waiter per client tries.
+    fn spec(client: &Client, k: &Keys) -> AcquireSpec {
+        // A failed waiting try registers one waiter per client in the hold
+        // (lock_acquire.lua); the release grants the lock to the waiter of
+        // the client that has waited longest (`g:<attempt> ...`), else names
+        // that client (`c:<id>`) or publishes `1`: one waiter per client
+        // tries (lock_release.lua).
         AcquireSpec::builder(KIND, k, &LOCK_ACQUIRE, &LOCK_RELEASE, &ClientFirst)
             .keys(vec![
                 k.main().to_string(),
@@ -71,9 +74,20 @@ impl ExclusiveKind for Reentrant {
                 k.sub("waiters"),
                 k.sub("next"),
             ])
+            .extra_args(vec![claim_ms(client).to_string()])
+            .grants_by_name()
             .release_with(
-                vec![k.main().to_string(), k.sub("waiters"), k.sub("next")],
-                vec![k.channel(), NAMED_CLIENT_FIRST.as_millis().to_string()],
+                vec![
+                    k.main().to_string(),
+                    k.sub("waiters"),
+                    k.sub("next"),
+                    k.fence().to_string(),
+                ],
+                vec![
+                    k.channel(),
+                    NAMED_CLIENT_FIRST.as_millis().to_string(),
+                    client.id().to_string(),
+                ],
             )
             // An unlock hands the lock to a sleeping waiter of its own
             // client in one call, within the client's budget.
@@ -88,6 +102,20 @@ impl ExclusiveKind for Reentrant {
             vec![k.channel()],
         )
     }
+}
+
+/// The claim lease of a grant a release makes to a waiter of this client:
+/// twice the command timeout (2 s by default), long enough for the grant's
+/// message to arrive and the waiter to extend the hold to its lease, short
+/// enough that a client that died while registered holds the lock up for
+/// no longer (the hold is the claim's, and runs out with it).
+fn claim_ms(client: &Client) -> u128 {
+    client
+        .config()
+        .command_timeout
+        .saturating_mul(2)
+        .as_millis()
+        .clamp(1, (1 << 53) - 1)
 }
 
 #[cfg(test)]

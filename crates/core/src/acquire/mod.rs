@@ -156,6 +156,8 @@ struct Attempt<'a> {
     /// Nothing of the attempt is left to release: it ended with the hold,
     /// or its release ran.
     done: bool,
+    /// It ended with the hold.
+    won: bool,
     /// Set when an unlock in this client may hand its hold to the attempt.
     local: Option<Arc<LocalWaiter>>,
     /// The channel the attempt waits on (with `local`).
@@ -182,6 +184,7 @@ impl Attempt<'_> {
     fn win(&mut self) {
         self.disarm();
         self.done = true;
+        self.won = true;
     }
 
     /// Leave the queue now (awaited), falling back to the releaser.
@@ -205,9 +208,13 @@ impl Drop for Attempt<'_> {
             self.client.inner.engine.unlist_hold(channel, g.hold_id);
         }
         let passed = passed.is_some();
+        // A local hand-off claimed the waiter after its own release ran
+        // (between its last wake-up and leaving the channel), and its unlock
+        // gave up on the answer: the hold may be this attempt's now.
+        let doubted_late = !self.won && self.local.as_ref().is_some_and(|l| l.doubted());
         // Also during shutdown: the releaser runs until shutdown closes it,
         // so a waiter woken by shutdown leaves its queue.
-        if self.armed() || passed {
+        if self.armed() || passed || doubted_late {
             self.client.release_in_background(self.release.clone());
         }
     }
@@ -370,6 +377,7 @@ async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>>
         in_doubt: false,
         queued: false,
         done: false,
+        won: false,
         local: local.clone(),
         channel: Some(&spec.channel),
     };
@@ -409,6 +417,7 @@ async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>>
         policy: spec.wake,
         class: spec.class,
         tag: spec.tagged.then(|| attempt_id.to_string()),
+        wakeable: spec.wakeable,
         local,
     };
     let early = match wait {
@@ -437,6 +446,9 @@ async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>>
         None => try_once(client, &mut attempt, &try_call).await,
     };
     let mut queue = QueueState::new(sent_at);
+    if let Some(sub) = &early {
+        sub.set_registered(matches!(first, Ok(Reply::Queued { .. })));
+    }
     let mut next_wait = match first {
         Ok(Reply::Granted { token, pttl }) => {
             if let Some(sub) = &early {
@@ -471,6 +483,7 @@ async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>>
             let confirm_by = crate::config::after(client.config().command_timeout);
             let confirm_by = deadline.map_or(confirm_by, |d| d.min(confirm_by));
             sub.confirmed(confirm_by).await;
+            sub.set_registered(queue.queued_now);
             sub
         }
     };
@@ -510,6 +523,7 @@ async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>>
         }
         sub.begin_try();
         let (sent_at, r) = try_once(client, &mut attempt, &call("again")).await;
+        sub.set_registered(matches!(r, Ok(Reply::Queued { .. })));
         match r {
             Ok(Reply::Granted { token, pttl }) => {
                 sub.mark_acquired();
@@ -539,13 +553,23 @@ async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>>
             Err(e) => return Err(e),
         }
     }
-    // Out of time.
+    // Out of time. Off the channel first: no local hand-off may claim this
+    // waiter while its release runs (one that did, and whose unlock was
+    // then cancelled, would leave its hold with an attempt already given
+    // up). A registration it held goes with that release; only then is the
+    // next local waiter woken, to register anew (its drop would wake it
+    // before, to find the registration still there).
+    let registered = sub.registered();
+    sub.set_registered(false);
     drop(sub);
     drop(queue);
     match last_err {
         Some(e) => Err(e), // the armed attempt's drop hands it to the releaser
         None => {
             attempt.give_up().await;
+            if registered {
+                client.inner.engine.nudge(&spec.channel);
+            }
             Ok(None)
         }
     }
@@ -625,12 +649,12 @@ async fn sleep_until_woken(
 fn take_named_grant(sub: &Subscription, entry: Option<(u64, Instant)>, ms: u64) -> Option<Granted> {
     let (g, (current, t0)) = (sub.take_grant()?, entry?);
     let (token, ttl) = (g.token, g.ttl_ms);
-    let useful = Duration::from_millis(ttl / 3).max(Duration::from_millis(1));
+    let useful = Duration::from_millis(g.claim_ms / 3).max(Duration::from_millis(1));
     (g.secret == current && valid_until(t0, ttl) > Instant::now() + useful).then_some(Granted {
         token,
         pttl: ttl,
         sent_at: t0,
-        extend_to: (ms > ttl).then_some(ms),
+        extend_to: (ms > g.claim_ms).then_some(ms),
         chain: 0,
         hold_id: None,
     })
@@ -642,6 +666,8 @@ struct QueueState {
     /// When the attempt's first request was sent.
     started: Instant,
     queued: bool,
+    /// The last reply was `Queued` (the attempt holds a registration).
+    queued_now: bool,
     /// The current queue entry: its secret, and an instant no later than
     /// when the request that created it was sent (any hand-off to this entry
     /// happened after it).
@@ -654,12 +680,14 @@ impl QueueState {
         QueueState {
             started,
             queued: false,
+            queued_now: false,
             entry: None,
             heartbeat: None,
         }
     }
 
     fn observe(&mut self, client: &Client, spec: &AcquireSpec, reply: Reply, sent_at: Instant) {
+        self.queued_now = matches!(reply, Reply::Queued { .. });
         let Reply::Queued { fresh, secret, .. } = reply else {
             return;
         };
@@ -670,7 +698,9 @@ impl QueueState {
             // whose reply never came: it was sent after `started`.
             self.entry = Some((secret, self.started));
         }
-        if fresh && self.queued {
+        // (A registration without a queue, granted or cleared by a
+        // release, is made anew as a matter of course.)
+        if fresh && self.queued && spec.heartbeat.is_some() {
             tracing::warn!(kind = spec.kind, key = %spec.key,
                 "waiter was purged from the queue while alive; re-enqueued at the tail");
         }

@@ -62,6 +62,9 @@ pub struct AcquireSpec {
     /// (and only it), and each acquire call carries a fresh entry secret as
     /// its last ARGV (see the module docs).
     pub(crate) tagged: bool,
+    /// With `tagged`: the waiters are woken by unnamed messages too
+    /// ([`AcquireBuilder::grants_by_name`]).
+    pub(crate) wakeable: bool,
     /// Liveness heartbeat kept while the attempt is queued (primitives with a
     /// server-side queue).
     pub(crate) heartbeat: Option<HeartbeatSpec>,
@@ -125,6 +128,7 @@ impl AcquireSpec {
             wake,
             class: "",
             tagged: false,
+            wakeable: false,
             heartbeat: None,
             pass: None,
             live: None,
@@ -210,6 +214,25 @@ impl AcquireBuilder {
     /// entry secret as its last ARGV (see the module docs).
     pub fn tagged(mut self) -> Self {
         self.0.tagged = true;
+        self
+    }
+
+    /// Hand-off by name beside the unnamed wake-ups, for primitives without
+    /// a server-side queue whose release grants to a waiter that a client
+    /// registered on its failed try, when there is one: each acquire call
+    /// carries a fresh entry secret as its last ARGV (as [`tagged`]); a
+    /// reply `{2, pttl, fresh, secret}` says the attempt is the client's
+    /// registered waiter (the attempt is armed then: its release must clear
+    /// the registration when it gives up), `{0, pttl}` that it is not; a
+    /// `g:<attempt> <token> <ttl> <secret> <claim>` message
+    /// ([`Wake::Handed`](crate::Wake::Handed)) gives it the hold; and
+    /// unnamed messages (one waiter, `n`, client first) wake these waiters
+    /// as any others.
+    ///
+    /// [`tagged`]: AcquireBuilder::tagged
+    pub fn grants_by_name(mut self) -> Self {
+        self.0.tagged = true;
+        self.0.wakeable = true;
         self
     }
 

@@ -71,6 +71,15 @@ const HOLD_BACK: std::time::Duration = crate::wake::NAMED_CLIENT_FIRST;
 #[derive(Debug)]
 pub(crate) struct Slot {
     tag: Option<String>,
+    /// A named waiter that unnamed wake-ups reach too (see
+    /// [`Waiter::wakeable`]).
+    wakeable: bool,
+    /// The waiter's last try left a registration on the server that a
+    /// release grants to ([`Subscription::set_registered`]).
+    registered: AtomicBool,
+    /// A try of this waiter is on its way ([`Subscription::begin_try`]
+    /// until its reply is seen, [`Subscription::set_registered`]).
+    trying: AtomicBool,
     class: &'static str,
     pending: AtomicBool,
     /// A wake-up was taken by [`Subscription::wait`] and no try has been
@@ -84,6 +93,10 @@ pub(crate) struct Slot {
     /// When the current holder's lease ends, as told by a `t:<tag> <pttl>`
     /// message: the waiter moves its sleep bound without a round trip.
     hint: parking_lot::Mutex<Option<Instant>>,
+    /// Until when the waiter sleeps at most, as of its current
+    /// [`Subscription::wait`]: a hint later than that is not worth waking
+    /// it for.
+    sleeps_until: parking_lot::Mutex<Option<Instant>>,
     /// Try again by this instant at the latest (a release that named
     /// another client: this waiter tries once that client's head start is
     /// over). Only ever moved earlier until the next try clears it, so a
@@ -101,12 +114,16 @@ impl Slot {
     fn new(waiter: Waiter) -> Arc<Slot> {
         Arc::new(Slot {
             tag: waiter.tag,
+            wakeable: waiter.wakeable,
+            registered: AtomicBool::new(false),
+            trying: AtomicBool::new(false),
             class: waiter.class,
             local: waiter.local,
             pending: AtomicBool::new(false),
             woken: AtomicBool::new(false),
             acquired: AtomicBool::new(false),
             hint: parking_lot::Mutex::new(None),
+            sleeps_until: parking_lot::Mutex::new(None),
             try_by: parking_lot::Mutex::new(None),
             grant: parking_lot::Mutex::new(None),
             notify: Notify::new(),
@@ -116,6 +133,11 @@ impl Slot {
     pub(crate) fn wake(&self) {
         self.pending.store(true, Ordering::SeqCst);
         self.notify.notify_one();
+    }
+
+    /// Whether unnamed wake-ups (one, `n`, client first) reach this waiter.
+    fn unnamed(&self) -> bool {
+        self.tag.is_none() || self.wakeable
     }
 }
 
@@ -209,6 +231,47 @@ impl Shared {
                 .iter()
                 .filter(|s| class.is_none_or(|c| c == s.class))
                 .for_each(|s| s.wake()),
+            Wake::Handed { name, grant } => {
+                let mut here = false;
+                for s in ch.slots.iter() {
+                    if s.tag.as_deref() == Some(name.as_str()) {
+                        *s.grant.lock() = Some(grant);
+                        s.wake();
+                        here = true;
+                    }
+                }
+                if !here {
+                    // Another client's waiter took it. A waiter of this
+                    // client registered for the next grant sleeps until
+                    // the claim's end at most (its taker may be gone);
+                    // without one, a waiter tries now, which registers it.
+                    let at = crate::config::after(std::time::Duration::from_millis(grant.claim_ms));
+                    // (A waiter whose try is on its way will know from
+                    // its reply.)
+                    let mut registered = false;
+                    for s in ch.slots.iter() {
+                        if s.trying.load(Ordering::SeqCst) {
+                            registered = true;
+                        } else if s.registered.load(Ordering::SeqCst) {
+                            registered = true;
+                            // Only a bound earlier than the waiter's own
+                            // is worth a wake-up (most come later: the
+                            // next hand-off's claim).
+                            let mut hint = s.hint.lock();
+                            let sooner = hint.is_none_or(|h| at < h)
+                                && s.sleeps_until.lock().is_none_or(|u| at < u);
+                            if sooner {
+                                *hint = Some(at);
+                                drop(hint);
+                                s.notify.notify_one();
+                            }
+                        }
+                    }
+                    if !registered {
+                        wake_any(ch, 1, None);
+                    }
+                }
+            }
             Wake::Named { name, signal } => {
                 for s in ch.slots.iter() {
                     if s.tag.as_deref() != Some(name.as_str()) {
@@ -240,7 +303,7 @@ fn wake_any(ch: &Channel, n: usize, class: Option<&str>) {
 /// The unnamed waiters of `class` not already woken, longest waiting first.
 fn unnamed<'a>(ch: &'a Channel, class: Option<&'a str>) -> impl Iterator<Item = &'a Arc<Slot>> {
     ch.slots.iter().filter(move |s| {
-        !s.pending.load(Ordering::SeqCst) && s.tag.is_none() && class.is_none_or(|c| c == s.class)
+        !s.pending.load(Ordering::SeqCst) && s.unnamed() && class.is_none_or(|c| c == s.class)
     })
 }
 
@@ -251,6 +314,10 @@ pub(crate) struct Waiter {
     pub(crate) policy: &'static dyn WakePolicy,
     pub(crate) class: &'static str,
     pub(crate) tag: Option<String>,
+    /// With a tag: unnamed wake-ups reach the waiter too (a primitive
+    /// whose releases grant to a registered waiter by name when there is
+    /// one, and else wake one waiter per client).
+    pub(crate) wakeable: bool,
     pub(crate) local: Option<Arc<LocalWaiter>>,
 }
 
@@ -733,6 +800,7 @@ impl Subscription {
 
     /// Call before each try: forget wake-ups that the try will observe anyway.
     pub(crate) fn begin_try(&self) {
+        self.slot.trying.store(true, Ordering::SeqCst);
         self.slot.pending.store(false, Ordering::SeqCst);
         *self.slot.try_by.lock() = None;
     }
@@ -741,6 +809,7 @@ impl Subscription {
     ///
     /// [`begin_try`]: Subscription::begin_try
     pub(crate) async fn wait(&self, deadline: Instant) -> Woke {
+        *self.slot.sleeps_until.lock() = Some(deadline);
         loop {
             if self.slot.pending.swap(false, Ordering::SeqCst) {
                 self.slot.woken.store(true, Ordering::SeqCst);
@@ -775,6 +844,20 @@ impl Subscription {
     /// took has been used, and its leaving passes nothing on.
     pub(crate) fn tried(&self) {
         self.slot.woken.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether this waiter's last try left a registration that a release
+    /// grants to by name (see [`Wake::Handed`]).
+    pub(crate) fn set_registered(&self, registered: bool) {
+        self.slot.registered.store(registered, Ordering::SeqCst);
+        self.slot.trying.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether this waiter holds a registration ([`set_registered`]).
+    ///
+    /// [`set_registered`]: Subscription::set_registered
+    pub(crate) fn registered(&self) -> bool {
+        self.slot.registered.load(Ordering::SeqCst)
     }
 
     /// The hand-off that named this waiter, if one arrived.
@@ -834,13 +917,15 @@ impl Drop for Subscription {
             let _ = shared.ops.send(());
             return;
         }
-        let woken =
-            self.slot.pending.load(Ordering::SeqCst) || self.slot.woken.load(Ordering::SeqCst);
-        if woken && !self.slot.acquired.load(Ordering::SeqCst) && self.slot.tag.is_none() {
+        let woken = self.slot.pending.load(Ordering::SeqCst)
+            || self.slot.woken.load(Ordering::SeqCst)
+            || self.slot.registered.load(Ordering::SeqCst);
+        if woken && !self.slot.acquired.load(Ordering::SeqCst) && self.slot.unnamed() {
             // This waiter was woken (and did not get an answer to a try
-            // since) but leaves without the lock: hand the wake-up to the
-            // next local waiter of its class. At worst that waiter tries
-            // once for nothing.
+            // since), or held this client's registration for a grant, but
+            // leaves without the lock: hand the wake-up to the next local
+            // waiter of its class (which registers anew if it must). At
+            // worst that waiter tries once for nothing.
             wake_any(ch, 1, Some(self.slot.class));
         }
     }
@@ -863,6 +948,7 @@ mod tests {
             policy: &crate::wake::OnePerClient,
             class: "",
             tag: None,
+            wakeable: false,
             local: Some(local.clone()),
         });
         (slot, local)

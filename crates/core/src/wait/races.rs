@@ -45,6 +45,7 @@ fn plain(class: &'static str) -> Waiter {
         policy: &crate::wake::OnePerClient,
         class,
         tag: None,
+        wakeable: false,
         local: None,
     }
 }

@@ -1,0 +1,180 @@
+//! Issue 24.3: a release that has waiters of other clients grants the lock
+//! to the waiter the longest-waiting client registered, inside the release
+//! (one hop: no try of the waiter's own), under a claim that the waiter
+//! extends to its lease; a waiter that leaves takes its registration with
+//! it.
+mod common;
+
+use deadbolt_core::Acquire as _;
+use std::time::{Duration, Instant};
+
+use common::*;
+use deadbolt_core::Client;
+use deadbolt_lock::Lock;
+
+/// The registration a client's waiter left in the hold (`d:<client id>`),
+/// if any.
+async fn registration(srv: &RedisServer, name: &str, client: &Client) -> Option<String> {
+    cmd(
+        srv,
+        &[
+            "HGET",
+            &format!("deadbolt:{{{name}}}:lock"),
+            &format!("d:{}", client.id()),
+        ],
+    )
+    .await
+}
+
+async fn until_registered(srv: &RedisServer, name: &str, client: &Client) {
+    until("the waiter registers", || async {
+        registration(srv, name, client).await.is_some()
+    })
+    .await;
+}
+
+/// Two clients wait, one after the other: each release hands the lock to
+/// the next of them inside the release, so from an unlock to the next
+/// holder's guard Redis runs exactly one script (the release), and tokens
+/// rise through the hand-offs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_grants_to_the_longest_waiting_client_in_one_hop() {
+    let srv = server();
+    // Scripts loaded at connect: a first EVALSHA would meet NOSCRIPT and
+    // count twice.
+    let h = Client::builder(&srv.url())
+        .preload(deadbolt_lock::SCRIPTS)
+        .build()
+        .await
+        .unwrap();
+    let a = client(&srv.url()).await;
+    let b = client(&srv.url()).await;
+    let g = Lock::new(&h, "hop").lock().await.unwrap();
+    srv.reset_stats().await;
+    let la = Lock::new(&a, "hop");
+    let ta = tokio::spawn(async move { la.lock().await });
+    until_registered(&srv, "hop", &a).await;
+    let lb = Lock::new(&b, "hop");
+    let tb = tokio::spawn(async move { lb.lock().await });
+    until_registered(&srv, "hop", &b).await;
+    // Each waiter tries, subscribes and tries once more, then sleeps.
+    until("both waiters sleep", || async {
+        evalsha_calls(&srv).await == 4
+    })
+    .await;
+
+    srv.reset_stats().await;
+    let t0 = g.fencing_token();
+    g.unlock().await.unwrap();
+    let ga = within("a's guard", ta).await.unwrap().unwrap();
+    assert_eq!(
+        evalsha_calls(&srv).await,
+        1,
+        "a took the lock without a try"
+    );
+    assert!(ga.fencing_token() > t0);
+    assert!(registration(&srv, "hop", &a).await.is_none());
+    assert!(
+        registration(&srv, "hop", &b).await.is_some(),
+        "b still waits"
+    );
+
+    let ta_token = ga.fencing_token();
+    ga.unlock().await.unwrap();
+    let gb = within("b's guard", tb).await.unwrap().unwrap();
+    assert_eq!(
+        evalsha_calls(&srv).await,
+        2,
+        "b took the lock without a try"
+    );
+    assert!(gb.fencing_token() > ta_token);
+    let owner: String = cmd(&srv, &["HGET", "deadbolt:{hop}:lock", "o"]).await;
+    assert!(owner.starts_with(b.id()), "the hold names b: {owner}");
+    gb.unlock().await.unwrap();
+    assert!(!exists(&srv, "deadbolt:{hop}:lock").await);
+}
+
+/// A registered waiter that leaves (its wait runs out, or its acquire is
+/// cancelled) clears its registration, so the next release does not grant
+/// to it: the next client's waiter gets the lock at once, not after a
+/// claim that nobody picks up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_leaves_takes_its_registration_with_it() {
+    let srv = server();
+    let h = client(&srv.url()).await;
+    let a = client(&srv.url()).await;
+    let b = client(&srv.url()).await;
+    let c = client(&srv.url()).await;
+    let g = Lock::new(&h, "leave").lock().await.unwrap();
+
+    // a's bounded wait runs out: its registration is gone when it returns.
+    let la = Lock::new(&a, "leave");
+    let timed_out = tokio::spawn(async move { la.try_lock_for(Duration::from_millis(300)).await });
+    until_registered(&srv, "leave", &a).await;
+    assert!(within("a's wait", timed_out)
+        .await
+        .unwrap()
+        .unwrap()
+        .is_none());
+    assert!(registration(&srv, "leave", &a).await.is_none());
+
+    // b's acquire is cancelled: its release clears the registration.
+    let lb = Lock::new(&b, "leave");
+    let cancelled = tokio::spawn(async move { lb.lock().await.map(|_| ()) });
+    until_registered(&srv, "leave", &b).await;
+    let lc = Lock::new(&c, "leave");
+    let waiter = tokio::spawn(async move { lc.lock().await });
+    until_registered(&srv, "leave", &c).await;
+    cancelled.abort();
+    until("b's registration goes", || async {
+        registration(&srv, "leave", &b).await.is_none()
+    })
+    .await;
+
+    // The claim of a grant is 2 s with the default command timeout: c gets
+    // the lock well before a claim given to a gone waiter would end.
+    let released = Instant::now();
+    g.unlock().await.unwrap();
+    let gc = within("c's guard", waiter).await.unwrap().unwrap();
+    assert!(
+        released.elapsed() < Duration::from_millis(1000),
+        "c waited {:?}",
+        released.elapsed()
+    );
+    gc.unlock().await.unwrap();
+}
+
+/// A grant comes under a claim (twice the waiter's command timeout), which
+/// the new holder extends to its lease in the background: the hold lives
+/// on past the claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_off_hold_outlives_its_claim() {
+    let srv = server();
+    let h = client(&srv.url()).await;
+    let w = fast_client(&srv.url(), 100).await; // claim 200 ms
+    let g = Lock::new(&h, "claim").lock().await.unwrap();
+    let lw = Lock::new(&w, "claim");
+    let handle = lw.clone();
+    let waiter = tokio::spawn(async move { lw.lock().await });
+    until_registered(&srv, "claim", &w).await;
+    g.unlock().await.unwrap();
+    let gw = within("w's guard", waiter).await.unwrap().unwrap();
+    let pttl: i64 = cmd(&srv, &["PTTL", "deadbolt:{claim}:lock"]).await;
+    assert!((0..=200).contains(&pttl), "granted under the claim: {pttl}");
+    // Past the claim (a bound of time, not a synchronisation: the claim
+    // must have been extended by then).
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        handle.is_held().await.unwrap(),
+        "the hold outlived its claim"
+    );
+    assert_eq!(gw.state(), deadbolt_core::LeaseState::Active);
+    assert!(
+        gw.valid_for() > Duration::from_secs(10),
+        "{:?}",
+        gw.valid_for()
+    );
+    let pttl: i64 = cmd(&srv, &["PTTL", "deadbolt:{claim}:lock"]).await;
+    assert!(pttl > 10_000, "extended to the 30 s lease: {pttl}");
+    gw.unlock().await.unwrap();
+}
