@@ -8,24 +8,28 @@
 -- ARGV[4]  mode: 'try' (one attempt, never queues) | 'wait'
 -- ARGV[5]  waiter timeout in ms (the waiter's liveness window)
 -- ARGV[6]  n, the permits wanted (1 .. 2^53-1, checked by the client)
--- (ARGV[7], the entry secret the acquire loop adds, is not used: permits
--- are never handed over by message.)
+-- ARGV[7]  the call's entry secret (added by the acquire loop): stored with
+--          the queue entry this call creates, echoed by a grant to it
 --
 -- Reply:
 --   {1, 0, pttl}         granted n permits under their own lease (permits
 --                        carry no fencing token), or a replay of a granted
---                        attempt (pttl = its lease left)
+--                        attempt (pttl = its lease left; a grant made
+--                        inside a release, still under its claim, is
+--                        stretched to the lease asked for)
 --   {0, pttl}            not enough ('try'); pttl = until the earliest lease
 --                        ends (-1 without holders)
---   {2, pttl, fresh, 0}  queued ('wait'): fresh = 1 when this call added the
---                        entry; it is woken (t:<attempt>) when its permits
---                        are free
+--   {2, pttl, fresh, secret}  queued ('wait'): fresh = 1 when this call
+--                        added the entry (with this call's secret), else
+--                        the entry's secret; its permits are granted to it
+--                        inside a release (g:<attempt> ..., sem_lib.lua)
 --   error WRONGTYPE <key>  a key of another type; checked before any write
 --
 -- Why each branch: expired holds are purged first, so an ended lease never
 -- counts as taken; the head waiter's demand is reserved (see sem_lib.lua);
--- a waiter that was woken but finds its permits taken (another request got
--- there first within the policy) loses its woken mark and sleeps again.
+-- a waiter of an older version that was woken but finds its permits taken
+-- (another request got there first within the policy) is queued again in
+-- the current form, and sleeps.
 --
 -- O(log n).
 local K = sem_keys(0)
@@ -38,6 +42,11 @@ end
 local now_ms = hold_now()
 local dl = redis.call('ZSCORE', K.h, attempt)
 if dl and tonumber(dl) > now_ms then
+  if tonumber(dl) < now_ms + lease then
+    redis.call('ZADD', K.h, now_ms + lease, attempt)
+    hold_lease_added(K.h, K.hn, now_ms + lease)
+    return {1, 0, lease}
+  end
   return {1, 0, tonumber(dl) - now_ms}
 end
 sem_purge(K, now_ms)
@@ -65,16 +74,25 @@ local wait_ms = sem_next_expiry(K, now_ms)
 if mode == 'try' then
   return {0, wait_ms}
 end
-local fresh = 0
+local fresh, secret = 0, ARGV[7]
+local entry = table.concat({owner, ARGV[6], ARGV[3], ARGV[5], ARGV[7],
+  string.format('%.0f', now_ms)}, ' ')
 if redis.call('ZSCORE', K.q, attempt) then
-  -- Woken, but the permits went elsewhere: sleep again, unmarked.
-  redis.call('HSET', K.qo, attempt, owner .. ' ' .. ARGV[6])
+  local _, _, _, l, _, s = sem_entry(redis.call('HGET', K.qo, attempt))
+  if l then
+    secret = s
+  else
+    -- An entry of an older version (woken, its permits went elsewhere):
+    -- queued again in the current form, keeping its place.
+    redis.call('HSET', K.qo, attempt, entry)
+    fresh = 1
+  end
 else
   local seq = redis.call('HINCRBY', K.s, 'seq', 1)
   redis.call('ZADD', K.q, seq, attempt)
-  redis.call('HSET', K.qo, attempt, owner .. ' ' .. ARGV[6])
+  redis.call('HSET', K.qo, attempt, entry)
   fresh = 1
 end
 redis.call('ZADD', K.alive, now_ms + wt, sem_client(owner))
 hold_touch({K.q, K.qo, K.alive}, wt * 3)
-return {2, wait_ms, fresh, 0}
+return {2, wait_ms, fresh, tonumber(secret)}

@@ -16,24 +16,34 @@
 --                                    expires K.h and K.hn together, and the
 --                                    count goes with the holds it counted.
 --   K.q      <ns>:{name}:sem:q       ZSET waiting attempt -> enqueue seq
---   K.qo     <ns>:{name}:sem:qo      hash waiting attempt -> '<owner id> <n>'
---                                    and ' w' once it was woken
+--   K.qo     <ns>:{name}:sem:qo      hash waiting attempt -> '<owner id> <n>
+--                                    <lease> <claim> <secret> <ms>' (its
+--                                    lease and claim in ms, the entry
+--                                    secret, the server ms it queued);
+--                                    entries of older versions read
+--                                    '<owner id> <n>', with ' w' once woken
 --   K.alive  <ns>:{name}:sem:alive   ZSET client uuid -> liveness deadline of
 --                                    its waiters (server ms)
 -- K.h/K.hn live as long as the longest lease; K.q/K.qo/K.alive 3 ×
 -- waiter_timeout past the last heartbeat.
 -- Channel of a client's waiters: <ns>:{name}:sem:ch:<client uuid>;
---   t:<attempt>   try again now: permits for you are free
+--   g:<attempt> 0 <ttl> <secret> <claim>
+--                 the permits are yours (granted inside the release), under
+--                 a claim lease of <claim> ms that the waiter extends to its
+--                 lease; ttl = claim + how long the entry waited, the
+--                 validity counted from the request that queued it
+--   t:<attempt>   try again now: permits for you are free (an entry of an
+--                 older version, which carries no secret to grant with)
 --
 -- The policy (written here once): the oldest live waiter's demand is
 -- reserved. A request is granted when available − (the head waiter's n,
 -- unless it is the head) ≥ n. So single-permit requests can use permits
 -- beyond what the head needs, but never the head's share: a request for
 -- many permits is served once enough come back, however many small
--- requests arrive. A release (or added permits) wakes exactly the waiters,
--- from the head on, whose demands fit in what is available, and no more;
--- woken waiters are marked, and their demand counts as taken for the next
--- wake, so nobody is woken twice for the same permits.
+-- requests arrive. A release (or added permits) grants the permits to
+-- exactly the waiters, from the head on, whose demands fit in what is
+-- available, and no more, inside the release (one hop: the waiter takes
+-- them from the message, without a try of its own).
 --
 -- O(log n) per holder or waiter touched; purges and wakes handle at most 64
 -- entries per call.
@@ -53,9 +63,17 @@ local function sem_client(owner)
   return string.match(owner, '^([^:]+)')
 end
 
--- An entry '<owner> <n>[ w]': owner, n, woken.
+-- A queue entry (or a hold's '<owner> <n>'): owner, n, woken (older
+-- entries), and for a current queue entry its lease, claim, secret (a
+-- string) and the server ms it queued.
 local function sem_entry(v)
-  local owner, n, w = string.match(v or '', '^(%S+) (%d+)( ?w?)$')
+  local owner, n, lease, claim, secret, ms = string.match(v or '',
+    '^(%S+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
+  if owner then
+    return owner, tonumber(n), false, tonumber(lease), tonumber(claim), secret, tonumber(ms)
+  end
+  local w
+  owner, n, w = string.match(v or '', '^(%S+) (%d+)( ?w?)$')
   return owner, tonumber(n) or 0, w == ' w'
 end
 
@@ -118,10 +136,27 @@ local function sem_live_head(K, now_ms)
   return nil, 0
 end
 
--- Wake the waiters, from the head on, whose demands fit in `avail`:
--- already-woken ones count as taken, the first that does not fit stops the
--- walk (it is the one the permits are kept for). Dead waiters met on the
--- way are dropped.
+-- Grant waiter `a` (entry fields as sem_entry gives them) its n permits
+-- under its claim, min(claim, lease), and tell it (published first: a
+-- refused PUBLISH leaves everything as it was).
+local function sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms)
+  local c = math.min(claim, lease)
+  local ttl = c + math.max(0, now_ms - ms)
+  redis.call('PUBLISH', K.s .. ':ch:' .. sem_client(owner), 'g:' .. a .. ' 0 '
+    .. string.format('%.0f', ttl) .. ' ' .. secret .. ' ' .. string.format('%.0f', c))
+  local sn = string.format('%.0f', n)
+  redis.call('ZADD', K.h, now_ms + c, a)
+  redis.call('HSET', K.hn, a, owner .. ' ' .. sn)
+  redis.call('HINCRBY', K.hn, '#t', sn)
+  hold_lease_added(K.h, K.hn, now_ms + c)
+  sem_drop_waiter(K, a)
+end
+
+-- Serve the waiters, from the head on, whose demands fit in `avail`: each
+-- is granted its permits (sem_grant); an entry of an older version is
+-- woken to try instead (and counts as taken until it does). The first
+-- that does not fit stops the walk (it is the one the permits are kept
+-- for). Dead waiters met on the way are dropped.
 local function sem_wake(K, now_ms, avail)
   if avail <= 0 then
     return
@@ -129,15 +164,19 @@ local function sem_wake(K, now_ms, avail)
   local used = 0
   for _, a in ipairs(redis.call('ZRANGE', K.q, 0, 63)) do
     local v = redis.call('HGET', K.qo, a)
-    local owner, n, woken = sem_entry(v)
+    local owner, n, woken, lease, claim, secret, ms = sem_entry(v)
     if not sem_alive(K, owner, now_ms) then
       sem_drop_waiter(K, a)
     elseif woken then
       used = used + n
     elseif used + n <= avail then
       used = used + n
-      redis.call('HSET', K.qo, a, owner .. ' ' .. string.format('%.0f', n) .. ' w')
-      redis.call('PUBLISH', K.s .. ':ch:' .. sem_client(owner), 't:' .. a)
+      if lease then
+        sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms)
+      else
+        redis.call('HSET', K.qo, a, owner .. ' ' .. string.format('%.0f', n) .. ' w')
+        redis.call('PUBLISH', K.s .. ':ch:' .. sem_client(owner), 't:' .. a)
+      end
     else
       return
     end

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, ConditionSpec, Error, Handle, HeartbeatSpec, Hold, Keys, LeaseMode,
+    AcquireSpec, Client, ConditionSpec, Error, Grant, Handle, HeartbeatSpec, Hold, Keys, LeaseMode,
     Result, ScriptCall, Signal, WaitMode, Wake, WakePolicy, MAX_LEASE_MS,
 };
 
@@ -87,12 +87,23 @@ pub fn semaphore_keys(k: &Keys) -> Vec<String> {
 }
 
 /// The semaphore's messages, each for one waiter on its client's channel:
-/// `t:<attempt>` — the permits it waits for are free.
+/// `g:<attempt> 0 <ttl> <secret> <claim>` — the permits it waits for are
+/// its own (granted inside a release); `t:<attempt>` — they are free, try
+/// (a queue entry of an older version).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PermitsFree;
 
 impl WakePolicy for PermitsFree {
     fn decode(&self, payload: &[u8]) -> Wake {
+        if payload.starts_with(b"g:") {
+            return match Grant::parse_message(payload) {
+                Some((name, grant)) => Wake::Named {
+                    name,
+                    signal: Signal::Grant(grant),
+                },
+                None => Wake::Nothing,
+            };
+        }
         match payload.strip_prefix(b"t:").map(std::str::from_utf8) {
             Some(Ok(name)) if !name.is_empty() => Wake::Named {
                 name: name.to_string(),
@@ -161,7 +172,9 @@ pub struct WaiterInfo {
     pub owner: String,
     /// Permits it waits for.
     pub permits: u64,
-    /// Whether it was told its permits are free (it is on its way).
+    /// Whether it was told its permits are free and is on its way to take
+    /// them (only a queue entry of an older version: permits are now
+    /// granted inside the release, and the waiter leaves the queue then).
     pub woken: bool,
 }
 
@@ -242,7 +255,7 @@ impl Semaphore {
     }
 
     /// Set the number of permits, only if it was never set. Returns whether
-    /// it set them. Waiters that now fit are woken.
+    /// it set them. Waiters that now fit are granted their permits.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for more than [`MAX_PERMITS`];
@@ -257,7 +270,8 @@ impl Semaphore {
     }
 
     /// Add `n` permits (setting them when never set); returns the permits
-    /// available after. Waiters that now fit are woken, and no more.
+    /// available after. Waiters that now fit are granted their permits, and
+    /// no more.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for 0, or for a total beyond
@@ -457,7 +471,7 @@ impl Permits {
     deadbolt_core::hold_guard_methods!(hold);
 
     /// Give the permits back and wait for the answer; the waiters they
-    /// serve are woken.
+    /// serve are granted them inside the release.
     ///
     /// # Errors
     /// [`Error::NotHeld`] when the lease had ended (the server had given

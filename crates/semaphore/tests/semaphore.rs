@@ -435,3 +435,85 @@ async fn permits_come_back_when_every_lease_ended() {
     let again = within("all three", s.acquire(3)).await.unwrap();
     again.release().await.unwrap();
 }
+
+/// Issue 24.3: a release hands its permits to the head waiters that fit,
+/// inside the release (one hop): the waiters of another client get them
+/// without a try of their own, and keep them past their claim (extended to
+/// the lease in the background).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_hands_its_permits_to_the_waiters_that_fit_in_one_hop() {
+    let srv = server();
+
+    let h = client(&srv.url()).await;
+    // A waiter_timeout of 300 ms: the claim of a grant to its waiters.
+    let w = Client::builder(&srv.url())
+        .preload(deadbolt_semaphore::SCRIPTS)
+        .waiter_timeout(Duration::from_millis(300))
+        .build()
+        .await
+        .unwrap();
+    let s = Semaphore::new(&h, "hop");
+    s.try_set_permits(3).await.unwrap();
+    let three = s.acquire(3).await.unwrap();
+    let mut tasks = Vec::new();
+    // Queued in this order: 2, 1, 1.
+    for (i, n) in [(1u64, 2), (2, 1), (3, 1)] {
+        let sw = Semaphore::new(&w, "hop");
+        tasks.push(tokio::spawn(async move { sw.acquire(n).await }));
+        until("queued", || async {
+            s.inspect().await.unwrap().waiting == i
+        })
+        .await;
+    }
+    // Every waiter's second try (after subscribing) has been answered too:
+    // nothing but the release runs from here on.
+    srv.reset_stats().await;
+    until("the waiters sleep", || async {
+        let calls = srv
+            .commandstats()
+            .await
+            .get("evalsha")
+            .copied()
+            .unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        calls
+            == srv
+                .commandstats()
+                .await
+                .get("evalsha")
+                .copied()
+                .unwrap_or(0)
+    })
+    .await;
+    srv.reset_stats().await;
+    three.release().await.unwrap();
+    let two = within("the head waiter", tasks.remove(0))
+        .await
+        .unwrap()
+        .unwrap();
+    let one = within("the next waiter", tasks.remove(0))
+        .await
+        .unwrap()
+        .unwrap();
+    let scripts = srv
+        .commandstats()
+        .await
+        .get("evalsha")
+        .copied()
+        .unwrap_or(0);
+    assert_eq!(scripts, 1, "the waiters took their permits without a try");
+    let info = s.inspect().await.unwrap();
+    assert_eq!((info.available, info.holds, info.waiting), (0, 2, 1));
+    // Past the 300 ms claim: extended, still held.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(two.state(), LeaseState::Active);
+    assert_eq!(s.inspect().await.unwrap().holds, 2);
+    two.release().await.unwrap();
+    one.release().await.unwrap();
+    let last = within("the last waiter", tasks.remove(0))
+        .await
+        .unwrap()
+        .unwrap();
+    last.release().await.unwrap();
+    assert!(w.releases_settled(HANG).await);
+}
