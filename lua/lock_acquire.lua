@@ -9,10 +9,10 @@
 --                  x = 1 once a waiter of another client failed a try while
 --                      the lock was held (read by lock_pass.lua and
 --                      lock_release.lua)
---                  w = 1 once a waiter of the holder's own client (or a
---                      MultiLock, multi_acquire.lua) failed a try: the
---                      release then publishes (lock_release.lua), which
---                      it skips when neither mark is set
+--                  w = 1 once a waiter of the holder's own client failed
+--                      a try, m = 1 once a MultiLock did (multi_acquire.lua):
+--                      the release then publishes (lock_release.lua), which
+--                      it skips when no mark is set
 --                  d:<client id> = '<owner> <attempt> <lease> <claim> <secret>
 --                      <ms>': the waiter a client registered on its
 --                      failed try (one per client; at <ms> on the server

@@ -13,7 +13,8 @@
 -- KEYS[4]  optional (with KEYS[3]): fencing counter of the name's slot
 --          <ns>:{<slot tag>}:fence, for a grant to a registered waiter
 -- ARGV[1]  attempt id of the hold
--- ARGV[2]  unlock channel  <ns>:{name}:lock:ch
+-- ARGV[2]  unlock channel  <ns>:{name}:lock:ch (a client's own channel
+--          is this and ':<client id>')
 -- ARGV[3]  optional (with KEYS[3]): how long a reservation lasts, in ms
 -- ARGV[4]  optional (with KEYS[4]): the id of the attempt's client, whose
 --          registration (d:<client>, lock_acquire.lua) goes when the
@@ -23,15 +24,21 @@
 --   0  nothing released: the hold expired, was taken over, or was already released
 --   1  an inner hold released; the lock is still held (its TTL is left alone)
 --   2  the last hold released: key deleted, and '1' published (one waiter
---      per client tries) when a waiter marked the hold (x or w, see
+--      per client tries) when a waiter marked the hold (x, w or m, see
 --      lock_acquire.lua); an unmarked hold had nobody waiting for it, and
---      its release sends nothing. Or: the lock went to the waiter
+--      its release sends nothing
+--   4  the last hold released, and the lock went to the waiter
 --      registered by the client that has waited longest (other than the
 --      releasing one), inside this call: the hash now records that
 --      waiter's hold (owner, attempt, a fresh token, count 1) with the TTL
---      of its claim, and 'g:<attempt> <token> <ttl> <secret> <claim>' is
---      published (ttl = claim + how long the registration waited: the
---      waiter counts it from the request that registered it)
+--      of its claim, 'g:<attempt> <token> <ttl> <secret> <claim>' is
+--      published on that client's channel ARGV[2]:<client id> (ttl = claim
+--      + how long the registration waited: the waiter counts it from the
+--      request that registered it), and 'h:<claim>' on the channel of the
+--      client queued next (its registered waiter tries when the claim ends
+--      at the latest: the taker may be gone). The releasing client is told
+--      nothing: its unlock wakes one of its own waiters (if any) to try,
+--      which registers it
 --   3  the last hold released: key deleted, 'c:<client id>' published: a
 --      client other than the releasing one is queued, and the one that has
 --      waited longest goes first: the lock is reserved for it for ARGV[3]
@@ -41,7 +48,7 @@
 --
 -- O(log n) in the waiting clients.
 
-local r, marked, holder, waited = hold_release(KEYS[1], ARGV[1], 'x', 'o', 'w')
+local r, marked, holder, waited, multi = hold_release(KEYS[1], ARGV[1], 'x', 'o', 'w', 'm')
 if r ~= 2 then
   -- 0: not our hold (expired, taken over, never granted, released already);
   -- 1: an inner unlock of a re-entered lock (the outer holds keep their TTL).
@@ -95,15 +102,27 @@ if named and KEYS[4] then
     if not err then
       claim = math.min(tonumber(claim), tonumber(lease))
       local ttl = claim + math.max(0, now_ms - tonumber(at))
-      redis.call('PUBLISH', ARGV[2], 'g:' .. a .. ' ' .. stoken .. ' '
+      -- To the waiter's client alone (its channel: the unlock channel and
+      -- ':<client id>'); the client that waits next hears when the claim
+      -- ends at the latest, in case the taker is gone.
+      redis.call('PUBLISH', ARGV[2] .. ':' .. named, 'g:' .. a .. ' ' .. stoken .. ' '
         .. string.format('%.0f', ttl) .. ' ' .. secret .. ' ' .. claim)
+      local after = redis.pcall('ZRANGE', KEYS[2], 0, 0)
+      if type(after) == 'table' and after[1] then
+        redis.call('PUBLISH', ARGV[2] .. ':' .. after[1], 'h:' .. claim)
+      end
+      -- A waiting MultiLock listens on the unlock channel alone: it tries
+      -- (and marks the new hold again if it is still busy for it).
+      if multi then
+        redis.call('PUBLISH', ARGV[2], '1')
+      end
       -- x stays while other clients wait (or the releasing client's own
       -- waiters, w: they are another client's now).
       local more = waited or redis.pcall('ZCARD', KEYS[2]) ~= 0
-      redis.call('HDEL', KEYS[1], 'a:' .. ARGV[1], 'd:' .. named, 'w', more and 'w' or 'x')
+      redis.call('HDEL', KEYS[1], 'a:' .. ARGV[1], 'd:' .. named, 'w', 'm', more and 'w' or 'x')
       redis.call('HSET', KEYS[1], 'o', o, 't', stoken, 'n', 1, 'a:' .. a, 1, 's', hold_seq(a))
       redis.call('PEXPIRE', KEYS[1], claim)
-      return 2
+      return 4
     end
   end
 end
@@ -113,7 +132,7 @@ end
 -- marked hold: every waiter marks the hold it fails a try on (a waiter
 -- that finds the lock free takes it), so an unmarked one has nobody to
 -- wake, and a PUBLISH costs the server (and each replica, and the AOF).
-if marked or waited then
+if marked or waited or multi then
   redis.call('PUBLISH', ARGV[2], msg)
 end
 redis.call('DEL', KEYS[1])

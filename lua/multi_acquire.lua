@@ -37,9 +37,11 @@ for i = 1, n do
     return hold_named_error(key, holder)
   end
   if holder and holder ~= owner then
-    -- Mark the hold (w, lock_acquire.lua): its release publishes, which a
-    -- waiting multi-lock hears. Best effort, as a waiter's mark there.
-    redis.pcall('HSET', key, 'w', 1)
+    -- Mark the hold (m, lock_acquire.lua): its release publishes on the
+    -- lock's channel, which a waiting multi-lock hears (also when the
+    -- release grants the lock to a waiter registered by another client).
+    -- Best effort, as a waiter's mark there.
+    redis.pcall('HSET', key, 'm', 1)
     return {0, redis.call('PTTL', key), i}
   end
   -- A stale hold of the part's owner (hold_is_stale) is replaced below.

@@ -8,15 +8,15 @@
 --
 -- Reply: how many holds were released (0 when the attempt held none).
 -- A lock whose last hold goes publishes `1` (wake one waiter per client)
--- before it is deleted when a waiter marked it (x or w), as
+-- before it is deleted when a waiter marked it (x, w or m), as
 -- lock_release.lua does.
 --
 -- O(N) in the number of locks.
 local released = 0
 for i, key in ipairs(KEYS) do
-  local r, x, w = hold_release(key, ARGV[1], 'x', 'w')
+  local r, x, w, m = hold_release(key, ARGV[1], 'x', 'w', 'm')
   if r == 2 then
-    if x or w then
+    if x or w or m then
       redis.call('PUBLISH', ARGV[1 + i], '1')
     end
     redis.call('DEL', key)

@@ -59,6 +59,15 @@ pub enum Wake {
         /// The hand-off.
         grant: Grant,
     },
+    /// Another client's waiter was granted the primitive under a claim that
+    /// ends `within` from now unless its taker extends it: a waiter of this
+    /// client registered for the next grant sleeps until then at most (the
+    /// taker may be gone), and a client without one wakes a waiter to try,
+    /// which registers it.
+    Soon {
+        /// When the claim ends, from now.
+        within: Duration,
+    },
     /// A message for the waiter registered under `name` (its attempt id).
     Named {
         /// The waiter's name.
@@ -170,7 +179,8 @@ impl WakePolicy for OnePerClient {
 pub const NAMED_CLIENT_FIRST: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// `g:<attempt> <token> <ttl> <secret> <claim>` hands the primitive to
-/// that waiter ([`Wake::Handed`]); `c:<client id>` names the client whose
+/// that waiter ([`Wake::Handed`]); `h:<ms>` says another client's claim
+/// ends within `ms` ([`Wake::Soon`]); `c:<client id>` names the client whose
 /// waiter goes first ([`Wake::ClientFirst`]); any other message wakes one
 /// waiter per client, as [`OnePerClient`]. For primitives whose release
 /// grants to the waiter a client registered, when it knows one, and else
@@ -184,6 +194,14 @@ impl WakePolicy for ClientFirst {
         if payload.starts_with(b"g:") {
             return match Grant::parse_message(payload) {
                 Some((name, grant)) => Wake::Handed { name, grant },
+                None => Wake::Nothing,
+            };
+        }
+        if let Some(ms) = payload.strip_prefix(b"h:") {
+            return match parse_u64(ms) {
+                Some(ms) => Wake::Soon {
+                    within: Duration::from_millis(ms),
+                },
                 None => Wake::Nothing,
             };
         }

@@ -75,7 +75,8 @@ impl ExclusiveKind for Reentrant {
                 k.sub("next"),
             ])
             .extra_args(vec![claim_ms(client).to_string()])
-            .grants_by_name()
+            // Grants (and claim hints) come on this client's own channel.
+            .grants_on(format!("{}:{}", k.channel(), client.id()))
             .release_with(
                 vec![
                     k.main().to_string(),

@@ -153,10 +153,17 @@ async fn a_handed_off_hold_outlives_its_claim() {
     let h = client(&srv.url()).await;
     let w = fast_client(&srv.url(), 100).await; // claim 200 ms
     let g = Lock::new(&h, "claim").lock().await.unwrap();
+    srv.reset_stats().await;
     let lw = Lock::new(&w, "claim");
     let handle = lw.clone();
     let waiter = tokio::spawn(async move { lw.lock().await });
     until_registered(&srv, "claim", &w).await;
+    // The waiter tries, subscribes and tries once more, then sleeps (a
+    // release before its second try would let that try take the lock).
+    until("the waiter sleeps", || async {
+        evalsha_calls(&srv).await == 2
+    })
+    .await;
     g.unlock().await.unwrap();
     let gw = within("w's guard", waiter).await.unwrap().unwrap();
     let pttl: i64 = cmd(&srv, &["PTTL", "deadbolt:{claim}:lock"]).await;

@@ -23,7 +23,9 @@
 //! reply 0 when the attempt held nothing; a reply of 3 (specs with
 //! [`AcquireBuilder::pass`]) means released with a message that names another
 //! client's waiter, and this client's next acquires hold back a moment so
-//! that waiter tries first.
+//! that waiter tries first; a reply of 4 (the same specs) means released and
+//! granted to another client's waiter, and one waiter of this client is
+//! woken to ask the server (the grant's message went to that client alone).
 //!
 //! Every acquire carries an attempt id. While a request of the attempt may
 //! have been recorded by the server (in flight, `Indeterminate`, or queued),
@@ -420,12 +422,19 @@ async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>>
         wakeable: spec.wakeable,
         local,
     };
+    let engine = &client.inner.engine;
     let early = match wait {
         WaitMode::Try => None,
-        _ => client
-            .inner
-            .engine
-            .subscribe_if_confirmed(&spec.channel, waiter.clone()),
+        _ => engine.subscribe_if_confirmed(&spec.channel, waiter.clone()),
+    };
+    // The channel grants come on (specs with `grants_on`): joined before
+    // the first try when this client listens on it already (free, and no
+    // grant can be missed), else once the attempt registered for a grant,
+    // with a catch-up try then. A waiter that never registers (its own
+    // client holds the lock) listens on the shared channel alone.
+    let mut also = match (&early, &spec.grant_channel) {
+        (Some(sub), Some(g)) => engine.also_if_confirmed(sub, g, spec.wake),
+        _ => None,
     };
     // Another owner of this client holds the lock and will hand it to
     // a local waiter or release it (waking this one): sleep at once,
@@ -479,20 +488,49 @@ async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>>
         None => {
             // Failed: subscribe, then try again at once (a release may
             // have landed between the first try and the subscription).
-            let sub = client.inner.engine.subscribe(&spec.channel, waiter);
+            let sub = engine.subscribe(&spec.channel, waiter);
+            if queue.queued_now {
+                also = spec
+                    .grant_channel
+                    .as_ref()
+                    .map(|g| engine.also(&sub, g, spec.wake));
+            }
             let confirm_by = crate::config::after(client.config().command_timeout);
             let confirm_by = deadline.map_or(confirm_by, |d| d.min(confirm_by));
             sub.confirmed(confirm_by).await;
+            if let Some(a) = &also {
+                a.confirmed(confirm_by).await;
+            }
             sub.set_registered(queue.queued_now);
             sub
         }
     };
     let mut refused: i64 = 0;
     loop {
+        // Registered for a grant: listen on the grant channel too, then try
+        // once more at once: a grant made since the registering try may
+        // have been published before this waiter listened (found by the
+        // multi-lock test: such a waiter slept for the whole lease).
+        if let (None, Some(g), true) = (&also, &spec.grant_channel, sub.registered()) {
+            let a = engine.also(&sub, g, spec.wake);
+            let confirm_by = crate::config::after(client.config().command_timeout);
+            a.confirmed(deadline.map_or(confirm_by, |d| d.min(confirm_by)))
+                .await;
+            also = Some(a);
+            next_wait = None;
+        }
         if let Some(reason) = sub.refused() {
             // Without the channel no release would ever wake this waiter.
             return Err(Error::SubscribeRefused {
                 channel: spec.channel.clone(),
+                reason,
+            });
+        }
+        if let (Some(reason), Some(g)) =
+            (also.as_ref().and_then(|a| a.refused()), &spec.grant_channel)
+        {
+            return Err(Error::SubscribeRefused {
+                channel: g.clone(),
                 reason,
             });
         }
@@ -561,6 +599,7 @@ async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>>
     // before, to find the registration still there).
     let registered = sub.registered();
     sub.set_registered(false);
+    drop(also);
     drop(sub);
     drop(queue);
     match last_err {

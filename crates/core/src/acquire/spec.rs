@@ -65,6 +65,9 @@ pub struct AcquireSpec {
     /// With `tagged`: the waiters are woken by unnamed messages too
     /// ([`AcquireBuilder::grants_by_name`]).
     pub(crate) wakeable: bool,
+    /// A second channel the waiters listen on, for the grants by name
+    /// ([`AcquireBuilder::grants_on`]).
+    pub(crate) grant_channel: Option<String>,
     /// Liveness heartbeat kept while the attempt is queued (primitives with a
     /// server-side queue).
     pub(crate) heartbeat: Option<HeartbeatSpec>,
@@ -129,6 +132,7 @@ impl AcquireSpec {
             class: "",
             tagged: false,
             wakeable: false,
+            grant_channel: None,
             heartbeat: None,
             pass: None,
             live: None,
@@ -233,6 +237,18 @@ impl AcquireBuilder {
     pub fn grants_by_name(mut self) -> Self {
         self.0.tagged = true;
         self.0.wakeable = true;
+        self
+    }
+
+    /// [`grants_by_name`](AcquireBuilder::grants_by_name), with the grants
+    /// (and `h:<ms>` claim hints, [`Wake::Soon`](crate::Wake::Soon)) coming
+    /// on `channel`, one of this client's own, beside the shared channel:
+    /// a grant reaches only its waiter's client, not every client that
+    /// waits. Each waiter subscribes to both.
+    pub fn grants_on(mut self, channel: String) -> Self {
+        self.0.tagged = true;
+        self.0.wakeable = true;
+        self.0.grant_channel = Some(channel);
         self
     }
 

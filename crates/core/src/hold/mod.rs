@@ -599,10 +599,15 @@ impl Hold {
             Ok(n) => {
                 self.armed = false;
                 inner.state.send_replace(LeaseState::Released);
-                if let (3, Some(p)) = (n, &inner.spec.pass) {
+                match (n, &inner.spec.pass) {
                     // The release named another client's waiter: this
                     // client's next acquires let it try first.
-                    inner.client.inner.engine.yield_to_others(&p.channel);
+                    (3, Some(p)) => inner.client.inner.engine.yield_to_others(&p.channel),
+                    // It granted the lock to another client's waiter, and
+                    // told only that client: a waiter of this one asks the
+                    // server (and registers for a grant).
+                    (4, Some(p)) => inner.client.inner.engine.nudge(&p.channel),
+                    _ => {}
                 }
                 Ok(())
             }

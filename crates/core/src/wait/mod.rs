@@ -231,6 +231,9 @@ impl Shared {
                 .iter()
                 .filter(|s| class.is_none_or(|c| c == s.class))
                 .for_each(|s| s.wake()),
+            Wake::Soon { within } => {
+                claim_ends(ch, crate::config::after(within));
+            }
             Wake::Handed { name, grant } => {
                 let mut here = false;
                 for s in ch.slots.iter() {
@@ -241,35 +244,13 @@ impl Shared {
                     }
                 }
                 if !here {
-                    // Another client's waiter took it. A waiter of this
-                    // client registered for the next grant sleeps until
-                    // the claim's end at most (its taker may be gone);
-                    // without one, a waiter tries now, which registers it.
-                    let at = crate::config::after(std::time::Duration::from_millis(grant.claim_ms));
-                    // (A waiter whose try is on its way will know from
-                    // its reply.)
-                    let mut registered = false;
-                    for s in ch.slots.iter() {
-                        if s.trying.load(Ordering::SeqCst) {
-                            registered = true;
-                        } else if s.registered.load(Ordering::SeqCst) {
-                            registered = true;
-                            // Only a bound earlier than the waiter's own
-                            // is worth a wake-up (most come later: the
-                            // next hand-off's claim).
-                            let mut hint = s.hint.lock();
-                            let sooner = hint.is_none_or(|h| at < h)
-                                && s.sleeps_until.lock().is_none_or(|u| at < u);
-                            if sooner {
-                                *hint = Some(at);
-                                drop(hint);
-                                s.notify.notify_one();
-                            }
-                        }
-                    }
-                    if !registered {
-                        wake_any(ch, 1, None);
-                    }
+                    // Another waiter took it (of another client, where
+                    // grants share a channel; else one of this client's
+                    // that has left, whose release passes it on).
+                    claim_ends(
+                        ch,
+                        crate::config::after(std::time::Duration::from_millis(grant.claim_ms)),
+                    );
                 }
             }
             Wake::Named { name, signal } => {
@@ -291,6 +272,35 @@ impl Shared {
                 }
             }
         }
+    }
+}
+
+/// The holder's claim ends at `at` unless its taker extends it (the taker
+/// may be gone): a waiter of this client registered for the next grant
+/// sleeps until then at most; without one, a waiter tries now, which
+/// registers it. (A waiter whose try is on its way will know from its
+/// reply.)
+fn claim_ends(ch: &Channel, at: Instant) {
+    let mut registered = false;
+    for s in ch.slots.iter() {
+        if s.trying.load(Ordering::SeqCst) {
+            registered = true;
+        } else if s.registered.load(Ordering::SeqCst) {
+            registered = true;
+            // Only a bound earlier than the waiter's own is worth a
+            // wake-up (most come later: the next hand-off's claim).
+            let mut hint = s.hint.lock();
+            let sooner =
+                hint.is_none_or(|h| at < h) && s.sleeps_until.lock().is_none_or(|u| at < u);
+            if sooner {
+                *hint = Some(at);
+                drop(hint);
+                s.notify.notify_one();
+            }
+        }
+    }
+    if !registered {
+        wake_any(ch, 1, None);
     }
 }
 
@@ -452,6 +462,58 @@ impl Engine {
         })
     }
 
+    /// The waiter of `sub` also on `channel` (decoded by `policy`): a
+    /// primitive whose grants come on a channel of their own
+    /// ([`AcquireBuilder::grants_on`](crate::AcquireBuilder::grants_on)).
+    /// Returns at once; [`Also::confirmed`] waits for the server.
+    pub(crate) fn also(
+        self: &Arc<Self>,
+        sub: &Subscription,
+        channel: &str,
+        policy: &'static dyn WakePolicy,
+    ) -> Also {
+        let mut table = self.shared.table.lock();
+        let entry = table.entry(channel.to_string()).or_default();
+        entry.policy = Some(policy);
+        entry.slots.push(sub.slot.clone());
+        entry.idle_since = None;
+        let needs_subscribe = entry.confirmed.is_none();
+        drop(table);
+        if needs_subscribe {
+            let _ = self.shared.ops.send(());
+        }
+        Also {
+            engine: self.clone(),
+            channel: channel.to_string(),
+            slot: sub.slot.clone(),
+        }
+    }
+
+    /// [`Engine::also`], only if `channel` is already subscribed and
+    /// confirmed on the live connection.
+    pub(crate) fn also_if_confirmed(
+        self: &Arc<Self>,
+        sub: &Subscription,
+        channel: &str,
+        policy: &'static dyn WakePolicy,
+    ) -> Option<Also> {
+        let epoch = self.conn.epoch();
+        let mut table = self.shared.table.lock();
+        let entry = table.get_mut(channel)?;
+        if entry.confirmed != Some(epoch) {
+            return None;
+        }
+        entry.policy = Some(policy);
+        entry.slots.push(sub.slot.clone());
+        entry.idle_since = None;
+        drop(table);
+        Some(Also {
+            engine: self.clone(),
+            channel: channel.to_string(),
+            slot: sub.slot.clone(),
+        })
+    }
+
     /// List a hold that may hand off locally (see [`Engine::held`]).
     pub(crate) fn list_hold(&self, channel: &str, hold: u64, owner: &str, until: Instant) {
         self.held
@@ -577,12 +639,14 @@ impl Engine {
 
     /// Local waiters registered on any channel.
     pub(crate) fn waiter_count(&self) -> usize {
+        // A waiter on two channels (Engine::also) counts once.
         self.shared
             .table
             .lock()
             .values()
-            .map(|c| c.slots.len())
-            .sum()
+            .flat_map(|c| c.slots.iter().map(Arc::as_ptr))
+            .collect::<std::collections::HashSet<_>>()
+            .len()
     }
 }
 
@@ -761,41 +825,88 @@ pub(crate) enum Woke {
     Hint(Instant),
 }
 
+/// Wait until the server confirmed `channel`, or `deadline`. Returns
+/// whether it is confirmed.
+async fn confirmed_on(engine: &Engine, channel: &str, deadline: Instant) -> bool {
+    let mut rx = engine.shared.confirmations.subscribe();
+    loop {
+        let epoch = engine.conn.epoch();
+        let ok = engine
+            .shared
+            .table
+            .lock()
+            .get(channel)
+            .is_some_and(|c| c.confirmed == Some(epoch));
+        if ok {
+            return true;
+        }
+        if refused_on(engine, channel).is_some() {
+            return false;
+        }
+        match tokio::time::timeout_at(deadline, rx.changed()).await {
+            Ok(Ok(())) => {}
+            _ => return false,
+        }
+    }
+}
+
+/// The server's refusal of `channel`, if it refused.
+fn refused_on(engine: &Engine, channel: &str) -> Option<String> {
+    engine
+        .shared
+        .table
+        .lock()
+        .get(channel)
+        .and_then(|c| c.refused.clone())
+}
+
+/// A waiter's slot on a second channel (see [`Engine::also`]); dropped, it
+/// leaves that channel.
+#[derive(Debug)]
+pub(crate) struct Also {
+    engine: Arc<Engine>,
+    channel: String,
+    slot: Arc<Slot>,
+}
+
+impl Also {
+    /// Wait until the server confirmed the channel, or `deadline`.
+    pub(crate) async fn confirmed(&self, deadline: Instant) -> bool {
+        confirmed_on(&self.engine, &self.channel, deadline).await
+    }
+
+    /// The server's refusal of the channel, if it refused.
+    pub(crate) fn refused(&self) -> Option<String> {
+        refused_on(&self.engine, &self.channel)
+    }
+}
+
+impl Drop for Also {
+    fn drop(&mut self) {
+        let shared = &self.engine.shared;
+        let mut table = shared.table.lock();
+        let Some(ch) = table.get_mut(&self.channel) else {
+            return;
+        };
+        ch.slots.retain(|s| !Arc::ptr_eq(s, &self.slot));
+        if ch.slots.is_empty() {
+            ch.idle_since = Some(Instant::now());
+            drop(table);
+            let _ = shared.ops.send(());
+        }
+    }
+}
+
 impl Subscription {
     /// Wait until the server confirmed the subscription, or `deadline`.
     /// Returns whether it is confirmed.
     pub(crate) async fn confirmed(&self, deadline: Instant) -> bool {
-        let mut rx = self.engine.shared.confirmations.subscribe();
-        loop {
-            let epoch = self.engine.conn.epoch();
-            let ok = self
-                .engine
-                .shared
-                .table
-                .lock()
-                .get(&self.channel)
-                .is_some_and(|c| c.confirmed == Some(epoch));
-            if ok {
-                return true;
-            }
-            if self.refused().is_some() {
-                return false;
-            }
-            match tokio::time::timeout_at(deadline, rx.changed()).await {
-                Ok(Ok(())) => {}
-                _ => return false,
-            }
-        }
+        confirmed_on(&self.engine, &self.channel, deadline).await
     }
 
     /// The server's refusal of this channel, if it refused.
     pub(crate) fn refused(&self) -> Option<String> {
-        self.engine
-            .shared
-            .table
-            .lock()
-            .get(&self.channel)
-            .and_then(|c| c.refused.clone())
+        refused_on(&self.engine, &self.channel)
     }
 
     /// Call before each try: forget wake-ups that the try will observe anyway.
