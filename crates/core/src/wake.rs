@@ -138,6 +138,24 @@ impl Grant {
         })
     }
 
+    /// A hand-off message `g:<name> <grant fields>` as the wake-up of the
+    /// waiter registered under that name ([`Wake::Named`] with
+    /// [`Signal::Grant`]); `None` for a message that is no hand-off, and
+    /// [`Wake::Nothing`] for a malformed one. For policies whose grants name
+    /// a waiter on its client's own channel.
+    pub fn named_wake(payload: &[u8]) -> Option<Wake> {
+        if !payload.starts_with(b"g:") {
+            return None;
+        }
+        Some(match Grant::parse_message(payload) {
+            Some((name, grant)) => Wake::Named {
+                name,
+                signal: Signal::Grant(grant),
+            },
+            None => Wake::Nothing,
+        })
+    }
+
     /// Decode a hand-off message `g:<name> <grant fields>` ([`Grant::parse`])
     /// into the name it is for and the grant; `None` for anything else.
     pub fn parse_message(payload: &[u8]) -> Option<(String, Grant)> {

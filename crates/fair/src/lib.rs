@@ -93,14 +93,8 @@ impl WakePolicy for HandOff {
             },
             _ => Wake::Nothing,
         };
-        if payload.starts_with(b"g:") {
-            return match Grant::parse_message(payload) {
-                Some((name, grant)) => Wake::Named {
-                    name,
-                    signal: Signal::Grant(grant),
-                },
-                None => Wake::Nothing,
-            };
+        if let Some(w) = Grant::named_wake(payload) {
+            return w;
         }
         if let Some(rest) = payload.strip_prefix(b"t:") {
             return match rest.iter().position(|b| *b == b' ') {

@@ -95,14 +95,8 @@ pub struct PermitsFree;
 
 impl WakePolicy for PermitsFree {
     fn decode(&self, payload: &[u8]) -> Wake {
-        if payload.starts_with(b"g:") {
-            return match Grant::parse_message(payload) {
-                Some((name, grant)) => Wake::Named {
-                    name,
-                    signal: Signal::Grant(grant),
-                },
-                None => Wake::Nothing,
-            };
+        if let Some(w) = Grant::named_wake(payload) {
+            return w;
         }
         match payload.strip_prefix(b"t:").map(std::str::from_utf8) {
             Some(Ok(name)) if !name.is_empty() => Wake::Named {

@@ -69,14 +69,6 @@ macro_rules! refused {
     }};
 }
 
-async fn evalsha_calls(srv: &RedisServer) -> u64 {
-    srv.commandstats()
-        .await
-        .get("evalsha")
-        .copied()
-        .unwrap_or(0)
-}
-
 /// Keys without a TTL, other than a semaphore's configuration hash (which
 /// outlives its holders on purpose) and the latch's armed count.
 async fn persistent_keys(srv: &RedisServer) -> Vec<String> {
@@ -939,7 +931,7 @@ async fn latch_releases_waiters_of_two_clients_at_zero_and_not_on_a_forged_messa
     let n: i64 = cmd(&srv, &["PUBLISH", &channel, "0"]).await;
     assert_eq!(n, 2);
     until("each waiter checked the latch", || async {
-        evalsha_calls(&srv).await >= 6
+        srv.evalsha_calls().await >= 6
     })
     .await;
     assert_eq!(l.count_down().await.unwrap(), 1);

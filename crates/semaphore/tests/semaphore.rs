@@ -317,12 +317,7 @@ async fn a_release_wakes_no_more_than_can_proceed() {
     let info = s.inspect().await.unwrap();
     assert_eq!(info.waiting, 8);
     assert!(info.waiters.iter().all(|w| !w.woken), "{info:?}");
-    let scripts = srv
-        .commandstats()
-        .await
-        .get("evalsha")
-        .copied()
-        .unwrap_or(0);
+    let scripts = srv.evalsha_calls().await;
     // The release, two acquires, this inspect (+ maybe a heartbeat).
     assert!(scripts <= 6, "{scripts} scripts");
     for t in tasks.iter() {
@@ -469,20 +464,9 @@ async fn a_release_hands_its_permits_to_the_waiters_that_fit_in_one_hop() {
     // nothing but the release runs from here on.
     srv.reset_stats().await;
     until("the waiters sleep", || async {
-        let calls = srv
-            .commandstats()
-            .await
-            .get("evalsha")
-            .copied()
-            .unwrap_or(0);
+        let calls = srv.evalsha_calls().await;
         tokio::time::sleep(Duration::from_millis(50)).await;
-        calls
-            == srv
-                .commandstats()
-                .await
-                .get("evalsha")
-                .copied()
-                .unwrap_or(0)
+        calls == srv.evalsha_calls().await
     })
     .await;
     srv.reset_stats().await;
@@ -495,12 +479,7 @@ async fn a_release_hands_its_permits_to_the_waiters_that_fit_in_one_hop() {
         .await
         .unwrap()
         .unwrap();
-    let scripts = srv
-        .commandstats()
-        .await
-        .get("evalsha")
-        .copied()
-        .unwrap_or(0);
+    let scripts = srv.evalsha_calls().await;
     assert_eq!(scripts, 1, "the waiters took their permits without a try");
     let info = s.inspect().await.unwrap();
     assert_eq!((info.available, info.holds, info.waiting), (0, 2, 1));

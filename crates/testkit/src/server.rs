@@ -515,6 +515,19 @@ impl RedisServer {
         parse_commandstats(&info)
     }
 
+    /// How many `EVALSHA` calls the server ran since its statistics were last
+    /// reset (from [`commandstats`](RedisServer::commandstats); 0 for none).
+    ///
+    /// # Panics
+    /// As [`commandstats`](RedisServer::commandstats).
+    pub async fn evalsha_calls(&self) -> u64 {
+        self.commandstats()
+            .await
+            .get("evalsha")
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// Reset the server's statistics (`CONFIG RESETSTAT`), including command stats.
     ///
     /// # Panics

@@ -157,6 +157,28 @@ struct Channel {
     refused: Option<String>,
 }
 
+impl Channel {
+    /// Put `slot` on this channel, decoded by `policy`; returns whether the
+    /// engine's task must subscribe it (never confirmed yet).
+    fn join(&mut self, slot: &Arc<Slot>, policy: &'static dyn WakePolicy) -> bool {
+        self.policy = Some(policy);
+        self.slots.push(slot.clone());
+        self.idle_since = None;
+        self.confirmed.is_none()
+    }
+
+    /// Take `slot` off this channel; returns whether that left it idle
+    /// (it lingers, then the engine's task unsubscribes it).
+    fn leave(&mut self, slot: &Arc<Slot>) -> bool {
+        self.slots.retain(|s| !Arc::ptr_eq(s, slot));
+        if self.slots.is_empty() {
+            self.idle_since = Some(Instant::now());
+            return true;
+        }
+        false
+    }
+}
+
 /// How long a channel stays subscribed after its last waiter left, so a
 /// client that waits on the same lock again and again does not pay a
 /// SUBSCRIBE and an UNSUBSCRIBE each time.
@@ -417,12 +439,11 @@ impl Engine {
         if !table.contains_key(channel) {
             crate::metrics::subscriptions(1.0);
         }
-        let entry = table.entry(channel.to_string()).or_default();
-        entry.policy = Some(policy);
-        entry.slots.push(slot.clone());
+        let needs_subscribe = table
+            .entry(channel.to_string())
+            .or_default()
+            .join(&slot, policy);
         crate::metrics::waiters(1.0);
-        entry.idle_since = None;
-        let needs_subscribe = entry.slots.len() == 1 && entry.confirmed.is_none();
         drop(table);
         if needs_subscribe {
             let _ = self.shared.ops.send(());
@@ -449,11 +470,10 @@ impl Engine {
         if entry.confirmed != Some(epoch) {
             return None;
         }
-        entry.policy = Some(waiter.policy);
+        let policy = waiter.policy;
         let slot = Slot::new(waiter);
-        entry.slots.push(slot.clone());
+        entry.join(&slot, policy);
         crate::metrics::waiters(1.0);
-        entry.idle_since = None;
         drop(table);
         Some(Subscription {
             engine: self.clone(),
@@ -473,11 +493,10 @@ impl Engine {
         policy: &'static dyn WakePolicy,
     ) -> Also {
         let mut table = self.shared.table.lock();
-        let entry = table.entry(channel.to_string()).or_default();
-        entry.policy = Some(policy);
-        entry.slots.push(sub.slot.clone());
-        entry.idle_since = None;
-        let needs_subscribe = entry.confirmed.is_none();
+        let needs_subscribe = table
+            .entry(channel.to_string())
+            .or_default()
+            .join(&sub.slot, policy);
         drop(table);
         if needs_subscribe {
             let _ = self.shared.ops.send(());
@@ -503,9 +522,7 @@ impl Engine {
         if entry.confirmed != Some(epoch) {
             return None;
         }
-        entry.policy = Some(policy);
-        entry.slots.push(sub.slot.clone());
-        entry.idle_since = None;
+        entry.join(&sub.slot, policy);
         drop(table);
         Some(Also {
             engine: self.clone(),
@@ -888,9 +905,7 @@ impl Drop for Also {
         let Some(ch) = table.get_mut(&self.channel) else {
             return;
         };
-        ch.slots.retain(|s| !Arc::ptr_eq(s, &self.slot));
-        if ch.slots.is_empty() {
-            ch.idle_since = Some(Instant::now());
+        if ch.leave(&self.slot) {
             drop(table);
             let _ = shared.ops.send(());
         }
@@ -1018,12 +1033,10 @@ impl Drop for Subscription {
         let Some(ch) = table.get_mut(&self.channel) else {
             return;
         };
-        ch.slots.retain(|s| !Arc::ptr_eq(s, &self.slot));
         crate::metrics::waiters(-1.0);
-        if ch.slots.is_empty() {
-            // Keep the subscription for a while (see LINGER); the engine's
-            // task unsubscribes it if no waiter comes back.
-            ch.idle_since = Some(Instant::now());
+        if ch.leave(&self.slot) {
+            // Kept subscribed for a while (see LINGER); the engine's task
+            // unsubscribes it if no waiter comes back.
             drop(table);
             let _ = shared.ops.send(());
             return;

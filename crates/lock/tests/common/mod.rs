@@ -45,9 +45,5 @@ pub async fn dbsize(srv: &RedisServer) -> i64 {
 }
 
 pub async fn evalsha_calls(srv: &RedisServer) -> u64 {
-    srv.commandstats()
-        .await
-        .get("evalsha")
-        .copied()
-        .unwrap_or(0)
+    srv.evalsha_calls().await
 }
