@@ -17,8 +17,8 @@
 --          is this and ':<client id>')
 -- ARGV[3]  optional (with KEYS[3]): how long a reservation lasts, in ms
 -- ARGV[4]  optional (with KEYS[4]): the id of the attempt's client, whose
---          registration (d:<client>, lock_acquire.lua) goes when the
---          attempt leaves without the lock
+--          registration (d:<client>, lock_acquire.lua) and place in the
+--          waiting clients go when the attempt leaves without the lock
 --
 -- Reply:
 --   0  nothing released: the hold expired, was taken over, or was already released
@@ -54,12 +54,17 @@ if r ~= 2 then
   -- 1: an inner unlock of a re-entered lock (the outer holds keep their TTL).
   if r == 0 and ARGV[4] then
     -- An attempt that leaves without the lock takes its client's
-    -- registration with it, or the next release would grant to nobody
-    -- (the client keeps its place: its next waiter registers anew).
+    -- registration with it, or the next release would grant to nobody,
+    -- and its client's place in the queue: the client's other waiters
+    -- do not listen where a grant's hint (h:) would reach them; the next
+    -- of them queues and registers anew on its try.
     local field = 'd:' .. ARGV[4]
     local e = redis.pcall('HGET', KEYS[1], field)
     if type(e) == 'string' and string.match(e, '^%S+ (%S+) ') == ARGV[1] then
       redis.call('HDEL', KEYS[1], field)
+      if KEYS[2] then
+        redis.pcall('ZREM', KEYS[2], ARGV[4])
+      end
     end
   end
   return r
