@@ -113,17 +113,18 @@ if named and KEYS[4] then
       redis.call('PUBLISH', ARGV[2] .. ':' .. named, 'g:' .. a .. ' ' .. stoken .. ' '
         .. string.format('%.0f', ttl) .. ' ' .. secret .. ' ' .. claim)
       local after = redis.pcall('ZRANGE', KEYS[2], 0, 0)
-      if type(after) == 'table' and after[1] then
-        redis.call('PUBLISH', ARGV[2] .. ':' .. after[1], 'h:' .. claim)
+      local next_client = type(after) == 'table' and after[1]
+      if next_client then
+        redis.call('PUBLISH', ARGV[2] .. ':' .. next_client, 'h:' .. claim)
       end
       -- A waiting MultiLock listens on the unlock channel alone: it tries
       -- (and marks the new hold again if it is still busy for it).
       if multi then
         redis.call('PUBLISH', ARGV[2], '1')
       end
-      -- x stays while other clients wait (or the releasing client's own
-      -- waiters, w: they are another client's now).
-      local more = waited or redis.pcall('ZCARD', KEYS[2]) ~= 0
+      -- x stays while other clients wait (one is queued next, or the
+      -- releasing client's own waiters, w: they are another client's now).
+      local more = waited or next_client
       redis.call('HDEL', KEYS[1], 'a:' .. ARGV[1], 'd:' .. named, 'w', 'm', more and 'w' or 'x')
       redis.call('HSET', KEYS[1], 'o', o, 't', stoken, 'n', 1, 'a:' .. a, 1, 's', hold_seq(a))
       redis.call('PEXPIRE', KEYS[1], claim)

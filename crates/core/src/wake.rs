@@ -45,20 +45,6 @@ pub enum Wake {
         /// Only waiters of this class.
         class: Option<&'static str>,
     },
-    /// The primitive went to the waiter registered under `name` (its
-    /// attempt id) with `grant`, inside a release: that waiter takes it
-    /// without a try of its own. In a client that has no waiter by that
-    /// name, waiters are not woken: a waiter with a standing registration
-    /// ([`AcquireBuilder::grants_by_name`](crate::AcquireBuilder::grants_by_name))
-    /// moves its sleep bound to the end of the grant's claim (should its
-    /// taker be gone, the claim runs out then and the lock is free), and a
-    /// client without one wakes one waiter to try, which registers it.
-    Handed {
-        /// The waiter's name.
-        name: String,
-        /// The hand-off.
-        grant: Grant,
-    },
     /// Another client's waiter was granted the primitive under a claim that
     /// ends `within` from now unless its taker extends it: a waiter of this
     /// client registered for the next grant sleeps until then at most (the
@@ -197,7 +183,7 @@ impl WakePolicy for OnePerClient {
 pub const NAMED_CLIENT_FIRST: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// `g:<attempt> <token> <ttl> <secret> <claim>` hands the primitive to
-/// that waiter ([`Wake::Handed`]); `h:<ms>` says another client's claim
+/// that waiter ([`Grant::named_wake`]); `h:<ms>` says another client's claim
 /// ends within `ms` ([`Wake::Soon`]); `c:<client id>` names the client whose
 /// waiter goes first ([`Wake::ClientFirst`]); any other message wakes one
 /// waiter per client, as [`OnePerClient`]. For primitives whose release
@@ -209,11 +195,8 @@ pub struct ClientFirst;
 
 impl WakePolicy for ClientFirst {
     fn decode(&self, payload: &[u8]) -> Wake {
-        if payload.starts_with(b"g:") {
-            return match Grant::parse_message(payload) {
-                Some((name, grant)) => Wake::Handed { name, grant },
-                None => Wake::Nothing,
-            };
+        if let Some(w) = Grant::named_wake(payload) {
+            return w;
         }
         if let Some(ms) = payload.strip_prefix(b"h:") {
             return match parse_u64(ms) {

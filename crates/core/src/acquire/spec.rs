@@ -63,7 +63,7 @@ pub struct AcquireSpec {
     /// its last ARGV (see the module docs).
     pub(crate) tagged: bool,
     /// With `tagged`: the waiters are woken by unnamed messages too
-    /// ([`AcquireBuilder::grants_by_name`]).
+    /// ([`AcquireBuilder::grants_on`]).
     pub(crate) wakeable: bool,
     /// A second channel the waiters listen on, for the grants by name
     /// ([`AcquireBuilder::grants_on`]).
@@ -227,24 +227,16 @@ impl AcquireBuilder {
     /// carries a fresh entry secret as its last ARGV (as [`tagged`]); a
     /// reply `{2, pttl, fresh, secret}` says the attempt is the client's
     /// registered waiter (the attempt is armed then: its release must clear
-    /// the registration when it gives up), `{0, pttl}` that it is not; a
-    /// `g:<attempt> <token> <ttl> <secret> <claim>` message
-    /// ([`Wake::Handed`](crate::Wake::Handed)) gives it the hold; and
+    /// the registration when it gives up), `{0, pttl}` that it is not. The
+    /// grant, `g:<attempt> <token> <ttl> <secret> <claim>`
+    /// ([`Grant::named_wake`](crate::Grant::named_wake)), and `h:<ms>` claim
+    /// hints ([`Wake::Soon`](crate::Wake::Soon)) come on `channel`, one of
+    /// this client's own, so a grant reaches only its waiter's client; a
+    /// waiter that registers listens there beside the shared channel, where
     /// unnamed messages (one waiter, `n`, client first) wake these waiters
     /// as any others.
     ///
     /// [`tagged`]: AcquireBuilder::tagged
-    pub fn grants_by_name(mut self) -> Self {
-        self.0.tagged = true;
-        self.0.wakeable = true;
-        self
-    }
-
-    /// [`grants_by_name`](AcquireBuilder::grants_by_name), with the grants
-    /// (and `h:<ms>` claim hints, [`Wake::Soon`](crate::Wake::Soon)) coming
-    /// on `channel`, one of this client's own, beside the shared channel:
-    /// a grant reaches only its waiter's client, not every client that
-    /// waits. Each waiter subscribes to both.
     pub fn grants_on(mut self, channel: String) -> Self {
         self.0.tagged = true;
         self.0.wakeable = true;

@@ -256,25 +256,6 @@ impl Shared {
             Wake::Soon { within } => {
                 claim_ends(ch, crate::config::after(within));
             }
-            Wake::Handed { name, grant } => {
-                let mut here = false;
-                for s in ch.slots.iter() {
-                    if s.tag.as_deref() == Some(name.as_str()) {
-                        *s.grant.lock() = Some(grant);
-                        s.wake();
-                        here = true;
-                    }
-                }
-                if !here {
-                    // Another waiter took it (of another client, where
-                    // grants share a channel; else one of this client's
-                    // that has left, whose release passes it on).
-                    claim_ends(
-                        ch,
-                        crate::config::after(std::time::Duration::from_millis(grant.claim_ms)),
-                    );
-                }
-            }
             Wake::Named { name, signal } => {
                 for s in ch.slots.iter() {
                     if s.tag.as_deref() != Some(name.as_str()) {
@@ -973,7 +954,7 @@ impl Subscription {
     }
 
     /// Whether this waiter's last try left a registration that a release
-    /// grants to by name (see [`Wake::Handed`]).
+    /// grants to by name (see [`Wake::Soon`]).
     pub(crate) fn set_registered(&self, registered: bool) {
         self.slot.registered.store(registered, Ordering::SeqCst);
         self.slot.trying.store(false, Ordering::SeqCst);
