@@ -220,6 +220,21 @@ local function hold_advance_fence(fence, now_us)
   return hold_next_token(fence, last, now_us)
 end
 
+-- A hand-off message to a registered waiter (attempt `attempt`, entry
+-- secret `secret`, registered at `at` on the server clock asking for
+-- `lease` with a claim of `claim` ms): 'g:<attempt> <token> <ttl> <secret>
+-- <claim>', read by Grant::parse_message in deadbolt-core. The claim is
+-- min(claim, lease): the hold's TTL from the grant on, until its taker
+-- extends it to its lease; ttl = the claim plus how long the registration
+-- waited, because the waiter counts the hold's validity from the request
+-- that registered it. Returns the message and the claim.
+local function hold_grant_message(attempt, stoken, secret, lease, claim, at, now_ms)
+  local c = math.min(tonumber(claim), tonumber(lease))
+  local ttl = c + math.max(0, now_ms - tonumber(at))
+  return 'g:' .. attempt .. ' ' .. stoken .. ' ' .. string.format('%.0f', ttl) .. ' '
+    .. secret .. ' ' .. string.format('%.0f', c), c
+end
+
 -- The sequence number of an attempt id ('<hex>s<number>', drawn by
 -- new_attempt_id in deadbolt-core: a later attempt of a process has a
 -- larger one), 0 for an id without one.

@@ -105,13 +105,12 @@ if named and KEYS[4] then
     local now_ms, now_us = hold_now()
     local _, stoken, err = hold_advance_fence(KEYS[4], now_us)
     if not err then
-      claim = math.min(tonumber(claim), tonumber(lease))
-      local ttl = claim + math.max(0, now_ms - tonumber(at))
+      local msg
+      msg, claim = hold_grant_message(a, stoken, secret, lease, claim, at, now_ms)
       -- To the waiter's client alone (its channel: the unlock channel and
       -- ':<client id>'); the client that waits next hears when the claim
       -- ends at the latest, in case the taker is gone.
-      redis.call('PUBLISH', ARGV[2] .. ':' .. named, 'g:' .. a .. ' ' .. stoken .. ' '
-        .. string.format('%.0f', ttl) .. ' ' .. secret .. ' ' .. claim)
+      redis.call('PUBLISH', ARGV[2] .. ':' .. named, msg)
       local after = redis.pcall('ZRANGE', KEYS[2], 0, 0)
       local next_client = type(after) == 'table' and after[1]
       if next_client then

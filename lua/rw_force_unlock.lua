@@ -14,7 +14,8 @@ local K, now_ms, bad = rw_open(0)
 if bad then
   return bad
 end
-local writer = redis.call('EXISTS', K.w)
+-- K.w may hold only registrations of waiting readers: no writer then.
+local writer = redis.call('HEXISTS', K.w, 'o')
 -- Only live read holds count: ended leases held nothing any more.
 local readers = redis.call('ZCOUNT', K.r, '(' .. now_ms, '+inf')
 if writer + readers == 0 then

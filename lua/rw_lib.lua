@@ -7,7 +7,13 @@
 --   K.w      <ns>:{name}:rw          the writer's hold hash, laid out as a
 --                                    Lock's (o owner, t token, n count,
 --                                    s, a:<attempt> per hold); TTL = its
---                                    lease
+--                                    lease. Also the registrations of the
+--                                    readers waiting for it (or for a
+--                                    waiting writer): q:<attempt> =
+--                                    '<owner> <lease> <claim> <secret>
+--                                    <ms>'; without a writer the hash holds
+--                                    only those, with a TTL past the
+--                                    registered readers' sleep bounds
 --   K.fence  <ns>:{<slot tag>}:fence   the slot's fencing counter (string,
 --                                      no TTL; see hold_next_token)
 --   K.r      <ns>:{name}:rw:r        ZSET reader attempt -> lease deadline
@@ -21,9 +27,17 @@
 -- K.r and K.ro live as long as the longest reader's lease; K.ww and K.alive
 -- 3 × waiter_timeout past the last heartbeat.
 -- Channel <ns>:{name}:rw:ch, messages:
---   w   the writer released: every waiter tries (readers all get in)
---   r   the last reader left: waiting writers try
---   m   the last waiting writer gave up: readers held back by it try
+--   g:<attempt> 0 <ttl> <secret> <claim>, one line per reader
+--       the registered readers were admitted, inside a writer's release
+--       (or the give-up of the last waiting writer): each holds a read
+--       hold under its claim from then on, which it extends to its lease
+--       (hold_grant_message in hold_lib.lua); one message for them all
+--   w   the writer released and admitted nobody: every waiter tries
+--       (readers all get in)
+--   r   the last reader left, or a writer released while another writer
+--       waits (registered readers stay registered): waiting writers try
+--   m   the last waiting writer gave up and no registered reader was
+--       admitted: readers held back by it try
 --
 -- Each function is O(log n) in the number of readers or waiting writers,
 -- plus O(log n) per expired entry it removes (at most 64 per call).
@@ -83,6 +97,85 @@ local function rw_live_waiting_writer(K, now_ms)
     redis.call('ZREM', K.ww, head)
   end
   return nil
+end
+
+-- Register waiting reader `attempt` of `owner` in K.w (q:<attempt>, see
+-- above) so that the release it waits for admits it (rw_admit_readers):
+-- once per attempt, keeping the first registration's secret and time.
+-- `bound` is how long the reader sleeps at most (the refusal's pttl):
+-- without a writer, K.w holds only registrations and lives at least that
+-- long plus the claim, so none is lost while its reader sleeps; a
+-- writer's hash keeps the writer's TTL. Best effort (pcall): a refused
+-- write (OOM) leaves the reader unregistered, to its sleep bound. Returns
+-- fresh (1 or 0) and the registration's secret, or nil.
+local function rw_register_reader(K, owner, attempt, lease, claim, secret, now_ms, writer, bound)
+  local field = 'q:' .. attempt
+  local made = redis.pcall('HSETNX', K.w, field, table.concat({owner, lease, claim, secret,
+    string.format('%.0f', now_ms)}, ' '))
+  if made == 1 then
+    if not writer then
+      hold_touch({K.w}, math.max(bound, 0) + tonumber(claim))
+    end
+    return 1, secret
+  end
+  if made == 0 then
+    local s = string.match(redis.call('HGET', K.w, field) or '', '^%S+ %d+ %d+ (%d+) %d+$')
+    if s then
+      if not writer then
+        hold_touch({K.w}, math.max(bound, 0) + tonumber(claim))
+      end
+      return 0, s
+    end
+  end
+  return nil
+end
+
+-- Admit the readers registered in K.w (up to 64): each gets a read hold
+-- under its claim, and one message on `channel` tells them all, a line
+-- per reader (published before the writes: a refused PUBLISH changes
+-- nothing). Their registrations are removed. Returns how many were
+-- admitted and whether registrations remain (beyond the 64). O(n) in the
+-- registrations.
+local function rw_admit_readers(K, channel, now_ms)
+  local f = redis.call('HGETALL', K.w)
+  local lines, holds, fields, more = {}, {}, {}, false
+  for i = 1, #f, 2 do
+    local a = string.match(f[i], '^q:(.+)$')
+    if a then
+      if #lines == 64 then
+        more = true
+        break
+      end
+      local owner, lease, claim, secret, at = string.match(f[i + 1],
+        '^(%S+) (%d+) (%d+) (%d+) (%d+)$')
+      fields[#fields + 1] = f[i]
+      if owner then
+        local msg, c = hold_grant_message(a, '0', secret, lease, claim, at, now_ms)
+        lines[#lines + 1] = msg
+        holds[#holds + 1] = {a, owner, now_ms + c}
+      end
+    end
+  end
+  if #lines > 0 then
+    redis.call('PUBLISH', channel, table.concat(lines, '\n'))
+  end
+  local top = 0
+  for _, h in ipairs(holds) do
+    -- NX: an attempt that holds already (it cannot, its grant removed its
+    -- registration) is not counted twice.
+    if redis.call('ZADD', K.r, 'NX', h[3], h[1]) == 1 then
+      redis.call('HSET', K.ro, h[1], h[2])
+      redis.call('HINCRBY', K.ro, '#' .. h[2], 1)
+      top = math.max(top, h[3])
+    end
+  end
+  if top > 0 then
+    hold_lease_added(K.r, K.ro, top)
+  end
+  if fields[1] then
+    redis.call('HDEL', K.w, unpack(fields))
+  end
+  return #lines, more
 end
 
 -- The opening of most scripts: hold_open with this lock's keys and checks.

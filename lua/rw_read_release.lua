@@ -7,7 +7,10 @@
 -- ARGV[2]  the lock's channel
 --
 -- Reply:
---   0  nothing released: the hold's lease had ended, or it was released
+--   0  nothing released: the hold's lease had ended, or it was released,
+--      or the attempt never held (a waiting reader that gives up: its
+--      registration, q:<attempt> in K.w, is removed, or the next
+--      writer's release would admit a reader that left)
 --   1  released; other readers remain
 --   2  released; it was the last live reader: `r` was published so that a
 --      waiting writer tries now (published before the writes, so a refused
@@ -21,6 +24,7 @@ if bad then
 end
 local dl = redis.call('ZSCORE', K.r, ARGV[1])
 if not dl then
+  redis.call('HDEL', K.w, 'q:' .. ARGV[1])
   return 0
 end
 if tonumber(dl) <= now_ms then

@@ -1,5 +1,6 @@
--- rw_write_release.lua — release one write hold by attempt id, or remove
--- the mark of a writer that gives up waiting. Idempotent.
+-- rw_write_release.lua — release one write hold by attempt id, admitting
+-- the registered readers, or remove the mark of a writer that gives up
+-- waiting. Idempotent.
 -- (hold_lib.lua and rw_lib.lua are prepended.)
 --
 -- KEYS[1..6]  w, fence, r, ro, ww, alive  (see rw_lib.lua)
@@ -9,28 +10,61 @@
 --
 -- Reply:
 --   0  nothing to release (expired, taken over, released already)
---   1  the waiting mark was removed (when no live waiting writer remains,
---      `m` is published: readers it held back try now), or an inner write
---      hold was released
---   2  the last write hold released: `w` is published (every waiter tries;
---      all readers get in), then the hold hash is deleted
+--   1  the waiting mark was removed (when no live waiting writer remains
+--      and no writer holds, the registered readers are admitted, one
+--      message for them all; when none was, `m` is published: readers it
+--      held back try), or an inner write hold was released
+--   2  the last write hold released, then the hold's fields deleted (the
+--      hash with them, unless readers are registered in it). Published
+--      first: with registered readers and no live waiting writer, they
+--      are admitted (one g: message for them all, rw_lib.lua); with a
+--      live waiting writer, `r` (the writers try; the registered readers
+--      wait for the next writer's release, write preference); without
+--      registrations, `w` (every waiter tries; all readers get in)
 --   error WRONGTYPE <key>
 --
--- O(log n).
+-- O(log n), plus O(n) in the registered readers when there are any.
 local K = rw_keys(0)
 local bad = rw_check_types(K)
 if bad then
   return bad
 end
 if redis.call('ZREM', K.ww, ARGV[3] .. ':' .. ARGV[1]) == 1 then
-  if not rw_live_waiting_writer(K, hold_now()) then
-    redis.call('PUBLISH', ARGV[2], 'm')
+  local now_ms = hold_now()
+  if not rw_live_waiting_writer(K, now_ms) then
+    local n, more = 0, false
+    if not redis.call('HGET', K.w, 'o') then
+      n, more = rw_admit_readers(K, ARGV[2], now_ms)
+    end
+    if n == 0 or more then
+      redis.call('PUBLISH', ARGV[2], 'm')
+    end
   end
   return 1
 end
 local r = hold_release(K.w, ARGV[1])
 if r ~= 2 then
   return r
+end
+-- A hold hash has five fields (o, t, n, s, a:<attempt>) when its last
+-- hold is released: more are registrations of waiting readers.
+if redis.call('HLEN', K.w) > 5 then
+  local now_ms = hold_now()
+  if rw_live_waiting_writer(K, now_ms) then
+    redis.call('PUBLISH', ARGV[2], 'r')
+    redis.call('HDEL', K.w, 'o', 't', 'n', 's', 'a:' .. ARGV[1])
+    return 2
+  end
+  local n, more = rw_admit_readers(K, ARGV[2], now_ms)
+  if n > 0 and not more then
+    redis.call('DEL', K.w)
+    return 2
+  end
+  if more then
+    redis.call('PUBLISH', ARGV[2], 'w')
+    redis.call('HDEL', K.w, 'o', 't', 'n', 's', 'a:' .. ARGV[1])
+    return 2
+  end
 end
 redis.call('PUBLISH', ARGV[2], 'w')
 redis.call('DEL', K.w)

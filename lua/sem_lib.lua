@@ -140,10 +140,8 @@ end
 -- under its claim, min(claim, lease), and tell it (published first: a
 -- refused PUBLISH leaves everything as it was).
 local function sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms)
-  local c = math.min(claim, lease)
-  local ttl = c + math.max(0, now_ms - ms)
-  redis.call('PUBLISH', K.s .. ':ch:' .. sem_client(owner), 'g:' .. a .. ' 0 '
-    .. string.format('%.0f', ttl) .. ' ' .. secret .. ' ' .. string.format('%.0f', c))
+  local msg, c = hold_grant_message(a, '0', secret, lease, claim, ms, now_ms)
+  redis.call('PUBLISH', K.s .. ':ch:' .. sem_client(owner), msg)
   local sn = string.format('%.0f', n)
   redis.call('ZADD', K.h, now_ms + c, a)
   redis.call('HSET', K.hn, a, owner .. ' ' .. sn)

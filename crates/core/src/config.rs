@@ -136,6 +136,19 @@ pub(crate) fn after(d: Duration) -> tokio::time::Instant {
 pub const MAX_LEASE_MS: u64 = (1 << 53) - 1;
 
 impl Config {
+    /// The claim lease, in ms, of a grant that a release makes to a waiter
+    /// registered by a client with this configuration, for primitives
+    /// whose waiters keep no heartbeat: twice the command timeout (2 s by
+    /// default), long enough for the grant's message to arrive and the
+    /// waiter to extend the hold to its lease, short enough that a client
+    /// that died while registered holds the primitive up for no longer
+    /// (the hold is the claim's, and runs out with it).
+    pub fn claim_ms(&self) -> u64 {
+        u64::try_from(self.command_timeout.saturating_mul(2).as_millis())
+            .unwrap_or(u64::MAX)
+            .clamp(1, (1 << 53) - 1)
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         if self.namespace.is_empty() {
             return Err(Error::InvalidArgument("namespace is empty".into()));

@@ -61,6 +61,10 @@ pub enum Wake {
         /// What to tell it.
         signal: Signal,
     },
+    /// Each of these, in order: one message that hands the primitive to
+    /// several waiters at once (a writer's release admitting every
+    /// registered reader), each named ([`Grant::named_wakes`]).
+    Several(Vec<Wake>),
 }
 
 impl Wake {
@@ -139,6 +143,28 @@ impl Grant {
                 signal: Signal::Grant(grant),
             },
             None => Wake::Nothing,
+        })
+    }
+
+    /// A message of one hand-off per line (`g:<name> <grant fields>` each,
+    /// as [`Grant::named_wake`]) as the wake-ups of the waiters it names
+    /// ([`Wake::Several`]; a single line gives its [`Wake::Named`]); `None`
+    /// for a message that is no hand-off. Malformed lines are skipped. For
+    /// policies whose one release grants to several waiters of several
+    /// clients on the shared channel.
+    pub fn named_wakes(payload: &[u8]) -> Option<Wake> {
+        if !payload.starts_with(b"g:") {
+            return None;
+        }
+        let mut wakes: Vec<Wake> = payload
+            .split(|b| *b == b'\n')
+            .filter_map(Grant::named_wake)
+            .filter(|w| *w != Wake::Nothing)
+            .collect();
+        Some(match wakes.len() {
+            0 => Wake::Nothing,
+            1 => wakes.remove(0),
+            _ => Wake::Several(wakes),
         })
     }
 

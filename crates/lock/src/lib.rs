@@ -74,7 +74,7 @@ impl ExclusiveKind for Reentrant {
                 k.sub("waiters"),
                 k.sub("next"),
             ])
-            .extra_args(vec![claim_ms(client).to_string()])
+            .extra_args(vec![client.config().claim_ms().to_string()])
             // Grants (and claim hints) come on this client's own channel.
             .grants_on(format!("{}:{}", k.channel(), client.id()))
             .release_with(
@@ -103,20 +103,6 @@ impl ExclusiveKind for Reentrant {
             vec![k.channel()],
         )
     }
-}
-
-/// The claim lease of a grant a release makes to a waiter of this client:
-/// twice the command timeout (2 s by default), long enough for the grant's
-/// message to arrive and the waiter to extend the hold to its lease, short
-/// enough that a client that died while registered holds the lock up for
-/// no longer (the hold is the claim's, and runs out with it).
-fn claim_ms(client: &Client) -> u128 {
-    client
-        .config()
-        .command_timeout
-        .saturating_mul(2)
-        .as_millis()
-        .clamp(1, (1 << 53) - 1)
 }
 
 #[cfg(test)]

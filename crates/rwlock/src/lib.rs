@@ -36,8 +36,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, Error, ExclusiveGuard, Handle, HeartbeatSpec, Hold, Keys, LeaseMode,
-    Result, ScriptCall, WaitMode, Wake, WakePolicy,
+    AcquireSpec, Client, Error, ExclusiveGuard, Grant, Handle, HeartbeatSpec, Hold, Keys,
+    LeaseMode, Result, ScriptCall, WaitMode, Wake, WakePolicy,
 };
 use deadbolt_core::{Acquire, Lockable};
 use futures::future::BoxFuture;
@@ -91,14 +91,19 @@ pub fn rw_keys(k: &Keys) -> Vec<String> {
     ]
 }
 
-/// The lock's messages: `w` (a writer released: everyone tries), `r` (the
-/// last reader left: writers try), `m` (the last waiting writer gave up:
-/// readers try).
+/// The lock's messages: `g:<attempt> ...` lines (registered readers
+/// admitted, one grant per line: [`Grant::named_wakes`]), `w` (a writer
+/// released and admitted nobody: everyone tries), `r` (the last reader
+/// left, or a writer released while another waits: writers try), `m` (the
+/// last waiting writer gave up: readers try).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RwWake;
 
 impl WakePolicy for RwWake {
     fn decode(&self, payload: &[u8]) -> Wake {
+        if let Some(w) = Grant::named_wakes(payload) {
+            return w;
+        }
         match payload {
             b"w" => Wake::All { class: None },
             b"r" => Wake::All { class: Some(WRITE) },
@@ -385,8 +390,12 @@ fn parts(client: &Client, k: &Keys) -> Parts {
     let keys = rw_keys(k);
     let channel = k.channel();
     let wt = client.config().waiter_timeout.as_millis().to_string();
+    // A waiting reader registers on its failed try; the release it waits
+    // for admits every registered reader in one message (rw_lib.lua).
     let read = AcquireSpec::builder("rw-read", k, &RW_READ_ACQUIRE, &RW_READ_RELEASE, &RwWake)
         .keys(keys.clone())
+        .extra_args(vec![client.config().claim_ms().to_string()])
+        .grants_by_name()
         .release_with(keys.clone(), vec![channel.clone()])
         .renew(&RW_READ_RENEW, vec![keys[2].clone(), keys[3].clone()])
         .class(READ)
@@ -499,5 +508,22 @@ mod tests {
         assert_eq!(RwWake.decode(b"r"), Wake::All { class: Some(WRITE) });
         assert_eq!(RwWake.decode(b"m"), Wake::All { class: Some(READ) });
         assert_eq!(RwWake.decode(b"x"), Wake::Nothing);
+        let grant = |name: &str, ttl_ms, secret| Wake::Named {
+            name: name.to_string(),
+            signal: deadbolt_core::Signal::Grant(Grant {
+                token: 0,
+                ttl_ms,
+                claim_ms: 300,
+                secret,
+            }),
+        };
+        assert_eq!(RwWake.decode(b"g:a1 0 350 7 300"), grant("a1", 350, 7));
+        // One message admits several readers, a line each; a malformed
+        // line (anyone may publish) is skipped, a message of none is nothing.
+        assert_eq!(
+            RwWake.decode(b"g:a1 0 350 7 300\ng:bad\ng:b2 0 300 9 300"),
+            Wake::Several(vec![grant("a1", 350, 7), grant("b2", 300, 9)])
+        );
+        assert_eq!(RwWake.decode(b"g:bad\ng:"), Wake::Nothing);
     }
 }

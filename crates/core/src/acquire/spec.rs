@@ -244,6 +244,22 @@ impl AcquireBuilder {
         self
     }
 
+    /// Hand-off by name on the shared channel, beside the unnamed
+    /// wake-ups: as [`grants_on`], but the grants come on the channel
+    /// every waiter listens on, for primitives whose one release grants to
+    /// many registered waiters of many clients at once (a writer's release
+    /// admitting every waiting reader), in one message of a line per
+    /// waiter ([`Grant::named_wakes`](crate::Grant::named_wakes)) that
+    /// each client hears once. The replies are as for [`grants_on`].
+    ///
+    /// [`grants_on`]: AcquireBuilder::grants_on
+    pub fn grants_by_name(mut self) -> Self {
+        self.0.tagged = true;
+        self.0.wakeable = true;
+        self.0.grant_channel = None;
+        self
+    }
+
     /// A liveness heartbeat kept while the attempt is queued (primitives
     /// with a server-side queue).
     pub fn heartbeat(mut self, heartbeat: HeartbeatSpec) -> Self {

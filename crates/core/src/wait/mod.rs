@@ -228,7 +228,17 @@ impl Shared {
             return;
         };
         let Some(policy) = ch.policy else { return };
-        match policy.decode(payload) {
+        self.apply(ch, policy.decode(payload));
+    }
+
+    /// Carry out one decoded wake-up on the waiters of `ch`.
+    fn apply(&self, ch: &mut Channel, wake: Wake) {
+        match wake {
+            Wake::Several(wakes) => {
+                for w in wakes {
+                    self.apply(ch, w);
+                }
+            }
             Wake::Nothing => {}
             Wake::Any { n, class } => wake_any(ch, n, class),
             Wake::ClientFirst { client, class } => {
