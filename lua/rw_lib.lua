@@ -132,10 +132,14 @@ end
 
 -- Admit the readers registered in K.w (up to 64): each gets a read hold
 -- under its claim, and one message on `channel` tells them all, a line
--- per reader (published before the writes: a refused PUBLISH changes
--- nothing). Their registrations are removed. Returns how many were
--- admitted and whether registrations remain (beyond the 64). O(n) in the
--- registrations.
+-- per reader. In this order: the registrations are removed first (a
+-- write that maxmemory never refuses: once a script has written, Redis
+-- lets its later writes through, so no read hold can be refused after
+-- the readers were told they hold it), then the message (a refused
+-- PUBLISH, NOPERM, fails the call with only the registrations gone: those
+-- readers try again at their sleep bound), then the holds. Returns how
+-- many were admitted and whether registrations remain (beyond the 64).
+-- O(n) in the registrations.
 local function rw_admit_readers(K, channel, now_ms)
   local f = redis.call('HGETALL', K.w)
   local lines, holds, fields, more = {}, {}, {}, false
@@ -156,6 +160,9 @@ local function rw_admit_readers(K, channel, now_ms)
       end
     end
   end
+  if fields[1] then
+    redis.call('HDEL', K.w, unpack(fields))
+  end
   if #lines > 0 then
     redis.call('PUBLISH', channel, table.concat(lines, '\n'))
   end
@@ -171,9 +178,6 @@ local function rw_admit_readers(K, channel, now_ms)
   end
   if top > 0 then
     hold_lease_added(K.r, K.ro, top)
-  end
-  if fields[1] then
-    redis.call('HDEL', K.w, unpack(fields))
   end
   return #lines, more
 end

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use deadbolt_core::Client;
 use deadbolt_rwlock::RwLock;
-use deadbolt_testkit::support::{cmd, server, until, within};
+use deadbolt_testkit::support::{cmd, fill_memory, server, until, within};
 use deadbolt_testkit::RedisServer;
 
 /// A client whose scripts are loaded at connect (a first EVALSHA would
@@ -249,4 +249,47 @@ async fn a_waiting_reader_that_leaves_takes_its_registration_with_it() {
     assert_eq!(probe.reader_count().await.unwrap(), 1);
     g.unlock().await.unwrap();
     assert!(keys(&srv).await.iter().all(|k| !k.contains("{leave}")));
+}
+
+/// Under maxmemory (every write that adds memory refused), a writer's
+/// release still admits the registered readers, and what they are told
+/// is what the server records: every admitted reader holds a read hold
+/// that a writer cannot pass (no reader is told it holds while the server
+/// refused its hold).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_under_maxmemory_admits_only_readers_whose_holds_are_recorded() {
+    let srv = server();
+    let h = client(&srv).await;
+    let cs = [client(&srv).await, client(&srv).await];
+    let w = RwLock::new(&h, "oom").write_lock().lock().await.unwrap();
+    let mut tasks = Vec::new();
+    for (i, c) in cs.iter().enumerate() {
+        let l = RwLock::new(c, "oom");
+        tasks.push(tokio::spawn(async move { l.read_lock().lock().await }));
+        until("the reader registers", || async {
+            registrations(&srv, "oom").await == i + 1
+        })
+        .await;
+    }
+    fill_memory(&srv).await;
+    w.unlock().await.unwrap();
+    let mut guards = Vec::new();
+    for t in tasks {
+        guards.push(within("a reader", t).await.unwrap().unwrap());
+    }
+    let probe = RwLock::new(&h, "oom");
+    assert_eq!(
+        probe.reader_count().await.unwrap(),
+        2,
+        "both reads recorded"
+    );
+    assert!(
+        probe.write_lock().try_lock().await.unwrap().is_none(),
+        "a writer cannot pass the readers"
+    );
+    let () = cmd(&srv, &["CONFIG", "SET", "maxmemory", "0"]).await;
+    for g in guards {
+        g.unlock().await.unwrap();
+    }
+    assert!(!probe.is_locked().await.unwrap());
 }
