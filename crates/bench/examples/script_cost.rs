@@ -112,6 +112,39 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     measure(
         &mut admin,
         &names,
+        "rwlock, 8 waiters / 4 clients, 10% writes",
+        || {
+            contended(&clients, |c| {
+                let l = deadbolt_rwlock::RwLock::new(c, "c:rw");
+                async move {
+                    if rand::random_range(0..10) == 0 {
+                        l.write_lock().lock().await?.unlock().await
+                    } else {
+                        l.read_lock().lock().await?.unlock().await
+                    }
+                }
+            })
+        },
+    )
+    .await?;
+    deadbolt_semaphore::Semaphore::new(&c, "c:sem")
+        .try_set_permits(4)
+        .await?;
+    measure(
+        &mut admin,
+        &names,
+        "semaphore of 4, 8 waiters / 4 clients",
+        || {
+            contended(&clients, |c| {
+                let s = deadbolt_semaphore::Semaphore::new(c, "c:sem");
+                async move { s.acquire(1).await?.release().await }
+            })
+        },
+    )
+    .await?;
+    measure(
+        &mut admin,
+        &names,
         "textbook lock (SET NX PX, compare-and-delete)",
         || textbook(url.clone()),
     )
