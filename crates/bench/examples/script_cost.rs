@@ -10,7 +10,11 @@
 //! one client), then the Lock and the FairLock contended (8 waiters over 4
 //! clients on one name). Prints, per script, its calls and the µs a call
 //! took inside Redis (p50 and mean; the time of the commands it runs, not
-//! the network or the event loop around it).
+//! the network or the event loop around it). SLOWLOG adds to that time
+//! (it logs every command a script runs), so each workload first runs
+//! without it, and the mean µs per EVALSHA of all its scripts together from
+//! INFO commandstats is printed above its table: the figure to compare
+//! with the textbook lock's.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -265,9 +269,42 @@ async fn measure<F, Fut>(
     work: F,
 ) -> Result<(), Box<dyn std::error::Error>>
 where
-    F: FnOnce() -> Fut,
+    F: Fn() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
+    // First without the SLOWLOG (logging every command inside a script
+    // adds to the script's time): INFO commandstats of all scripts together.
+    slowlog(admin, "-1").await?;
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(admin)
+        .await?;
+    work().await.map_err(|e| format!("{what}: {e:#}"))?;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(admin)
+        .await?;
+    let plain = info
+        .lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .filter(|l| l.starts_with("evalsha:") || l.starts_with("eval:") || l.starts_with("set:"))
+        .map(|l| {
+            let (cmd, rest) = l.split_once(':').unwrap_or((l, ""));
+            let field = |k: &str| {
+                rest.split(',')
+                    .find_map(|f| f.strip_prefix(k))
+                    .unwrap_or("?")
+                    .to_string()
+            };
+            format!(
+                "{cmd} {} calls, {} µs",
+                field("calls="),
+                field("usec_per_call=")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    slowlog(admin, "0").await?;
     let () = redis::cmd("SLOWLOG")
         .arg("RESET")
         .query_async(admin)
@@ -310,6 +347,7 @@ where
             .push(u64::try_from(*us).unwrap_or(0));
     }
     println!("\n{what}");
+    println!("  without SLOWLOG, INFO commandstats per call: {plain}");
     println!(
         "  {:<24} {:>8} {:>8} {:>8}",
         "script", "calls", "p50 µs", "mean µs"
@@ -324,4 +362,14 @@ where
         println!("  {name:<24} {calls:>8} {p50:>8} {mean:>8.1}");
     }
     Ok(())
+}
+
+/// Set `slowlog-log-slower-than` (`0`: log every command; `-1`: none).
+async fn slowlog(admin: &mut MultiplexedConnection, v: &str) -> redis::RedisResult<()> {
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(v)
+        .query_async(admin)
+        .await
 }

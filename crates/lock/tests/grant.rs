@@ -185,3 +185,62 @@ async fn a_handed_off_hold_outlives_its_claim() {
     assert!(pttl > 10_000, "extended to the 30 s lease: {pttl}");
     gw.unlock().await.unwrap();
 }
+
+/// A client's registered waiter is cancelled while another waiter of the
+/// same client waits: that waiter registers in its place once the
+/// cancelled attempt's release cleared the registration (woken before
+/// that, its try would find the old registration, and it would sleep
+/// unregistered and unqueued for as long as the holder's lease while the
+/// lock went to other clients), so the lock comes to it by the hand-offs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_registered_waiter_passes_the_registration_to_its_clients_next_waiter() {
+    let srv = server();
+    let h = client(&srv.url()).await;
+    let a = client(&srv.url()).await;
+    let b = client(&srv.url()).await;
+    let g = Lock::new(&h, "pass-reg").lock().await.unwrap();
+
+    let la = Lock::new(&a, "pass-reg");
+    let first = tokio::spawn(async move { la.lock().await.map(|_| ()) });
+    until_registered(&srv, "pass-reg", &a).await;
+    let before = registration(&srv, "pass-reg", &a).await.unwrap();
+    let la2 = Lock::new(&a, "pass-reg");
+    let second = tokio::spawn(async move { la2.lock().await });
+    until("a's second waiter sleeps", || async { a.waiters() == 2 }).await;
+    let lb = Lock::new(&b, "pass-reg");
+    let other = tokio::spawn(async move { lb.lock().await });
+    until_registered(&srv, "pass-reg", &b).await;
+
+    let cancelled = Instant::now();
+    first.abort();
+    let _ = first.await;
+    until("a's second waiter registers", || async {
+        registration(&srv, "pass-reg", &a)
+            .await
+            .is_some_and(|r| r != before)
+    })
+    .await;
+    // Not at its sleep bound (the holder's 30 s lease), but at once.
+    assert!(
+        cancelled.elapsed() < Duration::from_secs(5),
+        "a's second waiter registered {:?} after the cancel",
+        cancelled.elapsed()
+    );
+
+    // The holder's lease is 30 s: the waiters get the lock by hand-offs,
+    // long before it.
+    let released = Instant::now();
+    g.unlock().await.unwrap();
+    let gb = within("b's guard", other).await.unwrap().unwrap();
+    gb.unlock().await.unwrap();
+    let ga = within("a's second waiter's guard", second)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        released.elapsed() < Duration::from_secs(5),
+        "a's waiter got the lock {:?} after the release",
+        released.elapsed()
+    );
+    ga.unlock().await.unwrap();
+}

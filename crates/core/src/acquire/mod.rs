@@ -164,6 +164,12 @@ struct Attempt<'a> {
     local: Option<Arc<LocalWaiter>>,
     /// The channel the attempt waits on (with `local`).
     channel: Option<&'a str>,
+    /// The attempt registers for grants beside unnamed wake-ups
+    /// (`grants_on`, `grants_by_name`): when it leaves registered, its
+    /// client's next waiter is woken once the release cleared the
+    /// registration (woken before, its try would find the registration
+    /// still there and sleep unregistered).
+    nudge: bool,
 }
 
 impl Attempt<'_> {
@@ -216,6 +222,17 @@ impl Drop for Attempt<'_> {
         let doubted_late = !self.won && self.local.as_ref().is_some_and(|l| l.doubted());
         // Also during shutdown: the releaser runs until shutdown closes it,
         // so a waiter woken by shutdown leaves its queue.
+        if self.armed() && self.queued && self.nudge {
+            if let Some(channel) = self.channel {
+                let (client, channel) = (self.client.clone(), channel.to_string());
+                self.client.inner.releaser.submit_then(
+                    self.release.clone(),
+                    crate::hold::release::deadline(self.client.config(), None),
+                    move || client.inner.engine.nudge(&channel),
+                );
+                return;
+            }
+        }
         if self.armed() || passed || doubted_late {
             self.client.release_in_background(self.release.clone());
         }
@@ -382,6 +399,7 @@ async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>>
         won: false,
         local: local.clone(),
         channel: Some(&spec.channel),
+        nudge: spec.tagged && spec.wakeable,
     };
     let call = |mode: &str| {
         ScriptCall::new(

@@ -46,6 +46,18 @@ impl Releaser {
     /// `deadline`. After [`close`](Releaser::close) (the end of shutdown)
     /// nothing more is taken: the lease's TTL frees what is left.
     pub(crate) fn submit(&self, call: ScriptCall, deadline: Instant) {
+        self.submit_then(call, deadline, || {});
+    }
+
+    /// [`submit`](Releaser::submit), then `then` once the release ran (or
+    /// its time ran out): for what must follow it, such as waking the next
+    /// waiter only once a registration the release clears is gone.
+    pub(crate) fn submit_then(
+        &self,
+        call: ScriptCall,
+        deadline: Instant,
+        then: impl FnOnce() + Send + 'static,
+    ) {
         if self.closed.load(Ordering::SeqCst) {
             tracing::debug!(
                 key = call.main_key(),
@@ -59,6 +71,7 @@ impl Releaser {
         let idle = self.idle.clone();
         self.rt.spawn(async move {
             release_until(&conn, &call, deadline).await;
+            then();
             if pending.fetch_sub(1, Ordering::SeqCst) == 1 {
                 idle.notify_waiters();
             }

@@ -1032,15 +1032,19 @@ impl Drop for Subscription {
             let _ = shared.ops.send(());
             return;
         }
-        let woken = self.slot.pending.load(Ordering::SeqCst)
-            || self.slot.woken.load(Ordering::SeqCst)
-            || self.slot.registered.load(Ordering::SeqCst);
-        if woken && !self.slot.acquired.load(Ordering::SeqCst) && self.slot.unnamed() {
+        let woken =
+            self.slot.pending.load(Ordering::SeqCst) || self.slot.woken.load(Ordering::SeqCst);
+        // A waiter that holds a registration for a grant and leaves without
+        // the lock: its attempt's release clears the registration and then
+        // wakes the next local waiter, which registers anew (woken now, its
+        // try would find the registration still there).
+        let registered = self.slot.registered.load(Ordering::SeqCst);
+        if woken && !registered && !self.slot.acquired.load(Ordering::SeqCst) && self.slot.unnamed()
+        {
             // This waiter was woken (and did not get an answer to a try
-            // since), or held this client's registration for a grant, but
-            // leaves without the lock: hand the wake-up to the next local
-            // waiter of its class (which registers anew if it must). At
-            // worst that waiter tries once for nothing.
+            // since) but leaves without the lock: hand the wake-up to the
+            // next local waiter of its class. At worst that waiter tries
+            // once for nothing.
             wake_any(ch, 1, Some(self.slot.class));
         }
     }
