@@ -111,6 +111,40 @@ async fn a_writers_release_admits_every_registered_reader_in_one_message() {
     assert!(keys(&srv).await.iter().all(|k| !k.contains("{admit}")));
 }
 
+type Task<T> = tokio::task::JoinHandle<deadbolt_core::Result<T>>;
+
+/// `h` reads "behind"; a writer of `c` waits (up to `wait`), and then a
+/// reader of `d`, held back by it, registers.
+async fn held_back(
+    srv: &RedisServer,
+    [h, c, d]: [&Client; 3],
+    wait: Duration,
+) -> (
+    deadbolt_rwlock::ReadGuard,
+    Task<Option<deadbolt_rwlock::WriteGuard>>,
+    Task<deadbolt_rwlock::ReadGuard>,
+) {
+    let r1 = RwLock::new(h, "behind").read_lock().lock().await.unwrap();
+    let lw = RwLock::new(c, "behind");
+    let writer = tokio::spawn(async move { lw.write_lock().try_lock_for(wait).await });
+    until("the writer waits", || async {
+        RwLock::new(h, "behind")
+            .inspect()
+            .await
+            .unwrap()
+            .waiting_writers
+            == 1
+    })
+    .await;
+    let lr = RwLock::new(d, "behind");
+    let reader = tokio::spawn(async move { lr.read_lock().lock().await });
+    until("the reader registers", || async {
+        registrations(srv, "behind").await == 1
+    })
+    .await;
+    (r1, writer, reader)
+}
+
 /// Readers that wait behind a waiting writer (readers hold; write
 /// preference) register in a hash without a writer; the writer gets in
 /// when the readers leave, and its release admits them. When the waiting
@@ -123,26 +157,13 @@ async fn readers_held_back_by_a_waiting_writer_are_admitted_when_it_is_done() {
     let d = client(&srv).await;
 
     // The writer gets in after the reader, and its release admits.
-    let r1 = RwLock::new(&h, "behind").read_lock().lock().await.unwrap();
-    let lw = RwLock::new(&c, "behind");
-    let writer = tokio::spawn(async move { lw.write_lock().lock().await });
-    until("the writer waits", || async {
-        RwLock::new(&h, "behind")
-            .inspect()
-            .await
-            .unwrap()
-            .waiting_writers
-            == 1
-    })
-    .await;
-    let lr = RwLock::new(&d, "behind");
-    let reader = tokio::spawn(async move { lr.read_lock().lock().await });
-    until("the reader registers", || async {
-        registrations(&srv, "behind").await == 1
-    })
-    .await;
+    let (r1, writer, reader) = held_back(&srv, [&h, &c, &d], Duration::from_secs(60)).await;
     r1.unlock().await.unwrap();
-    let wg = within("the writer", writer).await.unwrap().unwrap();
+    let wg = within("the writer", writer)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!(
         registrations(&srv, "behind").await,
         1,
@@ -155,28 +176,7 @@ async fn readers_held_back_by_a_waiting_writer_are_admitted_when_it_is_done() {
     rg.unlock().await.unwrap();
 
     // The waiting writer gives up: its give-up admits the reader.
-    let r1 = RwLock::new(&h, "behind").read_lock().lock().await.unwrap();
-    let lw = RwLock::new(&c, "behind");
-    let writer = tokio::spawn(async move {
-        lw.write_lock()
-            .try_lock_for(Duration::from_millis(800))
-            .await
-    });
-    until("the writer waits", || async {
-        RwLock::new(&h, "behind")
-            .inspect()
-            .await
-            .unwrap()
-            .waiting_writers
-            == 1
-    })
-    .await;
-    let lr = RwLock::new(&d, "behind");
-    let reader = tokio::spawn(async move { lr.read_lock().lock().await });
-    until("the reader registers", || async {
-        registrations(&srv, "behind").await == 1
-    })
-    .await;
+    let (r1, writer, reader) = held_back(&srv, [&h, &c, &d], Duration::from_millis(800)).await;
     assert!(within("the writer", writer)
         .await
         .unwrap()
