@@ -6,7 +6,7 @@
 //! reader that leaves takes its registration with it.
 
 use deadbolt_core::Acquire as _;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadbolt_core::Client;
 use deadbolt_rwlock::RwLock;
@@ -292,4 +292,61 @@ async fn a_release_under_maxmemory_admits_only_readers_whose_holds_are_recorded(
         g.unlock().await.unwrap();
     }
     assert!(!probe.is_locked().await.unwrap());
+}
+
+/// A process dies while its reader waits registered (no release runs: its
+/// runtime is dropped): the writer's release admits the dead reader under
+/// its claim (twice its client's command timeout), which nobody extends,
+/// so the next writer gets in once the claim ends, not after a lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_processes_registered_reader_keeps_a_writer_out_no_longer_than_its_claim() {
+    let srv = server();
+    let h = client(&srv).await;
+    let w = RwLock::new(&h, "dead").write_lock().lock().await.unwrap();
+    let (die, die_rx) = tokio::sync::oneshot::channel::<()>();
+    let url = srv.url();
+    let doomed = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            // Claims of 2 × 150 ms.
+            let c = Client::builder(&url)
+                .command_timeout(Duration::from_millis(150))
+                .build()
+                .await
+                .unwrap();
+            let l = RwLock::new(&c, "dead");
+            tokio::spawn(async move { l.read_lock().lock().await });
+            let _ = die_rx.await;
+            std::mem::forget(c);
+        });
+        drop(rt);
+    });
+    until("the doomed reader registers", || async {
+        registrations(&srv, "dead").await == 1
+    })
+    .await;
+    die.send(()).unwrap();
+    tokio::task::block_in_place(|| doomed.join()).unwrap();
+
+    w.unlock().await.unwrap();
+    let probe = RwLock::new(&h, "dead");
+    assert_eq!(probe.reader_count().await.unwrap(), 1, "admitted, dead");
+    let started = Instant::now();
+    let c = client(&srv).await;
+    let g = within(
+        "the next writer",
+        RwLock::new(&c, "dead").write_lock().lock(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the next writer waited {:?} (the claim is 300 ms)",
+        started.elapsed()
+    );
+    g.unlock().await.unwrap();
+    assert_eq!(registrations(&srv, "dead").await, 0);
 }
