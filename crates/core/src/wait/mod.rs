@@ -1032,19 +1032,21 @@ impl Drop for Subscription {
             let _ = shared.ops.send(());
             return;
         }
-        let woken =
-            self.slot.pending.load(Ordering::SeqCst) || self.slot.woken.load(Ordering::SeqCst);
-        // A waiter that holds a registration for a grant and leaves without
+        let registered = self.slot.registered.load(Ordering::SeqCst);
+        // A waiter that holds a registration for a grant by name (tagged
+        // and wakeable: `grants_on`, `grants_by_name`) and leaves without
         // the lock: its attempt's release clears the registration and then
         // wakes the next local waiter, which registers anew (woken now, its
         // try would find the registration still there).
-        let registered = self.slot.registered.load(Ordering::SeqCst);
-        if woken && !registered && !self.slot.acquired.load(Ordering::SeqCst) && self.slot.unnamed()
-        {
+        let deferred = registered && self.slot.tag.is_some() && self.slot.wakeable;
+        let woken = self.slot.pending.load(Ordering::SeqCst)
+            || self.slot.woken.load(Ordering::SeqCst)
+            || registered;
+        if woken && !deferred && !self.slot.acquired.load(Ordering::SeqCst) && self.slot.unnamed() {
             // This waiter was woken (and did not get an answer to a try
-            // since) but leaves without the lock: hand the wake-up to the
-            // next local waiter of its class. At worst that waiter tries
-            // once for nothing.
+            // since), or was queued, but leaves without the lock: hand the
+            // wake-up to the next local waiter of its class. At worst that
+            // waiter tries once for nothing.
             wake_any(ch, 1, Some(self.slot.class));
         }
     }
