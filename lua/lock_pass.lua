@@ -26,11 +26,12 @@
 --
 -- O(1).
 
-local r = hold_release(KEYS[1], ARGV[1])
+-- The mark x comes in the same HMGET as the hold (one command).
+local r, marked = hold_release(KEYS[1], ARGV[1], 'x')
 if r ~= 2 then
   return {r}
 end
-local others = redis.call('HGET', KEYS[1], 'x') and 1 or 0
+local others = marked and 1 or 0
 -- A grant as on a free lock (the fencing counter is advanced by the first
 -- write, which a key of another type or an unusable value undoes); the
 -- marker x stays, the old attempt's field goes.
