@@ -14,6 +14,14 @@ end
 if redis.call('EXISTS', K.hold) == 0 then
   return 0
 end
+-- A write that changes nothing (the hold hash has no field '-'), so that
+-- the hand-off's writes cannot be refused after its message: Redis refuses
+-- only a script's first write under maxmemory. Without it, a refused HSET
+-- after the grant's message left the waiter holding beside the holder
+-- (a_hand_off_refused_under_maxmemory_tells_nobody, crates/fair/tests).
+-- Then, out of memory, the hand-off is made in full or the PUBLISH (ACL)
+-- fails with nothing changed.
+redis.call('HDEL', K.hold, '-')
 local now_ms, now_us = hold_now()
 if not fair_pass_on(K, now_ms, now_us, tonumber(ARGV[1])) then
   redis.call('DEL', K.hold)

@@ -116,7 +116,10 @@ end
 -- ends would save that period after a crash, at one more message on every
 -- hand-off; measured, that message cost about a tenth of the contended
 -- throughput.)
--- `last` is the fencing counter, already read and checked.
+-- `last` is the fencing counter, already read and checked. Callers have
+-- written before (a script's first write is the only one maxmemory
+-- refuses: a refused write after the message would leave a waiter told it
+-- holds a lock whose hold was never recorded).
 local function fair_handoff(K, head, e, last, now_us, wt_ms)
   local owner, lease, wt, secret = e[1], e[2], e[3] or wt_ms, e[4]
   local _, stoken = hold_token(last, now_us)

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use deadbolt_core::{Client, Error, LeaseState};
 use deadbolt_fair::FairLock;
-use deadbolt_testkit::support::{cmd, server, until, within};
+use deadbolt_testkit::support::{cmd, fill_memory, server, until, within};
 use deadbolt_testkit::{FaultProxy, RedisServer};
 
 async fn client(url: &str, wt: Duration) -> Client {
@@ -483,4 +483,50 @@ async fn short_handed_off_holds_leave_no_tasks_behind() {
     // would still be alive.
     let left = metrics.num_alive_tasks().saturating_sub(before);
     assert!(left < 20, "{left} tasks left behind by 200 short holds");
+}
+
+/// A `force_unlock` that hands the lock to the queued waiter while Redis is
+/// out of memory (maxmemory, every write that adds memory refused) either
+/// makes the whole hand-off or none of it: the waiter is never told it
+/// holds the lock while the holder's hold stays (before the fix the grant's
+/// message went out, then its first write was refused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_under_maxmemory_is_made_in_full_or_not_at_all() {
+    let srv = server();
+    let h = client(&srv.url(), Duration::from_secs(3)).await;
+    let w = client(&srv.url(), Duration::from_secs(3)).await;
+    let lock = FairLock::new(&h, "oom-force");
+    let g = lock.lock().await.unwrap();
+    let lw = FairLock::new(&w, "oom-force");
+    let waiter = tokio::spawn(async move {
+        let got = lw.lock().await;
+        (Instant::now(), got)
+    });
+    until_queued(&srv, &lock, 1).await;
+    fill_memory(&srv).await;
+    let forced = FairLock::new(&h, "oom-force").force_unlock().await;
+    let () = cmd(&srv, &["CONFIG", "SET", "maxmemory", "0"]).await;
+    match forced {
+        Ok(_) => {
+            // Handed on: the waiter holds, under the hold's token, and the
+            // old holder holds nothing.
+            let (_, got) = within("the waiter", waiter).await.unwrap();
+            let wg = got.unwrap();
+            let token: String = cmd(&srv, &["HGET", lock.key().unwrap(), "t"]).await;
+            assert_eq!(token, wg.fencing_token().to_string());
+            assert!(matches!(g.unlock().await, Err(Error::NotHeld)));
+            wg.unlock().await.unwrap();
+        }
+        Err(_) => {
+            assert!(lock.is_held().await.unwrap(), "the holder still holds it");
+            let unlocked = Instant::now();
+            g.unlock().await.unwrap();
+            let (got_at, got) = within("the waiter", waiter).await.unwrap();
+            assert!(
+                got_at > unlocked,
+                "the waiter held the lock before the holder let it go"
+            );
+            got.unwrap().unlock().await.unwrap();
+        }
+    }
 }
