@@ -11,8 +11,10 @@
 --                                    readers waiting for it (or for a
 --                                    waiting writer): q:<attempt> =
 --                                    '<owner> <lease> <claim> <secret>
---                                    <ms>'; without a writer the hash holds
---                                    only those, with a TTL past the
+--                                    <ms>', and the mark q = 1 while any
+--                                    may be there (read in the release's
+--                                    one HMGET); without a writer the hash
+--                                    holds only those, with a TTL past the
 --                                    registered readers' sleep bounds
 --   K.fence  <ns>:{<slot tag>}:fence   the slot's fencing counter (string,
 --                                      no TTL; see hold_next_token)
@@ -112,22 +114,27 @@ local function rw_register_reader(K, owner, attempt, lease, claim, secret, now_m
   local field = 'q:' .. attempt
   local made = redis.pcall('HSETNX', K.w, field, table.concat({owner, lease, claim, secret,
     string.format('%.0f', now_ms)}, ' '))
+  local fresh, s = nil, secret
   if made == 1 then
-    if not writer then
-      hold_touch({K.w}, math.max(bound, 0) + tonumber(claim))
-    end
-    return 1, secret
+    fresh = 1
+    redis.call('HSET', K.w, 'q', 1)
+  elseif made == 0 then
+    s = string.match(redis.call('HGET', K.w, field) or '', '^%S+ %d+ %d+ (%d+) %d+$')
+    fresh = s and 0
   end
-  if made == 0 then
-    local s = string.match(redis.call('HGET', K.w, field) or '', '^%S+ %d+ %d+ (%d+) %d+$')
-    if s then
-      if not writer then
-        hold_touch({K.w}, math.max(bound, 0) + tonumber(claim))
-      end
-      return 0, s
-    end
+  if fresh and not writer then
+    hold_touch({K.w}, math.max(bound, 0) + tonumber(claim))
   end
-  return nil
+  return fresh, s
+end
+
+-- Drop the registration of reader `attempt` (it leaves, or got in by its
+-- own try); a hash left with the mark q alone (no writer, no other
+-- registration) goes with it.
+local function rw_unregister_reader(K, attempt)
+  if redis.call('HDEL', K.w, 'q:' .. attempt) == 1 and redis.call('HLEN', K.w) == 1 then
+    redis.call('HDEL', K.w, 'q')
+  end
 end
 
 -- Admit the readers registered in K.w (up to 64): each gets a read hold
@@ -137,8 +144,9 @@ end
 -- lets its later writes through, so no read hold can be refused after
 -- the readers were told they hold it), then the message (a refused
 -- PUBLISH, NOPERM, fails the call with only the registrations gone: those
--- readers try again at their sleep bound), then the holds. Returns how
--- many were admitted and whether registrations remain (beyond the 64).
+-- readers try again at their sleep bound), then the holds. The mark q
+-- goes too when no registration is left. Returns how many were admitted
+-- and whether registrations remain (beyond the 64).
 -- O(n) in the registrations.
 local function rw_admit_readers(K, channel, now_ms)
   local f = redis.call('HGETALL', K.w)
@@ -160,9 +168,10 @@ local function rw_admit_readers(K, channel, now_ms)
       end
     end
   end
-  if fields[1] then
-    redis.call('HDEL', K.w, unpack(fields))
+  if not more then
+    fields[#fields + 1] = 'q'
   end
+  redis.call('HDEL', K.w, unpack(fields))
   if #lines > 0 then
     redis.call('PUBLISH', channel, table.concat(lines, '\n'))
   end

@@ -84,7 +84,7 @@ if not writer and (tonumber(redis.call('HGET', K.ro, '#' .. owner)) or 0) == 0 t
   end
 end
 if mode == 'again' then
-  redis.call('HDEL', K.w, 'q:' .. attempt)
+  rw_unregister_reader(K, attempt)
 end
 redis.call('ZADD', K.r, now_ms + lease, attempt)
 redis.call('HSET', K.ro, attempt, owner)

@@ -24,7 +24,7 @@ if bad then
 end
 local dl = redis.call('ZSCORE', K.r, ARGV[1])
 if not dl then
-  redis.call('HDEL', K.w, 'q:' .. ARGV[1])
+  rw_unregister_reader(K, ARGV[1])
   return 0
 end
 if tonumber(dl) <= now_ms then

@@ -23,7 +23,9 @@
 --      registrations, `w` (every waiter tries; all readers get in)
 --   error WRONGTYPE <key>
 --
--- O(log n), plus O(n) in the registered readers when there are any.
+-- O(log n), plus O(n) in the registered readers when there are any (the
+-- mark q, read in the release's HMGET, says so: an unmarked release runs
+-- no command for them).
 local K = rw_keys(0)
 local bad = rw_check_types(K)
 if bad then
@@ -42,17 +44,20 @@ if redis.call('ZREM', K.ww, ARGV[3] .. ':' .. ARGV[1]) == 1 then
   end
   return 1
 end
-local r = hold_release(K.w, ARGV[1])
+-- The mark q (readers registered) comes in the same HMGET as the hold.
+local r, queued = hold_release(K.w, ARGV[1], 'q')
 if r ~= 2 then
   return r
 end
--- A hold hash has five fields (o, t, n, s, a:<attempt>) when its last
--- hold is released: more are registrations of waiting readers.
-if redis.call('HLEN', K.w) > 5 then
+if queued then
   local now_ms = hold_now()
   if rw_live_waiting_writer(K, now_ms) then
     redis.call('PUBLISH', ARGV[2], 'r')
     redis.call('HDEL', K.w, 'o', 't', 'n', 's', 'a:' .. ARGV[1])
+    -- The mark alone (the readers it marked for have left) goes too.
+    if redis.call('HLEN', K.w) == 1 then
+      redis.call('DEL', K.w)
+    end
     return 2
   end
   local n, more = rw_admit_readers(K, ARGV[2], now_ms)

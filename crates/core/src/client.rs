@@ -533,9 +533,21 @@ impl Client {
     /// acquire scripts of their own and must undo a call that may have run
     /// (cancelled, `Indeterminate`). The call must be idempotent.
     pub fn release_in_background(&self, call: ScriptCall) {
-        self.inner
-            .releaser
-            .submit(call, crate::hold::release::deadline(self.config(), None));
+        self.release_in_background_then(call, || {});
+    }
+
+    /// [`Client::release_in_background`], then `then` once the release ran
+    /// (or its bound passed).
+    pub(crate) fn release_in_background_then(
+        &self,
+        call: ScriptCall,
+        then: impl FnOnce() + Send + 'static,
+    ) {
+        self.inner.releaser.submit_then(
+            call,
+            crate::hold::release::deadline(self.config(), None),
+            then,
+        );
     }
 
     /// Acquire a hold as described by `spec` for `owner` (a primitive's

@@ -350,3 +350,53 @@ async fn a_dead_processes_registered_reader_keeps_a_writer_out_no_longer_than_it
     g.unlock().await.unwrap();
     assert_eq!(registrations(&srv, "dead").await, 0);
 }
+
+/// A reader held back by a waiting writer registers in a hash that holds
+/// no writer; when it leaves, that hash goes with its registration (and its
+/// mark), rather than lingering until its TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_without_a_writer_leaves_nothing_when_its_reader_leaves() {
+    let srv = server();
+    let h = client(&srv).await;
+    let c = client(&srv).await;
+    let d = client(&srv).await;
+    let r1 = RwLock::new(&h, "bare").read_lock().lock().await.unwrap();
+    let lw = RwLock::new(&c, "bare");
+    let writer =
+        tokio::spawn(async move { lw.write_lock().try_lock_for(Duration::from_secs(60)).await });
+    until("the writer waits", || async {
+        RwLock::new(&h, "bare")
+            .inspect()
+            .await
+            .unwrap()
+            .waiting_writers
+            == 1
+    })
+    .await;
+    let lr = RwLock::new(&d, "bare");
+    let reader = tokio::spawn(async move {
+        lr.read_lock()
+            .try_lock_for(Duration::from_millis(300))
+            .await
+    });
+    until("the reader registers", || async {
+        registrations(&srv, "bare").await == 1
+    })
+    .await;
+    assert!(within("the reader", reader)
+        .await
+        .unwrap()
+        .unwrap()
+        .is_none());
+    let exists: i64 = cmd(&srv, &["EXISTS", &main_key("bare")]).await;
+    assert_eq!(exists, 0, "no hash without a writer or a registration");
+    r1.unlock().await.unwrap();
+    let wg = within("the writer", writer)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    wg.unlock().await.unwrap();
+    let exists: i64 = cmd(&srv, &["EXISTS", &main_key("bare")]).await;
+    assert_eq!(exists, 0);
+}

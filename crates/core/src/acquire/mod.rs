@@ -225,11 +225,10 @@ impl Drop for Attempt<'_> {
         if self.armed() && self.queued && self.nudge {
             if let Some(channel) = self.channel {
                 let (client, channel) = (self.client.clone(), channel.to_string());
-                self.client.inner.releaser.submit_then(
-                    self.release.clone(),
-                    crate::hold::release::deadline(self.client.config(), None),
-                    move || client.inner.engine.nudge(&channel),
-                );
+                self.client
+                    .release_in_background_then(self.release.clone(), move || {
+                        client.inner.engine.nudge(&channel)
+                    });
                 return;
             }
         }

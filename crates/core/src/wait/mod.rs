@@ -453,24 +453,38 @@ impl Engine {
         channel: &str,
         waiter: Waiter,
     ) -> Option<Subscription> {
-        let epoch = self.conn.epoch();
-        // Checked and joined under one lock: the engine's task only drops
-        // channels without waiters, so a joined channel stays subscribed.
-        let mut table = self.shared.table.lock();
-        let entry = table.get_mut(channel)?;
-        if entry.confirmed != Some(epoch) {
-            return None;
-        }
         let policy = waiter.policy;
         let slot = Slot::new(waiter);
-        entry.join(&slot, policy);
+        if !self.join_if_confirmed(channel, &slot, policy) {
+            return None;
+        }
         crate::metrics::waiters(1.0);
-        drop(table);
         Some(Subscription {
             engine: self.clone(),
             channel: channel.to_string(),
             slot,
         })
+    }
+
+    /// Put `slot` on `channel` only if the channel is already subscribed
+    /// and confirmed on the live connection (joining costs no round trip).
+    /// Checked and joined under one lock: the engine's task only drops
+    /// channels without waiters, so a joined channel stays subscribed.
+    fn join_if_confirmed(
+        &self,
+        channel: &str,
+        slot: &Arc<Slot>,
+        policy: &'static dyn WakePolicy,
+    ) -> bool {
+        let epoch = self.conn.epoch();
+        let mut table = self.shared.table.lock();
+        match table.get_mut(channel) {
+            Some(entry) if entry.confirmed == Some(epoch) => {
+                entry.join(slot, policy);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The waiter of `sub` also on `channel` (decoded by `policy`): a
@@ -507,14 +521,9 @@ impl Engine {
         channel: &str,
         policy: &'static dyn WakePolicy,
     ) -> Option<Also> {
-        let epoch = self.conn.epoch();
-        let mut table = self.shared.table.lock();
-        let entry = table.get_mut(channel)?;
-        if entry.confirmed != Some(epoch) {
+        if !self.join_if_confirmed(channel, &sub.slot, policy) {
             return None;
         }
-        entry.join(&sub.slot, policy);
-        drop(table);
         Some(Also {
             engine: self.clone(),
             channel: channel.to_string(),
