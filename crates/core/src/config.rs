@@ -146,7 +146,7 @@ impl Config {
     pub fn claim_ms(&self) -> u64 {
         u64::try_from(self.command_timeout.saturating_mul(2).as_millis())
             .unwrap_or(u64::MAX)
-            .clamp(1, (1 << 53) - 1)
+            .clamp(1, MAX_LEASE_MS)
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
