@@ -475,7 +475,7 @@ impl Redlock {
     /// shorter than the lease. A majority within validity is a grant;
     /// anything less is released everywhere (a timed-out try's future is
     /// dropped, and core releases a possible grant by its attempt id).
-    async fn round(&self, ttl: Duration) -> Result<Option<(Vec<Hold>, Instant)>> {
+    async fn round(&self, ttl: Duration) -> Result<Round> {
         let per_server = (ttl / 10).clamp(Duration::from_millis(5), Duration::from_secs(1));
         let start = Instant::now();
         let tries = self.servers.iter().map(|l| async move {
@@ -486,22 +486,52 @@ impl Redlock {
             .await
         });
         let mut holds = Vec::new();
+        let mut busy = Vec::new();
+        let mut silent = Vec::new();
         let mut err = None;
-        for r in join_all(tries).await {
+        for (i, r) in join_all(tries).await.into_iter().enumerate() {
             match r {
                 Ok(Ok(Some(h))) => holds.push(h),
+                Ok(Ok(None)) => busy.push(i),
                 Ok(Err(e)) if !e.is_retryable() => err = Some(e),
-                _ => {}
+                _ => silent.push(i),
             }
         }
         let valid_until = start + ttl.saturating_sub(drift(ttl));
         if holds.len() >= self.majority() && Instant::now() < valid_until {
-            return Ok(Some((holds, valid_until)));
+            return Ok(Round::Won(holds, valid_until));
         }
+        let split = !holds.is_empty();
         let _ = release_all(holds).await;
         match err {
             Some(e) => Err(e),
-            None => Ok(None),
+            None => Ok(Round::Lost {
+                wait_on: if busy.is_empty() { silent } else { busy },
+                split,
+            }),
+        }
+    }
+
+    /// Wait until one of the servers `on` releases (or answers again),
+    /// bounded by `bound`: the first of them ends the wait.
+    async fn wait_for_release(&self, on: &[usize], ttl: Duration, bound: Duration) {
+        if on.is_empty() {
+            // Nothing to wait on (every server granted, too late): the
+            // next round goes after a pause, never at once.
+            tokio::time::sleep(bound.min(Duration::from_millis(20))).await;
+            return;
+        }
+        let waits = on.iter().map(|&i| {
+            Box::pin(self.servers[i].acquire_hold(LeaseMode::Fixed(ttl), WaitMode::For(bound)))
+        });
+        // The first wait that ends (granted, timed out or failed) ends them
+        // all; a grant it took is given back at once (the next round takes
+        // every server together), and the other waits are dropped, which
+        // hands any grant they may have taken to their releasers.
+        if let Ok((Ok(Some(h)), _, _)) =
+            tokio::time::timeout(bound, futures::future::select_all(waits)).await
+        {
+            let _ = h.unlock().await;
         }
     }
 
@@ -521,38 +551,50 @@ impl Redlock {
         }
         let deadline = wait.deadline();
         loop {
-            if let Some((holds, valid_until)) = self.round(ttl).await? {
-                return Ok(Some(RedlockGuard::new(
-                    holds,
-                    valid_until,
-                    ttl,
-                    self.majority(),
-                    lease != LeaseMode::Fixed(ttl),
-                )));
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            let (wait_on, split) = match self.round(ttl).await? {
+                Round::Won(holds, valid_until) => {
+                    return Ok(Some(RedlockGuard::new(
+                        holds,
+                        valid_until,
+                        ttl,
+                        self.majority(),
+                        lease != LeaseMode::Fixed(ttl),
+                    )))
+                }
+                Round::Lost { wait_on, split } => (wait_on, split),
+            };
+            if wait == WaitMode::Try || deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ok(None);
             }
-            // Wait for a release on one server that answered "busy" (its
-            // channel, bounded by the lease and the time left), then retry
-            // after a random delay so that contenders do not collide again.
+            // Wait for a release on the servers that answered "busy"
+            // (their channels, bounded by the lease and the time left), or
+            // when none did, for one that could not answer to come back.
             let bound = match left(deadline) {
                 WaitMode::For(d) => d.min(ttl),
                 _ => ttl,
             };
-            let i = rand::random_range(0..self.servers.len());
-            if let Ok(Ok(Some(h))) = tokio::time::timeout(
-                bound,
-                self.servers[i].acquire_hold(LeaseMode::Fixed(ttl), WaitMode::For(bound)),
-            )
-            .await
-            {
-                let _ = h.unlock().await;
+            self.wait_for_release(&wait_on, ttl, bound).await;
+            // Contenders split the servers between them: a random pause so
+            // that they do not collide again.
+            if split {
+                let jitter = Duration::from_millis(rand::random_range(1..=20));
+                tokio::time::sleep(jitter).await;
             }
-            let jitter = Duration::from_millis(rand::random_range(0..=20));
-            tokio::time::sleep(jitter).await;
         }
     }
+}
+
+/// How a [`Redlock`] round ended.
+enum Round {
+    /// A majority within validity: the holds and until when they count.
+    Won(Vec<Hold>, Instant),
+    /// Less than a majority (everything taken was given back): the
+    /// servers to wait on (those that answered "held"; when none did,
+    /// those that did not answer: never one that did not answer while
+    /// another said "held", which would sleep out the bound), and whether
+    /// some server granted (another contender holds the others for a
+    /// moment).
+    Lost { wait_on: Vec<usize>, split: bool },
 }
 
 /// A [`Redlock`] held on a majority of its servers.

@@ -351,3 +351,50 @@ async fn a_stale_part_hold_of_the_own_handle_is_replaced_not_re_entered() {
     assert!(Lock::new(&c, "stale-a").try_lock().await.unwrap().is_none());
     ga.unlock().await.unwrap();
 }
+
+/// One of three servers is dead (killed: connection refused). A waiting
+/// Redlock must wait on the servers that answered "held", so the holder's
+/// unlock hands it the lock within a few round trips; waiting on the dead
+/// one (as a random pick did, two times in three) slept out the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_redlock_with_a_dead_server_wakes_on_the_unlock() {
+    let (mut srvs, clients) = servers(3).await;
+    srvs[0].stop();
+    let mut delays = Vec::new();
+    for i in 0..20 {
+        let name = format!("dead{i}");
+        let a = Redlock::new(&clients, &name).unwrap();
+        let g = within("A takes it", a.lock()).await.unwrap();
+        let b = Redlock::new(&clients, &name).unwrap();
+        let before = [srvs[1].evalsha_calls().await, srvs[2].evalsha_calls().await];
+        let waiter = tokio::spawn(async move {
+            let g = b.lock().await;
+            (Instant::now(), g)
+        });
+        // B has tried both live servers (and found them held): from here
+        // on it waits, wherever it placed its wait.
+        for (s, n) in srvs[1..].iter().zip(before) {
+            until("B tries every live server", || async {
+                s.evalsha_calls().await > n
+            })
+            .await;
+        }
+        let unlocked = Instant::now();
+        g.unlock().await.unwrap();
+        let (at, got) = within("B gets it", waiter).await.unwrap();
+        let got = got.unwrap();
+        delays.push(at.duration_since(unlocked));
+        got.unlock().await.unwrap();
+    }
+    delays.sort();
+    eprintln!(
+        "unlock to the next holder, 20 tries: p50 {:?}, max {:?}",
+        delays[delays.len() / 2],
+        delays[delays.len() - 1]
+    );
+    // The lease is 3 s: a wait on the dead server would take about that.
+    assert!(
+        delays[delays.len() - 1] < Duration::from_secs(1),
+        "delays {delays:?}"
+    );
+}
