@@ -29,6 +29,7 @@ mod hold;
 mod keys;
 mod lockable;
 mod metrics;
+mod observe;
 pub mod primitive;
 pub mod scripts;
 mod tls;
@@ -55,6 +56,7 @@ pub use hold::{
 };
 pub use keys::{encode_tag, hash_slot, is_fence_key, slot_tag, Keys};
 pub use lockable::Lockable;
+pub use observe::{observe, CATCH_UP};
 pub use primitive::Acquire;
 #[cfg(feature = "tls")]
 pub use tls::ensure_crypto_provider;

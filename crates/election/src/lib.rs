@@ -55,7 +55,7 @@ pub const KIND: &str = "elect";
 
 /// How long an observer waits for a message before it reads the leader
 /// anyway: the bound on catching up with a missed message.
-pub const CATCH_UP: Duration = Duration::from_secs(1);
+pub const CATCH_UP: Duration = deadbolt_core::CATCH_UP;
 
 /// Any message on the observers' channel (`l:<term>`, `r`) wakes every
 /// observer of the client to look.
@@ -228,38 +228,16 @@ impl Election {
     /// Dropping the stream (or a pending `next()`) stops it; it records
     /// nothing on the server.
     pub fn observe(&self) -> impl Stream<Item = Result<Option<Leader>>> + Send + 'static {
-        let election = self.clone();
-        futures::stream::unfold(
-            (election, None::<u64>, true),
-            |(election, seen, first)| async move {
-                if first {
-                    let now = election.leader().await;
-                    let next = match &now {
-                        Ok(l) => Some(term_of(l.as_ref())),
-                        Err(_) => None,
-                    };
-                    let (seen, first) = match next {
-                        Some(t) => (Some(t), false),
-                        None => (seen, true),
-                    };
-                    return Some((now, (election, seen, first)));
-                }
-                let mut seen = seen.unwrap_or(0);
-                loop {
-                    match election.wait_change(seen).await {
-                        Err(e) => return Some((Err(e), (election, Some(seen), false))),
-                        Ok(_) => match election.leader().await {
-                            Err(e) => return Some((Err(e), (election, Some(seen), false))),
-                            Ok(l) => {
-                                let t = term_of(l.as_ref());
-                                if t != seen {
-                                    return Some((Ok(l), (election, Some(t), false)));
-                                }
-                                seen = t;
-                            }
-                        },
-                    }
-                }
+        let (reader, waiter) = (self.clone(), self.clone());
+        deadbolt_core::observe(
+            move || {
+                let e = reader.clone();
+                async move { e.leader().await }
+            },
+            |l: &Option<Leader>| term_of(l.as_ref()),
+            move |seen| {
+                let e = waiter.clone();
+                async move { e.wait_change(seen).await }
             },
         )
     }

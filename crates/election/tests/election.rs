@@ -265,6 +265,62 @@ async fn an_observer_of_a_dead_redis_gets_an_error_not_silence() {
     o.shutdown().await;
 }
 
+/// Count what an observer yields in `span`, consuming as fast as it can
+/// (yielding to the runtime between items).
+async fn items_in<S>(mut seen: std::pin::Pin<Box<S>>, span: Duration) -> (usize, usize)
+where
+    S: futures::Stream<Item = deadbolt_core::Result<Option<Leader>>>,
+{
+    let (mut items, mut errors) = (0, 0);
+    let _ = timeout(span, async {
+        while let Some(r) = seen.next().await {
+            items += 1;
+            errors += usize::from(r.is_err());
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    (items, errors)
+}
+
+/// An observer created while Redis is down (killed) yields one error per
+/// CATCH_UP, as one that was running does: the first read's failure used
+/// to be read again at once, about a million errors in 3 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_started_while_redis_is_down_paces_its_errors() {
+    let mut srv = RedisServer::start().unwrap();
+    let o = client(&srv.url(), "o", Duration::from_secs(2)).await;
+    srv.stop();
+    let seen = Box::pin(Election::new(&o, "down").observe());
+    let (items, errors) = items_in(seen, Duration::from_secs(3)).await;
+    eprintln!("observer started with Redis down: {items} items in 3 s");
+    assert_eq!(items, errors);
+    assert!((1..=4).contains(&items), "{items} items in 3 s");
+    o.shutdown().await;
+}
+
+/// A permanent error (an empty name; a key of another type) is yielded
+/// once per CATCH_UP too, not in a tight loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_with_a_permanent_error_paces_it() {
+    let srv = RedisServer::start().unwrap();
+    let c = client(&srv.url(), "c", Duration::from_secs(2)).await;
+    let key = c.keys("elect", "typed").unwrap().main().to_string();
+    let () = redis::cmd("SET")
+        .arg(&key)
+        .arg("x")
+        .query_async(&mut srv.conn().await)
+        .await
+        .unwrap();
+    for name in ["", "typed"] {
+        let seen = Box::pin(Election::new(&c, name).observe());
+        let (items, errors) = items_in(seen, Duration::from_millis(2500)).await;
+        assert_eq!(items, errors);
+        assert!((1..=3).contains(&items), "{name:?}: {items} items in 2.5 s");
+    }
+    c.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_of_another_type_is_refused_by_name_and_nothing_is_written() {
     let srv = RedisServer::start().unwrap();
