@@ -256,6 +256,7 @@ pub(crate) async fn acquire(
     // retiring step stayed in Redis until its lease ended: the likely
     // cause of one torture failure: a hold left after shutdown.)
     let _running = client.inner.acquiring.token();
+    let wait = after_own_releases(client, &spec.key, wait).await;
     // Entered before the attempt id is drawn (see `HoldSet::acquire_arg`).
     let _this_handle = spec.live.as_ref().map(|s| s.enter());
     let attempt_id = new_attempt_id();
@@ -314,6 +315,40 @@ pub(crate) async fn acquire(
         }
     }
     Ok(hold)
+}
+
+/// Wait until this client's background releases of `key` (guards dropped
+/// a moment ago, cancelled attempts) have run, and return what is left of
+/// `wait`: the client's own earlier holds are gone from the server before
+/// its next acquire looks, so a drop followed by an acquire never finds
+/// the dropped hold (a read hold would read as an upgrade). Bounded by the
+/// wait (a try by the command timeout); free when nothing is pending.
+/// A waiting acquire that then finds the server down rides the outage
+/// out in its own loop (whose tries go after the releases, which wait for
+/// the connection as well).
+async fn after_own_releases(client: &Client, key: &str, wait: WaitMode) -> WaitMode {
+    let releaser = &client.inner.releaser;
+    // While the connection is known down the releases wait for it too,
+    // and the acquire fails (a try) or rides it out (a wait) as before.
+    if releaser.pending() == 0 || !client.inner.conn.is_up() {
+        return wait;
+    }
+    let deadline = match wait {
+        WaitMode::Try => Some(crate::config::after(client.config().command_timeout)),
+        _ => wait.deadline(),
+    };
+    releaser.settled(key, deadline).await;
+    match (wait, deadline) {
+        (WaitMode::For(_), Some(d)) => {
+            let left = d.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                WaitMode::Try
+            } else {
+                WaitMode::For(left)
+            }
+        }
+        _ => wait,
+    }
 }
 
 /// [`Client::wait_until`]: the loop for a condition that records nothing.

@@ -7,8 +7,11 @@
 //! an answer or its bound passes, when the lease's own TTL takes over.
 //! Submitting never blocks and never panics.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -23,8 +26,19 @@ pub(crate) struct Releaser {
     conn: Arc<Conn>,
     pending: Arc<AtomicUsize>,
     idle: Arc<Notify>,
+    /// The releases still running, by their call's main key: an acquire
+    /// of this client on that key waits for them first
+    /// ([`settled`](Releaser::settled)).
+    by_key: Arc<Mutex<HashMap<String, PendingKey>>>,
     closed: AtomicBool,
     rt: tokio::runtime::Handle,
+}
+
+/// How many releases of one key are running, and who waits for them.
+#[derive(Debug, Default)]
+struct PendingKey {
+    running: usize,
+    done: Arc<Notify>,
 }
 
 impl Releaser {
@@ -33,6 +47,7 @@ impl Releaser {
             conn,
             pending: Arc::new(AtomicUsize::new(0)),
             idle: Arc::new(Notify::new()),
+            by_key: Arc::default(),
             closed: AtomicBool::new(false),
             rt: tokio::runtime::Handle::current(),
         }
@@ -66,16 +81,59 @@ impl Releaser {
             return;
         }
         self.pending.fetch_add(1, Ordering::SeqCst);
+        let key = call.main_key().to_string();
+        self.by_key.lock().entry(key.clone()).or_default().running += 1;
         let conn = self.conn.clone();
         let pending = self.pending.clone();
         let idle = self.idle.clone();
+        let by_key = self.by_key.clone();
         self.rt.spawn(async move {
             release_until(&conn, &call, deadline).await;
+            {
+                let mut map = by_key.lock();
+                if let Some(p) = map.get_mut(&key) {
+                    p.running -= 1;
+                    if p.running == 0 {
+                        p.done.notify_waiters();
+                        map.remove(&key);
+                    }
+                }
+            }
             then();
             if pending.fetch_sub(1, Ordering::SeqCst) == 1 {
                 idle.notify_waiters();
             }
         });
+    }
+
+    /// Wait until no release of `key` handed here is running, or
+    /// `deadline`: an acquire of this client on `key` goes after them, so a
+    /// hold this client dropped a moment ago (its release still on the
+    /// way) is gone from the server before the acquire looks. Without it,
+    /// `drop(read_guard); rw.write_lock().lock()` could find the client's
+    /// own read hold and report an upgrade. Returns at once when nothing
+    /// of `key` is pending (one atomic load when nothing at all is).
+    pub(crate) async fn settled(&self, key: &str, deadline: Option<Instant>) {
+        if self.pending() == 0 {
+            return;
+        }
+        loop {
+            let done = {
+                let map = self.by_key.lock();
+                let Some(p) = map.get(key) else { return };
+                // Created under the lock, before the release's task can
+                // notify: `notify_waiters` reaches it from here on.
+                Box::pin(p.done.clone().notified_owned())
+            };
+            match deadline {
+                Some(d) => {
+                    if tokio::time::timeout_at(d, done).await.is_err() {
+                        return;
+                    }
+                }
+                None => done.await,
+            }
+        }
     }
 
     /// Take no more releases.
