@@ -46,6 +46,11 @@
 --      they, the releasing client's new acquires included, hold back as
 --      long), and its waiter's try takes the lock and ends the reservation
 --
+-- A queued client whose registration is older than its claim and whose
+-- channel nobody hears (PUBLISH's count is 0) is gone: it is passed over
+-- (its registration deleted) for the next one, at most four clients a
+-- release, instead of a grant that holds the lock for a claim.
+--
 -- O(log n) in the waiting clients.
 
 local r, marked, holder, waited, multi = hold_release(KEYS[1], ARGV[1], 'x', 'o', 'w', 'm')
@@ -69,14 +74,47 @@ if r ~= 2 then
   end
   return r
 end
--- The last hold. Only a hold that a waiter of another client found busy
--- (x) looks at the queue of clients: an uncontended release does not.
--- The releasing client is skipped (its waiters were served by local
--- hand-offs; they queue again if they still wait).
+-- The last hold.
 local msg, named = '1', nil
+-- The registration (d:<client>) of a waiting client: owner, attempt,
+-- lease, claim, secret and the server ms it registered at; nil without one.
+local function registration(c)
+  local e = redis.pcall('HGET', KEYS[1], 'd:' .. c)
+  if type(e) == 'string' then
+    return string.match(e, '^(%S+) (%S+) (%d+) (%d+) (%d+) (%d+)$')
+  end
+end
+-- Grant the lock to the registered waiter (owner o, attempt a) of the
+-- named client, whose grant message was just published: the client that
+-- waits next hears when the claim ends at the latest, in case the taker
+-- is gone; the hash records the new hold with the claim's TTL.
+local function grant_to(o, a, stoken, claim)
+  local after = redis.pcall('ZRANGE', KEYS[2], 0, 0)
+  local next_client = type(after) == 'table' and after[1]
+  if next_client then
+    redis.call('PUBLISH', ARGV[2] .. ':' .. next_client, 'h:' .. claim)
+  end
+  -- A waiting MultiLock listens on the unlock channel alone: it tries
+  -- (and marks the new hold again if it is still busy for it).
+  if multi then
+    redis.call('PUBLISH', ARGV[2], '1')
+  end
+  -- x stays while other clients wait (one is queued next, or the
+  -- releasing client's own waiters, w: they are another client's now).
+  local more = waited or next_client
+  redis.call('HDEL', KEYS[1], 'a:' .. ARGV[1], 'd:' .. named, 'w', 'm', more and 'w' or 'x')
+  redis.call('HSET', KEYS[1], 'o', o, 't', stoken, 'n', 1, 'a:' .. a, 1, 's', hold_seq(a))
+  redis.call('PEXPIRE', KEYS[1], claim)
+end
+-- Only a hold that a waiter of another client found busy (x) looks at the
+-- queue of clients: an uncontended release does not. The releasing client
+-- is skipped (its waiters were served by local hand-offs; they queue
+-- again if they still wait), and so is a gone one (below): at most four
+-- clients are looked at, O(log n) each.
 if KEYS[2] and marked then
   local me = string.match(holder, '^(.*):')
-  for _ = 1, 2 do
+  local now_ms, now_us, stoken
+  for _ = 1, 4 do
     local head = redis.pcall('ZPOPMIN', KEYS[2])
     if type(head) ~= 'table' or head.err or not head[1] then
       break
@@ -84,50 +122,45 @@ if KEYS[2] and marked then
     if head[1] ~= me then
       named = head[1]
       msg = 'c:' .. named
-      break
-    end
-  end
-end
--- The named client registered a waiter: the lock is its now, in place of
--- a message, the reservation and that waiter's try (one hop, not two). The
--- fencing counter is advanced first, the first write: when it cannot be
--- (a key of another type, a value out of range, OOM) the release goes on
--- as without a registration. The other clients' registrations stay in the
--- hash. Published before the writes, as below.
-if named and KEYS[4] then
-  local e = redis.pcall('HGET', KEYS[1], 'd:' .. named)
-  local o, a, lease, claim, secret, at
-  if type(e) == 'string' then
-    o, a, lease, claim, secret, at = string.match(e,
-      '^(%S+) (%S+) (%d+) (%d+) (%d+) (%d+)$')
-  end
-  if o then
-    local now_ms, now_us = hold_now()
-    local _, stoken, err = hold_advance_fence(KEYS[4], now_us)
-    if not err then
-      local msg
-      msg, claim = hold_grant_message(a, stoken, secret, lease, claim, at, now_ms)
+      -- The named client registered a waiter: the lock is its now, in
+      -- place of a message, the reservation and that waiter's try (one
+      -- hop, not two). The fencing counter is advanced first, once, the
+      -- first write: when it cannot be (a key of another type, a value out
+      -- of range, OOM) the release goes on as without a registration. The
+      -- other clients' registrations stay in the hash. Published before
+      -- the writes, as below.
+      local o, a, lease, claim, secret, at
+      if KEYS[4] then
+        o, a, lease, claim, secret, at = registration(named)
+      end
+      if not o then
+        break
+      end
+      if not stoken then
+        local err
+        now_ms, now_us = hold_now()
+        _, stoken, err = hold_advance_fence(KEYS[4], now_us)
+        if err then
+          break
+        end
+      end
+      local gmsg, c = hold_grant_message(a, stoken, secret, lease, claim, at, now_ms)
       -- To the waiter's client alone (its channel: the unlock channel and
-      -- ':<client id>'); the client that waits next hears when the claim
-      -- ends at the latest, in case the taker is gone.
-      redis.call('PUBLISH', ARGV[2] .. ':' .. named, msg)
-      local after = redis.pcall('ZRANGE', KEYS[2], 0, 0)
-      local next_client = type(after) == 'table' and after[1]
-      if next_client then
-        redis.call('PUBLISH', ARGV[2] .. ':' .. next_client, 'h:' .. claim)
+      -- ':<client id>'). PUBLISH says how many connections heard it.
+      local heard = redis.call('PUBLISH', ARGV[2] .. ':' .. named, gmsg)
+      -- Nobody heard it, and the registration is older than its claim: the
+      -- client is gone (a live waiter subscribes to its channel within a
+      -- round trip of registering, and listens while it waits). Its
+      -- registration goes, and the next client is looked at, instead of a
+      -- grant nobody takes that holds the lock for a claim. A younger
+      -- registration is granted as before: its waiter may be subscribing
+      -- still, and finds its hold on its next try.
+      if heard ~= 0 or now_ms - tonumber(at) < tonumber(claim) then
+        grant_to(o, a, stoken, c)
+        return 4
       end
-      -- A waiting MultiLock listens on the unlock channel alone: it tries
-      -- (and marks the new hold again if it is still busy for it).
-      if multi then
-        redis.call('PUBLISH', ARGV[2], '1')
-      end
-      -- x stays while other clients wait (one is queued next, or the
-      -- releasing client's own waiters, w: they are another client's now).
-      local more = waited or next_client
-      redis.call('HDEL', KEYS[1], 'a:' .. ARGV[1], 'd:' .. named, 'w', 'm', more and 'w' or 'x')
-      redis.call('HSET', KEYS[1], 'o', o, 't', stoken, 'n', 1, 'a:' .. a, 1, 's', hold_seq(a))
-      redis.call('PEXPIRE', KEYS[1], claim)
-      return 4
+      redis.call('HDEL', KEYS[1], 'd:' .. named)
+      named, msg = nil, '1'
     end
   end
 end

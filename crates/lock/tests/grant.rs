@@ -244,3 +244,84 @@ async fn a_cancelled_registered_waiter_passes_the_registration_to_its_clients_ne
     );
     ga.unlock().await.unwrap();
 }
+
+/// A process dies while its waiter is registered (its runtime is dropped:
+/// no release runs, its connections close) and another client's waiter
+/// queues behind it. Once the dead registration is older than its claim,
+/// the release passes over it (nobody hears its channel) and grants to the
+/// live waiter at once; it used to grant to the dead one and hold the lock
+/// for the claim (1 s here) before the live waiter's hint let it try.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_passes_over_a_registered_client_that_is_gone() {
+    let srv = server();
+    let name = "gone";
+    let h = client(&srv.url()).await;
+    let held = Lock::new(&h, name).lock().await.unwrap();
+    let (die, die_rx) = tokio::sync::oneshot::channel::<()>();
+    let (id_tx, id_rx) = tokio::sync::oneshot::channel::<String>();
+    let url = srv.url();
+    let doomed = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            // A claim of 2 × 500 ms.
+            let c = fast_client(&url, 500).await;
+            id_tx.send(c.id().to_string()).unwrap();
+            let l = Lock::new(&c, "gone");
+            tokio::spawn(async move { l.lock().await });
+            let _ = die_rx.await;
+            std::mem::forget(c);
+        });
+        drop(rt);
+    });
+    let dead = id_rx.await.unwrap();
+    let field = format!("d:{dead}");
+    let key = format!("deadbolt:{{{name}}}:lock");
+    until("the doomed waiter registers", || async {
+        cmd::<Option<String>>(&srv, &["HGET", &key, &field])
+            .await
+            .is_some()
+    })
+    .await;
+    die.send(()).unwrap();
+    tokio::task::block_in_place(|| doomed.join()).unwrap();
+
+    let live = client(&srv.url()).await;
+    let l = Lock::new(&live, name);
+    let waiter = tokio::spawn(async move {
+        let g = l.lock().await;
+        (Instant::now(), g)
+    });
+    until_registered(&srv, name, &live).await;
+    let at: u64 = cmd::<String>(&srv, &["HGET", &key, &field])
+        .await
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    until("the dead registration is older than its claim", || async {
+        let (s, us): (String, String) = cmd(&srv, &["TIME"]).await;
+        let now_ms = s.parse::<u64>().unwrap() * 1000 + us.parse::<u64>().unwrap() / 1000;
+        now_ms > at + 1000
+    })
+    .await;
+    let unlocked = Instant::now();
+    held.unlock().await.unwrap();
+    let (got_at, g) = within("the live waiter", waiter).await.unwrap();
+    let g = g.unwrap();
+    let delay = got_at.duration_since(unlocked);
+    eprintln!("hand-off past a dead registered client: {delay:?}");
+    assert!(
+        delay < Duration::from_millis(500),
+        "{delay:?} (the claim is 1 s)"
+    );
+    assert_eq!(
+        cmd::<Option<String>>(&srv, &["HGET", &key, &field]).await,
+        None,
+        "the dead registration was dropped"
+    );
+    g.unlock().await.unwrap();
+}
