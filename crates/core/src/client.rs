@@ -64,6 +64,9 @@ pub(crate) struct ClientInner {
     pub(crate) holds: Mutex<HashMap<u64, Weak<HoldInner>>>,
     next_handle: AtomicU64,
     shutdown: AtomicBool,
+    /// The database keyspace notifications name (`None` on a Redis
+    /// Cluster, whose notifications are node-local and not sharded).
+    keyspace_db: Option<i64>,
 }
 
 impl Drop for ClientInner {
@@ -285,6 +288,7 @@ impl<C: From<Client>> ClientBuilder<C> {
     async fn build_core(self) -> Result<Client> {
         let target = prepare(self.target?)?;
         self.config.validate()?;
+        let keyspace_db = target.db();
         let timeout = self.config.command_timeout;
         let name = crate::encode_client_name(&self.config.client_name);
         let conn = Conn::connect("command", target.clone(), timeout, None, &name).await?;
@@ -330,6 +334,7 @@ impl<C: From<Client>> ClientBuilder<C> {
             watchdog,
             next_handle: AtomicU64::new(1),
             shutdown: AtomicBool::new(false),
+            keyspace_db,
         });
         Ok(Client { inner })
     }
@@ -645,6 +650,23 @@ impl Client {
         } else {
             Ok(())
         }
+    }
+
+    /// The keyspace-notification channel of `key` (`__keyspace@<db>__:<key>`),
+    /// on which Redis announces every change of the key when
+    /// `notify-keyspace-events` asks for it; `None` on a Redis Cluster,
+    /// where those notifications are node-local (not sharded).
+    pub fn keyspace_channel(&self, key: &str) -> Option<String> {
+        self.inner
+            .keyspace_db
+            .map(|db| format!("__keyspace@{db}__:{key}"))
+    }
+
+    /// A [`Listener`](crate::watch::Listener) of its own on `channels`:
+    /// any message on any of them ends its wait. For a primitive's watch
+    /// or observer; it shares no slot with the primitive's waiters.
+    pub fn listen(&self, channels: &[String]) -> crate::watch::Listener {
+        crate::watch::Listener::new(self, channels)
     }
 
     /// Run one script call and decode its reply.

@@ -54,6 +54,16 @@ pub(crate) enum Target {
 }
 
 impl Target {
+    /// The database of the target's connections; `None` on a Redis
+    /// Cluster (no databases, and keyspace notifications not sharded).
+    pub(crate) fn db(&self) -> Option<i64> {
+        match self {
+            Target::Single(c) => Some(c.get_connection_info().redis_settings().db()),
+            Target::Sentinel { node, .. } => Some(node.redis_settings().db()),
+            Target::Cluster(_) => None,
+        }
+    }
+
     /// Whether the server shards keys by hash slot.
     pub(crate) fn sharded(&self) -> bool {
         matches!(self, Target::Cluster(_))

@@ -308,6 +308,49 @@ impl<K: ExclusiveKind> Exclusive<K> {
         Ok(self.inner.client().run::<i64>(call).await? == 1)
     }
 
+    /// A stream of this lock's holder changes, for any client's holds:
+    /// the holder when it starts ([`HoldEvent::Held`](crate::watch::HoldEvent::Held),
+    /// or `Free`),
+    /// then every new holder (`Acquired`) and how each hold ended
+    /// (`Released`, `Expired`, `ForceUnlocked`) — what Redisson's lock
+    /// listeners give, without polling when the server's
+    /// `notify-keyspace-events` includes `Kghx` (else each change is seen
+    /// within [`CATCH_UP`](crate::CATCH_UP), an expiry when the lease
+    /// ends). Errors are yielded at most once per `CATCH_UP`, and the
+    /// stream goes on. See [`watch`](crate::watch) for the details.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use deadbolt_core::{Client, Exclusive, ExclusiveKind};
+    /// # async fn f<K: ExclusiveKind>(client: &Client) {
+    /// use futures::StreamExt;
+    /// let lock = Exclusive::<K>::new(client, "orders:42");
+    /// let mut changes = Box::pin(lock.watch());
+    /// while let Some(change) = changes.next().await {
+    ///     println!("{change:?}");
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Dropping the stream stops it; it records nothing on the server.
+    pub fn watch(
+        &self,
+    ) -> impl futures::Stream<Item = Result<crate::watch::HoldEvent>> + Send + 'static {
+        let client = self.inner.client().clone();
+        match self.inner.parts() {
+            Ok(p) => {
+                let keys = [p.spec.key.clone(), crate::watch::forced_key(&p.keys)];
+                futures::future::Either::Left(crate::watch::watch(
+                    &client,
+                    &keys,
+                    crate::watch::hold_watch_call(&p.keys, None),
+                ))
+            }
+            Err(e) => futures::future::Either::Right(crate::watch::failing(e)),
+        }
+    }
+
     /// Take the lock, run `work` with the fencing token, and unlock.
     ///
     /// `work` is raced against the hold's [`lost`](crate::ExclusiveGuard::lost): if the

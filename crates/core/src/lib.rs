@@ -35,6 +35,7 @@ pub mod scripts;
 mod tls;
 mod wait;
 pub mod wake;
+pub mod watch;
 
 pub use acquire::{
     attempt_seq, new_attempt_id, AcquireBuilder, AcquireSpec, ConditionBuilder, ConditionSpec,

@@ -175,6 +175,8 @@ crate::lua_scripts! {
     pub HOLD_RENEW = "hold_renew";
     /// Read a hold hash, its fencing counter and an optional queue atomically.
     pub HOLD_INSPECT = "hold_inspect";
+    /// What a watch reads of a hold-hash primitive (`deadbolt_core::watch`).
+    pub HOLD_WATCH = "hold_watch";
 }
 
 /// A script with its keys and arguments, owned so it can be handed to the

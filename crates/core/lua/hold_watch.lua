@@ -1,0 +1,1 @@
+../../../lua/hold_watch.lua

@@ -1,0 +1,118 @@
+//! Watching a lock: every holder change of a name, for any client's holds
+//! (acquired by whom; released, expired or force-unlocked), woken by the
+//! server's keyspace notifications when they are on, and within the
+//! catch-up bound when they are off.
+mod common;
+
+use deadbolt_core::Acquire as _;
+use std::time::{Duration, Instant};
+
+use common::*;
+use deadbolt_core::watch::HoldEvent;
+use deadbolt_core::CATCH_UP;
+use deadbolt_lock::Lock;
+use futures::{Stream, StreamExt};
+
+fn notifying_server() -> RedisServer {
+    RedisServer::builder()
+        .arg("notify-keyspace-events", "Kghx")
+        .start()
+        .expect("redis-server")
+}
+
+/// The next event, and how long it took to come.
+async fn next<S: Stream<Item = deadbolt_core::Result<HoldEvent>> + Unpin>(
+    s: &mut S,
+) -> (HoldEvent, Duration) {
+    let t = Instant::now();
+    let e = within("a holder change", s.next()).await.unwrap().unwrap();
+    (e, t.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_reports_every_holder_change_by_its_kind() {
+    let srv = notifying_server();
+    let a = client(&srv.url()).await;
+    let w = client(&srv.url()).await;
+    let mut seen = Box::pin(Lock::new(&w, "w").watch());
+    let mine = Lock::new(&a, "w");
+    assert_eq!(next(&mut seen).await.0, HoldEvent::Free);
+    let g = mine.lock().await.unwrap();
+    let (e, _) = next(&mut seen).await;
+    let HoldEvent::Acquired(h) = e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(h.token, g.fencing_token());
+    assert!(h.owner.starts_with(a.id()));
+    // Each change arrives by notification: well within the catch-up bound.
+    let t = g.fencing_token();
+    g.unlock().await.unwrap();
+    let (e, took) = next(&mut seen).await;
+    assert!(
+        matches!(&e, HoldEvent::Released(h) if h.token == t),
+        "{e:?}"
+    );
+    assert!(took < CATCH_UP / 2, "{took:?}");
+
+    let g = mine
+        .lock_with_lease(Duration::from_millis(300))
+        .await
+        .unwrap();
+    let t = g.fencing_token();
+    assert!(matches!(next(&mut seen).await.0, HoldEvent::Acquired(h) if h.token == t));
+    let (e, _) = next(&mut seen).await;
+    assert!(matches!(&e, HoldEvent::Expired(h) if h.token == t), "{e:?}");
+    drop(g);
+
+    let g = mine.lock().await.unwrap();
+    let t = g.fencing_token();
+    assert!(matches!(next(&mut seen).await.0, HoldEvent::Acquired(h) if h.token == t));
+    assert!(Lock::new(&w, "w").force_unlock().await.unwrap());
+    let (e, took) = next(&mut seen).await;
+    assert!(
+        matches!(&e, HoldEvent::ForceUnlocked(h) if h.token == t),
+        "{e:?}"
+    );
+    assert!(took < CATCH_UP / 2, "{took:?}");
+    drop(g);
+
+    // A watch that starts while the lock is held reports the holder first.
+    let g = mine.lock().await.unwrap();
+    let mut late = Box::pin(Lock::new(&w, "w").watch());
+    assert!(matches!(next(&mut late).await.0, HoldEvent::Held(h) if h.token == g.fencing_token()));
+    g.unlock().await.unwrap();
+}
+
+/// Without keyspace notifications (Redis's default) a change is still
+/// seen, within the catch-up bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_notifications_a_watch_catches_up_within_its_bound() {
+    let srv = server();
+    let a = client(&srv.url()).await;
+    let mut seen = Box::pin(Lock::new(&a, "quiet").watch());
+    assert_eq!(next(&mut seen).await.0, HoldEvent::Free);
+    let g = Lock::new(&a, "quiet").lock().await.unwrap();
+    let (e, took) = next(&mut seen).await;
+    assert!(matches!(e, HoldEvent::Acquired(_)), "{e:?}");
+    assert!(took < CATCH_UP * 3, "{took:?}");
+    g.unlock().await.unwrap();
+    let (e, _) = next(&mut seen).await;
+    assert!(matches!(e, HoldEvent::Released(_)), "{e:?}");
+}
+
+/// A watch of an invalid name yields its error once per catch-up bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_of_an_invalid_name_paces_its_error() {
+    let srv = server();
+    let a = client(&srv.url()).await;
+    let mut seen = Box::pin(Lock::new(&a, "").watch());
+    let mut n = 0;
+    let _ = tokio::time::timeout(Duration::from_millis(2500), async {
+        while let Some(r) = seen.next().await {
+            assert!(r.is_err());
+            n += 1;
+        }
+    })
+    .await;
+    assert!((1..=3).contains(&n), "{n} errors in 2.5 s");
+}
