@@ -16,15 +16,18 @@
 --   error WRONGTYPE <key>
 --
 -- O(1). Read-only.
-local v = redis.pcall('HGET', KEYS[1], 't')
-if type(v) == 'table' then
+-- The term as elect_leader.lua reads it (a hash without an owner leads
+-- nobody: term 0), so that this check and the observer's read never
+-- disagree about a change.
+local v = redis.pcall('HMGET', KEYS[1], 'o', 't')
+if v.err then
   return redis.error_reply('WRONGTYPE ' .. KEYS[1])
 end
-local term = v or '0'
+local term = v[1] and string.format('%.0f', tonumber(v[2]) or 0) or '0'
 if term ~= ARGV[5] then
   return {1, 0, 0}
 end
-if not v then
+if not v[1] then
   return {0, -1}
 end
 return {0, redis.call('PTTL', KEYS[1])}

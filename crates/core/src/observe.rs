@@ -11,7 +11,9 @@
 //!   waits until [`CATCH_UP`] after it: a consumer that loops over the
 //!   stream sees at most one error per [`CATCH_UP`], never a tight loop;
 //! * a read that finds nothing new goes back to waiting, which is bounded
-//!   by the message or [`CATCH_UP`] as above.
+//!   by the message or [`CATCH_UP`] as above; when that wait ended at once
+//!   (a wait and a read that disagree), the loop pauses first, 10 ms and
+//!   doubling up to [`CATCH_UP`], so no disagreement makes it spin.
 
 use std::future::Future;
 use std::time::Duration;
@@ -87,18 +89,37 @@ where
     if let Some(at) = st.pause_until.take() {
         tokio::time::sleep_until(at).await;
     }
+    // A lap that finds nothing new after a wait that ended at once (a
+    // wait and a read that disagree, a condition already past) pauses,
+    // 10 ms and doubling up to CATCH_UP, before it waits again.
+    let mut idle = Duration::ZERO;
     loop {
         if let Some(seen) = st.seen.clone() {
+            let started = Instant::now();
             (st.wait)(seen).await?;
+            if started.elapsed() < QUICK {
+                if !idle.is_zero() {
+                    tokio::time::sleep(idle).await;
+                }
+                idle = (idle * 2).clamp(QUICK * 10, CATCH_UP);
+            } else {
+                idle = Duration::ZERO;
+            }
         }
         let now = (st.read)().await?;
         let k = key(&now);
-        if st.seen.as_ref() != Some(&k) {
-            st.seen = Some(k);
+        let changed = st.seen.as_ref() != Some(&k);
+        // The newest read is kept even when it compares equal: what the
+        // key carries beyond equality (a lease's end) stays current.
+        st.seen = Some(k);
+        if changed {
             return Ok(now);
         }
     }
 }
+
+/// A wait that ends sooner than this found nothing to wait for.
+const QUICK: Duration = Duration::from_millis(1);
 
 #[cfg(test)]
 mod tests {
@@ -148,5 +169,26 @@ mod tests {
         );
         let items: Vec<u64> = s.take(3).map(|r| r.unwrap()).collect().await;
         assert_eq!(items, vec![1, 2, 3]);
+    }
+
+    /// A wait that says "changed" at once while the read finds the same
+    /// (they disagree) does not make the loop spin: it backs off.
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_that_ends_at_once_backs_off() {
+        let reads = Arc::new(AtomicUsize::new(0));
+        let r = reads.clone();
+        let s = observe(
+            move || {
+                r.fetch_add(1, Ordering::SeqCst);
+                async { Ok::<u64, Error>(7) }
+            },
+            |v: &u64| *v,
+            |_| async { Ok(true) },
+        );
+        let mut s = Box::pin(s);
+        assert_eq!(s.next().await.unwrap().unwrap(), 7);
+        let _ = tokio::time::timeout(Duration::from_secs(10), s.next()).await;
+        let n = reads.load(Ordering::SeqCst);
+        assert!(n < 30, "{n} reads in 10 s");
     }
 }

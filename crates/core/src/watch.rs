@@ -302,7 +302,7 @@ pub fn watch(
             let l = listener.clone();
             async move {
                 let mut until = Instant::now() + CATCH_UP;
-                if let Some(e) = seen.2 {
+                if let Some(e) = seen.2.filter(|e| *e > Instant::now()) {
                     // A little past the lease's end: the server's expiry
                     // has run by then.
                     until = until.min(e + Duration::from_millis(2));

@@ -514,12 +514,12 @@ impl Redlock {
 
     /// Wait until one of the servers `on` releases (or answers again),
     /// bounded by `bound`: the first of them ends the wait.
-    async fn wait_for_release(&self, on: &[usize], ttl: Duration, bound: Duration) {
+    async fn wait_for_release(&self, on: &[usize], ttl: Duration, bound: Duration) -> Result<()> {
         if on.is_empty() {
             // Nothing to wait on (every server granted, too late): the
             // next round goes after a pause, never at once.
             tokio::time::sleep(bound.min(Duration::from_millis(20))).await;
-            return;
+            return Ok(());
         }
         let waits = on.iter().map(|&i| {
             Box::pin(self.servers[i].acquire_hold(LeaseMode::Fixed(ttl), WaitMode::For(bound)))
@@ -528,11 +528,22 @@ impl Redlock {
         // all; a grant it took is given back at once (the next round takes
         // every server together), and the other waits are dropped, which
         // hands any grant they may have taken to their releasers.
-        if let Ok((Ok(Some(h)), _, _)) =
-            tokio::time::timeout(bound, futures::future::select_all(waits)).await
-        {
-            let _ = h.unlock().await;
+        let started = Instant::now();
+        match tokio::time::timeout(bound, futures::future::select_all(waits)).await {
+            Ok((Ok(Some(h)), _, _)) => {
+                let _ = h.unlock().await;
+            }
+            // A refusal that waiting cannot mend (a channel the ACL does
+            // not allow): the caller's, not a reason to go round again.
+            Ok((Err(e), _, _)) if !e.is_retryable() => return Err(e),
+            // Ended at once without a release (an error that passes): a
+            // pause, so that the next round does not follow at once.
+            _ if started.elapsed() < Duration::from_millis(1) => {
+                tokio::time::sleep(bound.min(Duration::from_millis(20))).await;
+            }
+            _ => {}
         }
+        Ok(())
     }
 
     async fn acquire(&self, lease: LeaseMode, wait: WaitMode) -> Result<Option<RedlockGuard>> {
@@ -573,7 +584,7 @@ impl Redlock {
                 WaitMode::For(d) => d.min(ttl),
                 _ => ttl,
             };
-            self.wait_for_release(&wait_on, ttl, bound).await;
+            self.wait_for_release(&wait_on, ttl, bound).await?;
             // Contenders split the servers between them: a random pause so
             // that they do not collide again.
             if split {

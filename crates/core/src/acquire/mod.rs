@@ -627,16 +627,16 @@ async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>>
                 next_wait = Some(pttl);
             }
             Err(e) if e.is_retryable() => {
-                if e.is_unavailable() {
-                    if client.inner.conn.is_up() {
-                        // The server refused without running it (LOADING,
-                        // BUSY, READONLY...): wait on the channel with a
-                        // growing bound rather than ask again at once.
-                        refused = (refused * 2).clamp(10, 500);
-                        next_wait = Some(refused);
-                    } else {
-                        client.inner.conn.wait_up(deadline).await;
-                    }
+                if client.inner.conn.is_up() {
+                    // The server refused without running it (LOADING,
+                    // BUSY, READONLY...), or an uncertain outcome came back
+                    // fast (a reset on a cluster, whose connection never
+                    // reads as down): wait on the channel with a growing
+                    // bound rather than ask again at once.
+                    refused = (refused * 2).clamp(10, 500);
+                    next_wait = Some(refused);
+                } else {
+                    client.inner.conn.wait_up(deadline).await;
                 }
                 last_err = Some(e);
             }

@@ -428,7 +428,8 @@ impl Hold {
     }
 
     /// Resolves once the hold can no longer be counted on: `Lost` or `Unknown`
-    /// (also when the local validity of a lease runs out).
+    /// (also when the local validity of a lease runs out). A hold that was
+    /// released was not lost: then it never resolves.
     ///
     /// # Cancel safety
     /// Cancel safe: it only watches.
@@ -440,6 +441,12 @@ impl Hold {
                 let s = *rx.borrow_and_update();
                 if matches!(s, LeaseState::Lost | LeaseState::Unknown) {
                     return s;
+                }
+                if s == LeaseState::Released {
+                    // Terminal, and not a loss: never resolves. (Waiting on
+                    // for the lease's end instead went round at once for
+                    // ever once that end had passed.)
+                    return std::future::pending().await;
                 }
                 let until = *inner.valid_until.lock();
                 tokio::select! {
