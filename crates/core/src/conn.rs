@@ -172,6 +172,12 @@ pub(crate) struct Conn {
     closed: AtomicBool,
     /// A cluster connection being rebuilt (see [`Conn::rebuild`]).
     rebuilding: AtomicBool,
+    /// When the connection last came up, and the pause before the next
+    /// reconnect: a connection that breaks soon after it came up (a proxy
+    /// that closes on the first command, a server that kills the client)
+    /// reconnects after a pause that doubles from 5 ms to 250 ms, instead
+    /// of at once every time.
+    flap: Mutex<(Option<std::time::Instant>, Duration)>,
     /// Another connection to rebuild with this one (the command
     /// connection's is the subscriber's: both follow the same topology).
     peer: std::sync::OnceLock<Weak<Conn>>,
@@ -210,6 +216,7 @@ impl Conn {
             health,
             closed: AtomicBool::new(false),
             rebuilding: AtomicBool::new(false),
+            flap: Mutex::new((None, Duration::ZERO)),
             peer: std::sync::OnceLock::new(),
             rt: tokio::runtime::Handle::current(),
         });
@@ -331,6 +338,7 @@ impl Conn {
         }
         *st = State::Up { conn, epoch };
         drop(st);
+        self.flap.lock().0 = Some(std::time::Instant::now());
         self.health.send_replace(Health { epoch, up: true });
     }
 
@@ -388,8 +396,18 @@ impl Conn {
             "redis connection lost; reconnecting"
         );
         self.health.send_replace(Health { epoch, up: false });
+        let pause = {
+            let mut f = self.flap.lock();
+            let brief = f.0.is_some_and(|t| t.elapsed() < Duration::from_secs(1));
+            f.1 = if brief {
+                (f.1 * 2).clamp(Duration::from_millis(5), Duration::from_millis(250))
+            } else {
+                Duration::ZERO
+            };
+            f.1
+        };
         let weak = Arc::downgrade(self);
-        self.rt.spawn(reconnect(weak, epoch + 1));
+        self.rt.spawn(reconnect(weak, epoch + 1, pause));
     }
 
     /// Classify a redis-rs error of a command sent on the connection of
@@ -552,7 +570,10 @@ impl Conn {
 
 /// Reconnect with a short capped backoff. This is the connection layer, not
 /// the waiting path: waiters never poll, they await [`Conn::wait_up`].
-async fn reconnect(weak: Weak<Conn>, epoch: u64) {
+async fn reconnect(weak: Weak<Conn>, epoch: u64, pause: Duration) {
+    if !pause.is_zero() {
+        tokio::time::sleep(pause).await;
+    }
     let mut backoff = Duration::from_millis(5);
     loop {
         let Some(conn) = weak.upgrade() else { return };
