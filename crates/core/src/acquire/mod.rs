@@ -322,7 +322,7 @@ pub(crate) async fn acquire(
 /// `wait`: the client's own earlier holds are gone from the server before
 /// its next acquire looks, so a drop followed by an acquire never finds
 /// the dropped hold (a read hold would read as an upgrade). Bounded by the
-/// wait (a try by the command timeout); free when nothing is pending.
+/// command timeout and the wait; free when nothing is pending.
 /// A waiting acquire that then finds the server down rides the outage
 /// out in its own loop (whose tries go after the releases, which wait for
 /// the connection as well).
@@ -333,12 +333,15 @@ async fn after_own_releases(client: &Client, key: &str, wait: WaitMode) -> WaitM
     if releaser.pending() == 0 || !client.inner.conn.is_up() {
         return wait;
     }
-    let deadline = match wait {
-        WaitMode::Try => Some(crate::config::after(client.config().command_timeout)),
-        _ => wait.deadline(),
-    };
-    releaser.settled(key, deadline).await;
-    match (wait, deadline) {
+    // At most a command timeout: a release normally lands within a round
+    // trip, and one that cannot be confirmed (late replies, retried in the
+    // background until its bound) must not hold the acquire back for long.
+    let bound = crate::config::after(client.config().command_timeout);
+    let ends = wait.deadline();
+    releaser
+        .settled(key, Some(ends.map_or(bound, |d| d.min(bound))))
+        .await;
+    match (wait, ends) {
         (WaitMode::For(_), Some(d)) => {
             let left = d.saturating_duration_since(Instant::now());
             if left.is_zero() {
