@@ -2,9 +2,6 @@
 -- (hold_lib.lua and fair_lib.lua are prepended.)
 --
 -- KEYS[1..6]  hold, fence, q, qo, alive, seq  (see fair_lib.lua)
--- KEYS[7]  optional: force-unlock mark  <hold>:forced  (string, set to the
---          removed hold's token for a minute: a watch tells a force-unlock
---          from a release by it, hold_watch.lua)
 -- ARGV[1]  waiter timeout in ms
 -- Reply: 1 when a hold was removed, 0 when the lock was free;
 --   error WRONGTYPE <key> when a key of the lock is of another type (nothing
@@ -26,8 +23,10 @@ end
 -- fails with nothing changed.
 redis.call('HDEL', K.hold, '-')
 local token = redis.call('HGET', K.hold, 't')
-if KEYS[7] and token then
-  redis.call('SET', KEYS[7], token, 'PX', 60000)
+-- For watches (deadbolt_core::watch): this hold was force-unlocked, not
+-- released; on a channel of its own ('<hold>:watch'), which no waiter hears.
+if token then
+  redis.call('PUBLISH', K.hold .. ':watch', 'f:' .. K.hold .. ' ' .. token)
 end
 local now_ms, now_us = hold_now()
 if not fair_pass_on(K, now_ms, now_us, tonumber(ARGV[1])) then

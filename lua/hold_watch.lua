@@ -6,18 +6,18 @@
 -- the write side of RwLock), and for primitives without one.
 --
 -- KEYS[1]  hold hash (layout in lock_acquire.lua); a primitive without an
---          exclusive hold passes a key that never exists (its shared key
---          with ':none')
--- KEYS[2]  force-unlock mark  <hold hash>:forced  (string: the token of
---          the hold a force-unlock removed last, for a minute; written by
---          the force-unlock scripts)
--- KEYS[3]  optional: the ZSET of shared holds (an RwLock's readers, a
+--          exclusive hold passes a hash without an owner field (the
+--          semaphore's configuration hash)
+-- KEYS[2]  optional: the ZSET of shared holds (an RwLock's readers, a
 --          semaphore's holds), counted with ZCARD
--- ARGV[1]  optional (with KEYS[3]): 'permits' when the shared count is
---          the sum of the holds' permits, kept in the hash KEYS[4]
--- KEYS[4]  optional (with ARGV[1]): a hash whose field 'n' holds that sum
+-- ARGV[1]  optional (with KEYS[2]): 'permits' when the shared count is
+--          the sum of the holds' permits, kept in the hash KEYS[3]
+-- KEYS[3]  optional (with ARGV[1]): a hash whose field '#t' holds that sum
+--          (a semaphore's K.hn)
 --
--- Reply: {owner or '', token, pttl, force-unlocked token or 0, shared}
+-- Reply: {owner or '', token, pttl, 0, shared}  (the fourth field is
+--   kept for the reply's shape: force-unlocks are announced on the hold's
+--   ':watch' channel, not stored)
 --   error WRONGTYPE <key>  a key of another type
 --
 -- O(1). Read-only.
@@ -30,21 +30,17 @@ local pttl = -2
 if f[1] then
   pttl = redis.call('PTTL', KEYS[1])
 end
-local forced = redis.pcall('GET', KEYS[2])
-if type(forced) ~= 'string' then
-  forced = '0'
-end
 local shared = 0
-if KEYS[3] then
-  if ARGV[1] == 'permits' and KEYS[4] then
-    local n = redis.pcall('HGET', KEYS[4], 'n')
+if KEYS[2] then
+  if ARGV[1] == 'permits' and KEYS[3] then
+    local n = redis.pcall('HGET', KEYS[3], '#t')
     shared = type(n) == 'string' and tonumber(n) or 0
   else
-    local n = redis.pcall('ZCARD', KEYS[3])
+    local n = redis.pcall('ZCARD', KEYS[2])
     if type(n) == 'table' then
-      return redis.error_reply('WRONGTYPE ' .. KEYS[3])
+      return redis.error_reply('WRONGTYPE ' .. KEYS[2])
     end
     shared = n
   end
 end
-return {f[1] or '', tonumber(f[2] or '0') or 0, pttl, tonumber(forced) or 0, shared}
+return {f[1] or '', tonumber(f[2] or '0') or 0, pttl, 0, shared}

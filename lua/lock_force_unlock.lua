@@ -1,10 +1,8 @@
 -- lock_force_unlock.lua — delete a lock whoever holds it, and wake a waiter.
 --
 -- KEYS[1]  hold hash
--- KEYS[2]  optional: force-unlock mark  <hold hash>:forced  (string, set
---          to the removed hold's token for a minute: a watch tells a
---          force-unlock from a release by it, hold_watch.lua)
--- ARGV[1]  unlock channel
+-- ARGV[1]  unlock channel (and '<hold hash>:watch' gets 'f:<hold hash>
+--          <token>', the removed hold's token, for watches)
 -- Reply: 1 when a hold was removed, 0 when the lock was free;
 --   error WRONGTYPE <key> when the key holds another type (nothing deleted:
 --   force-unlock removes locks, not whatever sits at the key).
@@ -18,10 +16,13 @@ if t ~= 'none' and t ~= 'hash' then
   return redis.error_reply('WRONGTYPE ' .. KEYS[1])
 end
 local token = t == 'hash' and redis.call('HGET', KEYS[1], 't')
+-- For watches (deadbolt_core::watch): this hold is force-unlocked, not
+-- released; on a channel of its own, which no waiter hears. Before the
+-- delete, so a watch hears it before the key's own notification.
+if token then
+  redis.call('PUBLISH', KEYS[1] .. ':watch', 'f:' .. KEYS[1] .. ' ' .. token)
+end
 if redis.call('DEL', KEYS[1]) == 1 then
-  if KEYS[2] and token then
-    redis.call('SET', KEYS[2], token, 'PX', 60000)
-  end
   redis.call('PUBLISH', ARGV[1], '1')
   return 1
 end

@@ -37,6 +37,12 @@
 
 use std::time::Duration;
 
+/// Guarded writes: data in Redis written only while the hold that guards
+/// it is live (`guard.guarded()`; see the module).
+pub use deadbolt_core::guarded;
+/// Watching a primitive: a stream of its holder changes (`lock.watch()`;
+/// see the module).
+pub use deadbolt_core::watch;
 pub use deadbolt_core::{
     holder_name, Config, Error, LeaseMode, LeaseState, LockInfo, Result, MAX_LEASE_MS,
 };

@@ -72,6 +72,17 @@ pub enum Error {
         /// The server's error text.
         reason: String,
     },
+    /// A guarded write names a key outside the hash slot of the hold that
+    /// guards it (one script cannot touch both on a Redis Cluster);
+    /// refused before anything is sent, on a single server too. Make keys
+    /// with `guarded().key(suffix)`, or put the lock's hash tag in them.
+    #[error(
+        "key {key} is not in the hash slot of the hold that guards the write; nothing was sent"
+    )]
+    CrossSlot {
+        /// The key of the other slot.
+        key: String,
+    },
     /// A reader asked for the write lock while holding a read lock.
     #[error("a read holder cannot upgrade to the write lock")]
     UpgradeNotSupported,
@@ -190,6 +201,7 @@ impl Error {
             Error::WrongType { .. } => "wrong_type",
             Error::BadValue { .. } => "bad_value",
             Error::SubscribeRefused { .. } => "subscribe_refused",
+            Error::CrossSlot { .. } => "cross_slot",
             Error::UpgradeNotSupported => "upgrade_not_supported",
             Error::Shutdown => "shutdown",
             Error::Redis(_) => "redis",

@@ -340,7 +340,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
         let client = self.inner.client().clone();
         match self.inner.parts() {
             Ok(p) => {
-                let keys = [p.spec.key.clone(), crate::watch::forced_key(&p.keys)];
+                let keys = [p.spec.key.clone()];
                 futures::future::Either::Left(crate::watch::watch(
                     &client,
                     &keys,

@@ -30,6 +30,27 @@ impl ExclusiveGuard {
 
     crate::hold_guard_methods!(hold);
 
+    /// Writes to Redis that commit only while this hold is live: each call
+    /// checks the hold on the server in the same script as its writes, and
+    /// writes nothing (failing with [`Error::NotHeld`](crate::Error::NotHeld))
+    /// once the hold expired or another holder has the lock. See
+    /// [`guarded`](crate::guarded).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use deadbolt_core::{Acquire, Client, Exclusive, ExclusiveKind};
+    /// # async fn f<K: ExclusiveKind>(client: &Client) -> deadbolt_core::Result<()> {
+    /// let lock = Exclusive::<K>::new(client, "orders:42");
+    /// let guard = lock.lock().await?;
+    /// let g = guard.guarded();
+    /// g.incr_by(g.key("count"), 1).await?; // refused once the hold is gone
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn guarded(&self) -> crate::guarded::Guarded<'_> {
+        self.hold.guarded()
+    }
+
     /// Stop renewal, release this hold and wait for the answer. An inner
     /// unlock of a re-entered lock leaves the key's TTL alone.
     ///

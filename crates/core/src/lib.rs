@@ -23,6 +23,7 @@ mod conn;
 mod error;
 mod exclusive;
 mod guard;
+pub mod guarded;
 mod handoff;
 mod heartbeat;
 mod hold;

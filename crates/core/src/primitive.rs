@@ -35,11 +35,11 @@ pub use crate::keys::Keys;
 pub use crate::lockable::Lockable;
 pub use crate::lua_scripts;
 pub use crate::observe::{observe, CATCH_UP};
-pub use crate::watch::{watch, HoldEvent, Holder, Listener};
 pub use crate::scripts::{LuaScript, ScriptCall, HOLD_RENEW, HOLD_WATCH};
 pub use crate::wake::{
     parse_u64, ClientFirst, Grant, OnePerClient, Signal, Wake, WakePolicy, NAMED_CLIENT_FIRST,
 };
+pub use crate::watch::{watch, HoldEvent, Holder, Listener};
 
 /// The five acquire calls of a deadbolt primitive, from the one method it
 /// implements ([`Acquire::acquire_with`]).

@@ -177,6 +177,8 @@ crate::lua_scripts! {
     pub HOLD_INSPECT = "hold_inspect";
     /// What a watch reads of a hold-hash primitive (`deadbolt_core::watch`).
     pub HOLD_WATCH = "hold_watch";
+    /// Writes under a guard's check (`deadbolt_core::guarded`).
+    pub GUARD_WRITE = "guard_write";
 }
 
 /// A script with its keys and arguments, owned so it can be handed to the

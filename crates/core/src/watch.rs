@@ -72,21 +72,61 @@ pub enum HoldEvent {
     },
 }
 
-/// The force-unlock mark of a hold-hash primitive, `<main key>:forced`: a
-/// force-unlock script sets it to the removed hold's token for a minute,
-/// and [`HOLD_WATCH`](crate::scripts::HOLD_WATCH) reads it, so a watch
-/// tells a force-unlock from a release.
-pub fn forced_key(keys: &crate::Keys) -> String {
-    keys.sub("forced")
+/// The channel on which a force-unlock script announces the hold it
+/// removed (`f:<hold key> <token>`): `<hold key>:watch`. No waiter listens
+/// there; a watch does, so it tells a force-unlock from a release without
+/// a key left behind.
+pub fn forced_channel(hold_key: &str) -> String {
+    format!("{hold_key}:watch")
 }
 
-/// The call a watch of a hold-hash primitive reads with: its hold hash,
-/// its force-unlock mark and, optionally, the ZSET of its shared holds.
+/// The call a watch of a hold-hash primitive reads with: its hold hash
+/// and, optionally, the ZSET of its shared holds.
 pub fn hold_watch_call(keys: &crate::Keys, shared: Option<String>) -> ScriptCall {
-    let mut k = vec![keys.main().to_string(), forced_key(keys)];
+    let mut k = vec![keys.main().to_string()];
     k.extend(shared);
     ScriptCall::new(&crate::scripts::HOLD_WATCH, k, vec![])
 }
+
+/// Force-unlocks announced on `<hold key>:watch` channels this process
+/// listens on: hold key → (token, when heard). Kept for a minute, read by
+/// a watch when the hold it saw is gone.
+fn forced_log() -> &'static parking_lot::Mutex<std::collections::HashMap<String, (u64, Instant)>> {
+    static LOG: std::sync::OnceLock<
+        parking_lot::Mutex<std::collections::HashMap<String, (u64, Instant)>>,
+    > = std::sync::OnceLock::new();
+    LOG.get_or_init(Default::default)
+}
+
+/// The token a force-unlock of `hold_key` removed, if one was heard.
+fn forced_token(hold_key: &str) -> u64 {
+    forced_log().lock().get(hold_key).map_or(0, |(t, _)| *t)
+}
+
+/// A force-unlock's announcement, `f:<hold key> <token>`: noted, and the
+/// watch wakes.
+#[derive(Debug)]
+struct ForcedNote;
+
+impl WakePolicy for ForcedNote {
+    fn decode(&self, payload: &[u8]) -> Wake {
+        if let Some((key, token)) = std::str::from_utf8(payload)
+            .ok()
+            .and_then(|p| p.strip_prefix("f:"))
+            .and_then(|p| p.rsplit_once(' '))
+        {
+            if let Ok(t) = token.parse::<u64>() {
+                let mut log = forced_log().lock();
+                let now = Instant::now();
+                log.retain(|_, (_, at)| now.duration_since(*at) < Duration::from_secs(60));
+                log.insert(key.to_string(), (t, now));
+            }
+        }
+        Wake::All { class: None }
+    }
+}
+
+static FORCED_NOTE: ForcedNote = ForcedNote;
 
 /// Any message wakes the watch that listens on the channel.
 #[derive(Debug)]
@@ -111,7 +151,16 @@ pub struct Listener {
 
 impl Listener {
     pub(crate) fn new(client: &Client, channels: &[String]) -> Listener {
-        let Some((first, rest)) = channels.split_first() else {
+        let with: Vec<(String, &'static dyn WakePolicy)> = channels
+            .iter()
+            .map(|c| (c.clone(), &ANY_MESSAGE as &'static dyn WakePolicy))
+            .collect();
+        Listener::with_policies(client, &with)
+    }
+
+    /// A listener whose channels each decode with their own policy.
+    fn with_policies(client: &Client, channels: &[(String, &'static dyn WakePolicy)]) -> Listener {
+        let Some(((first, policy), rest)) = channels.split_first() else {
             return Listener {
                 sub: None,
                 also: Vec::new(),
@@ -119,17 +168,14 @@ impl Listener {
         };
         let engine = &client.inner.engine;
         let waiter = Waiter {
-            policy: &ANY_MESSAGE,
+            policy: *policy,
             class: "watch",
             tag: None,
             wakeable: false,
             local: None,
         };
         let sub = engine.subscribe(first, waiter);
-        let also = rest
-            .iter()
-            .map(|c| engine.also(&sub, c, &ANY_MESSAGE))
-            .collect();
+        let also = rest.iter().map(|(c, p)| engine.also(&sub, c, *p)).collect();
         Listener {
             sub: Some(sub),
             also,
@@ -269,7 +315,8 @@ fn diff(prev: Option<&Snapshot>, now: &Snapshot, read_at: Instant) -> Vec<HoldEv
 /// A stream of the changes of one primitive: `read` is its watch script
 /// (reply as `hold_watch.lua`'s), `keys` the keys whose keyspace
 /// notifications wake the watch (see the module notes for the bounds
-/// without them). The first items say what holds it when the watch
+/// without them), the first the hold hash, whose force-unlocks are heard
+/// on its [`forced_channel`]. The first items say what holds it when the watch
 /// starts ([`HoldEvent::Held`] or [`HoldEvent::Free`], then
 /// [`HoldEvent::Shared`] when there are shared holds).
 ///
@@ -280,21 +327,28 @@ pub fn watch(
     keys: &[String],
     read: ScriptCall,
 ) -> impl Stream<Item = Result<HoldEvent>> + Send + 'static {
-    let channels: Vec<String> = keys
-        .iter()
-        .filter_map(|k| client.keyspace_channel(k))
-        .collect();
+    let hold_key = keys.first().cloned().unwrap_or_default();
+    let mut channels: Vec<(String, &'static dyn WakePolicy)> =
+        vec![(forced_channel(&hold_key), &FORCED_NOTE)];
+    channels.extend(
+        keys.iter()
+            .filter_map(|k| client.keyspace_channel(k))
+            .map(|c| (c, &ANY_MESSAGE as &'static dyn WakePolicy)),
+    );
     // Owned by the stream's closures: subscribed for as long as it runs.
-    let listener = std::sync::Arc::new(Listener::new(client, &channels));
+    let listener = std::sync::Arc::new(Listener::with_policies(client, &channels));
     let (c, l) = (client.clone(), listener.clone());
     let snapshots = crate::observe::observe(
         move || {
-            let (c, call, l) = (c.clone(), read.clone(), l.clone());
+            let (c, call, l, hk) = (c.clone(), read.clone(), l.clone(), hold_key.clone());
             async move {
                 l.mark();
                 let at = Instant::now();
                 let v: Vec<redis::Value> = c.run(&call).await?;
-                decode(&v, at).map(|s| (s, at))
+                decode(&v, at).map(|mut s| {
+                    s.forced = forced_token(&hk);
+                    (s, at)
+                })
             }
         },
         |(s, _): &(Snapshot, Instant)| Seen(s.holder.clone(), s.shared, s.ends),

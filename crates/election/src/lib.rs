@@ -263,6 +263,14 @@ fn term_of(l: Option<&Leader>) -> u64 {
 }
 
 impl Leadership {
+    /// Writes to Redis that commit only while this leadership is live
+    /// (the check and the writes in one script): a leader paused past its
+    /// lease writes nothing once its term ended. See
+    /// [`deadbolt_core::guarded`].
+    pub fn guarded(&self) -> deadbolt_core::guarded::Guarded<'_> {
+        self.hold.guarded()
+    }
+
     /// The term: a fencing token strictly larger than every earlier term of
     /// this election (and than every token of the names of its hash slot).
     pub fn term(&self) -> u64 {

@@ -135,10 +135,7 @@ impl ExclusiveKind for Fifo {
     fn force_unlock(client: &Client, k: &Keys) -> ScriptCall {
         ScriptCall::new(
             &FAIR_FORCE_UNLOCK,
-            fair_keys(k)
-                .into_iter()
-                .chain([deadbolt_core::watch::forced_key(k)])
-                .collect(),
+            fair_keys(k),
             vec![waiter_timeout_ms(client)],
         )
     }

@@ -99,7 +99,7 @@ impl ExclusiveKind for Reentrant {
     fn force_unlock(_client: &Client, k: &Keys) -> ScriptCall {
         ScriptCall::new(
             &LOCK_FORCE_UNLOCK,
-            vec![k.main().to_string(), deadbolt_core::watch::forced_key(k)],
+            vec![k.main().to_string()],
             vec![k.channel()],
         )
     }

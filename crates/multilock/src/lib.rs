@@ -359,6 +359,18 @@ impl MultiGuard {
         MultiGuard { parts }
     }
 
+    /// Writes to Redis that commit only while every part is live, for a
+    /// multi-lock whose parts' keys share one hash slot (each name is its
+    /// keys' hash tag, so that is names whose slots coincide:
+    /// `deadbolt_core::hash_slot` tells): one script checks every part and
+    /// writes. Parts of several slots make every write fail with
+    /// [`Error::CrossSlot`] before anything is sent, on a single server
+    /// too, as a cluster would refuse the script. See
+    /// [`deadbolt_core::guarded`].
+    pub fn guarded(&self) -> deadbolt_core::guarded::Guarded<'_> {
+        deadbolt_core::guarded::Guarded::over(self.parts.iter().collect())
+    }
+
     /// The largest of the parts' fencing tokens. A resource guarded by one
     /// of the locks should check that lock's own token
     /// ([`fencing_tokens`](Self::fencing_tokens)).

@@ -1,0 +1,272 @@
+//! Guarded writes against the hazard they exist for: four worker
+//! processes increment one counter in Redis (read, then write the value
+//! plus one) under a lock, each holding briefly, while the test pauses one
+//! of them (SIGSTOP) between its read and its write for longer than its
+//! lease, and resumes it once another worker took the lock and wrote.
+//!
+//! With plain writes the paused worker's write lands on top of the others'
+//! and the final count misses updates: the hazard is real on this machine.
+//! With guarded writes the count is exact and the paused worker's write is
+//! refused. The same for the FairLock and a Leadership.
+//!
+//! The workers are this test binary run again with `GUARDED_WORKER` set
+//! (the `worker` test below, which does nothing otherwise).
+
+use deadbolt::Acquire as _;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use deadbolt::{Client, Error};
+use deadbolt_testkit::support::{cmd, within};
+use deadbolt_testkit::RedisServer;
+
+const WORKERS: usize = 4;
+const ROUNDS: u64 = 15;
+/// The round in which worker 0 asks to be paused.
+const PAUSED_ROUND: u64 = 0;
+const ENV: &str = "GUARDED_WORKER";
+
+/// What one worker saw: increments it made, and writes refused.
+#[derive(Debug, Default)]
+struct Tally {
+    made: u64,
+    refused: u64,
+}
+
+/// One worker: `ROUNDS` increments of the counter `key` under `kind`'s
+/// hold, plain or guarded. Prints `PAUSE-ME` (worker 0, once) after its
+/// read and waits there, and `DONE <made> <refused>` at the end.
+async fn work(url: &str, kind: &str, guarded: bool, id: usize) {
+    let c = Client::builder(url)
+        .watchdog_timeout(Duration::from_millis(400))
+        .command_timeout(Duration::from_millis(300))
+        .build()
+        .await
+        .unwrap();
+    let key = "deadbolt:{guarded}:lock:data:count";
+    let fair_key = "deadbolt:{guarded}:fair:data:count";
+    let leader_key = "deadbolt:{guarded}:elect:data:count";
+    let mut t = Tally::default();
+    for round in 0..ROUNDS {
+        let pause = id == 0 && round == PAUSED_ROUND;
+        let r = match kind {
+            "lock" => {
+                let g = c.lock("guarded").lock().await.unwrap();
+                let r = increment(key, &g.guarded(), guarded, pause).await;
+                let _ = g.unlock().await;
+                r
+            }
+            "fair" => {
+                let g = c.fair_lock("guarded").lock().await.unwrap();
+                let r = increment(fair_key, &g.guarded(), guarded, pause).await;
+                let _ = g.unlock().await;
+                r
+            }
+            _ => {
+                let l = c.election("guarded").campaign("w").await.unwrap();
+                let r = increment(leader_key, &l.guarded(), guarded, pause).await;
+                let _ = l.resign().await;
+                r
+            }
+        };
+        match r {
+            Ok(()) => t.made += 1,
+            Err(Error::NotHeld) => t.refused += 1,
+            Err(e) => panic!("worker {id}: {e:?}"),
+        }
+    }
+    println!("DONE {} {}", t.made, t.refused);
+}
+
+/// Read the counter, then write it plus one: plainly, or under the guard.
+async fn increment(
+    key: &str,
+    g: &deadbolt::guarded::Guarded<'_>,
+    guarded: bool,
+    pause: bool,
+) -> deadbolt::Result<()> {
+    let now: i64 = match g.get(key).await? {
+        Some(v) => v.parse().unwrap(),
+        None => 0,
+    };
+    if pause {
+        println!("PAUSE-ME");
+        // The test stops this process here; it sleeps on after SIGCONT.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let next = (now + 1).to_string();
+    if guarded {
+        g.set(key, next).await
+    } else {
+        plain_set(key, &next).await;
+        Ok(())
+    }
+}
+
+/// A plain `SET`, as code without guarded writes does it.
+async fn plain_set(key: &str, value: &str) {
+    let mut conn = PLAIN.get().unwrap().clone();
+    let () = redis::cmd("SET")
+        .arg(key)
+        .arg(value)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+}
+
+static PLAIN: std::sync::OnceLock<redis::aio::MultiplexedConnection> = std::sync::OnceLock::new();
+
+/// The worker's entry (a no-op unless `GUARDED_WORKER` is set).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker() {
+    let Ok(spec) = std::env::var(ENV) else { return };
+    let parts: Vec<&str> = spec.split(',').collect();
+    let (url, kind, guarded, id) = (
+        parts[0],
+        parts[1],
+        parts[2] == "guarded",
+        parts[3].parse().unwrap(),
+    );
+    let conn = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    PLAIN.set(conn).unwrap();
+    work(url, kind, guarded, id).await;
+}
+
+fn spawn(url: &str, kind: &str, mode: &str, id: usize) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "worker", "--nocapture", "--test-threads", "1"])
+        .env(ENV, format!("{url},{kind},{mode},{id}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig}");
+}
+
+/// Run the four workers on a fresh server, pause worker 0 where it asks,
+/// resume it once the counter moved on; the final count and the tallies.
+async fn run(kind: &str, mode: &str) -> (i64, u64, u64) {
+    let srv = RedisServer::start().unwrap();
+    let url = srv.url();
+    let key = match kind {
+        "lock" => "deadbolt:{guarded}:lock:data:count",
+        "fair" => "deadbolt:{guarded}:fair:data:count",
+        _ => "deadbolt:{guarded}:elect:data:count",
+    };
+    let mut victim = spawn(&url, kind, mode, 0);
+    let mut others: Vec<Child> = (1..WORKERS).map(|i| spawn(&url, kind, mode, i)).collect();
+    let out = victim.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut lines = Vec::new();
+    let mut paused = false;
+    within("the victim's run", async {
+        loop {
+            let line = tokio::task::block_in_place(|| rx.recv_timeout(Duration::from_secs(30)))
+                .expect("the victim's output");
+            if line.contains("PAUSE-ME") && !paused {
+                signal(&victim, "-STOP");
+                paused = true;
+                // Resume once another worker took the lock (after the
+                // victim's lease ran out) and wrote.
+                let before: Option<String> = cmd(&srv, &["GET", key]).await;
+                loop {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    let now: Option<String> = cmd(&srv, &["GET", key]).await;
+                    if now != before {
+                        break;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                signal(&victim, "-CONT");
+            } else if let Some(i) = line.find("DONE ") {
+                lines.push(line[i..].to_string());
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(paused, "the victim never asked to be paused");
+    for c in others.iter_mut() {
+        let out = c.stdout.take().unwrap();
+        let done = BufReader::new(out)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| l.find("DONE ").map(|i| l[i..].to_string()))
+            .expect("a worker's tally");
+        lines.push(done);
+        c.wait().unwrap();
+    }
+    victim.wait().unwrap();
+    let (mut made, mut refused) = (0, 0);
+    for l in &lines {
+        let v: Vec<u64> = l
+            .split_whitespace()
+            .skip(1)
+            .take(2)
+            .map(|x| x.parse().unwrap())
+            .collect();
+        made += v[0];
+        refused += v[1];
+    }
+    let count: Option<String> = cmd(&srv, &["GET", key]).await;
+    (count.map_or(0, |c| c.parse().unwrap()), made, refused)
+}
+
+async fn hazard_and_cure(kind: &str) {
+    let (count, made, refused) = run(kind, "plain").await;
+    eprintln!("{kind}, plain writes: count {count}, increments made {made}, refused {refused}");
+    assert_eq!(refused, 0);
+    assert!(
+        count < i64::try_from(made).unwrap(),
+        "{kind}: plain writes lost nothing (count {count} of {made}): the pause did not bite"
+    );
+    let (count, made, refused) = run(kind, "guarded").await;
+    eprintln!("{kind}, guarded writes: count {count}, increments made {made}, refused {refused}");
+    assert!(
+        refused >= 1,
+        "{kind}: the paused holder's write was not refused"
+    );
+    assert_eq!(count, i64::try_from(made).unwrap(), "{kind}: guarded count");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_lock_holder_loses_updates_with_plain_writes_and_none_with_guarded() {
+    if std::env::var(ENV).is_ok() {
+        return;
+    }
+    hazard_and_cure("lock").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_fair_lock_holder_loses_updates_with_plain_writes_and_none_with_guarded() {
+    if std::env::var(ENV).is_ok() {
+        return;
+    }
+    hazard_and_cure("fair").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_leader_loses_updates_with_plain_writes_and_none_with_guarded() {
+    if std::env::var(ENV).is_ok() {
+        return;
+    }
+    hazard_and_cure("leader").await;
+}
