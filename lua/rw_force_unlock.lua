@@ -22,6 +22,13 @@ if writer + readers == 0 then
   redis.call('DEL', K.r, K.ro)
   return {0, 0}
 end
+local token = writer == 1 and redis.call('HGET', K.w, 't')
+-- For watches (deadbolt_core::watch): this write hold is force-unlocked,
+-- not released; on a channel of its own ('<w>:watch'), which no waiter
+-- hears, before the keys' own notifications.
+if token then
+  redis.call('PUBLISH', K.w .. ':watch', 'f:' .. K.w .. ' ' .. token)
+end
 redis.call('PUBLISH', ARGV[1], 'w')
 redis.call('DEL', K.w, K.r, K.ro)
 return {writer, readers}

@@ -191,6 +191,50 @@ local function rw_admit_readers(K, channel, now_ms)
   return #lines, more
 end
 
+-- The write side went free: its last hold was released (rw_write_release)
+-- or forced out (rw_force_unlock_write). Hand it on as a release does, and
+-- remove the writer's fields, the list `held()` returns (o, t, n, s and its
+-- a:<attempt> fields; called only when readers are registered), or the
+-- whole hash.
+-- `queued` is the mark q (readers may be registered). In this order:
+--   registrations and a live waiting writer: `r` (the writers try; the
+--     registered readers wait for the next writer's release: write
+--     preference), then the writer's fields go (the hash too when only the
+--     mark is left)
+--   registrations, no live waiting writer: they are admitted
+--     (rw_admit_readers: one g: message for them all); the hash goes when
+--     all were, else `w` (the rest try) and only the writer's fields go
+--   no registration (or none admitted): `w` (every waiter tries; all
+--     readers get in), then the hash goes
+-- Every write after a PUBLISH here is one maxmemory never refuses (HDEL,
+-- DEL, ZREM) or follows the script's first write (the admission's HDEL).
+local function rw_write_freed(K, channel, queued, held)
+  if queued then
+    local now_ms = hold_now()
+    if rw_live_waiting_writer(K, now_ms) then
+      redis.call('PUBLISH', channel, 'r')
+      redis.call('HDEL', K.w, unpack(held()))
+      -- The mark alone (the readers it marked for have left) goes too.
+      if redis.call('HLEN', K.w) == 1 then
+        redis.call('DEL', K.w)
+      end
+      return
+    end
+    local n, more = rw_admit_readers(K, channel, now_ms)
+    if n > 0 and not more then
+      redis.call('DEL', K.w)
+      return
+    end
+    if more then
+      redis.call('PUBLISH', channel, 'w')
+      redis.call('HDEL', K.w, unpack(held()))
+      return
+    end
+  end
+  redis.call('PUBLISH', channel, 'w')
+  redis.call('DEL', K.w)
+end
+
 -- The opening of most scripts: hold_open with this lock's keys and checks.
 local function rw_open(base)
   return hold_open(rw_keys, rw_check_types, base)

@@ -20,7 +20,9 @@
 --      are admitted (one g: message for them all, rw_lib.lua); with a
 --      live waiting writer, `r` (the writers try; the registered readers
 --      wait for the next writer's release, write preference); without
---      registrations, `w` (every waiter tries; all readers get in)
+--      registrations, `w` (every waiter tries; all readers get in). The
+--      hand-on is rw_write_freed (rw_lib.lua), shared with
+--      rw_force_unlock_write.lua
 --   error WRONGTYPE <key>
 --
 -- O(log n), plus O(n) in the registered readers when there are any (the
@@ -49,28 +51,7 @@ local r, queued = hold_release(K.w, ARGV[1], 'q')
 if r ~= 2 then
   return r
 end
-if queued then
-  local now_ms = hold_now()
-  if rw_live_waiting_writer(K, now_ms) then
-    redis.call('PUBLISH', ARGV[2], 'r')
-    redis.call('HDEL', K.w, 'o', 't', 'n', 's', 'a:' .. ARGV[1])
-    -- The mark alone (the readers it marked for have left) goes too.
-    if redis.call('HLEN', K.w) == 1 then
-      redis.call('DEL', K.w)
-    end
-    return 2
-  end
-  local n, more = rw_admit_readers(K, ARGV[2], now_ms)
-  if n > 0 and not more then
-    redis.call('DEL', K.w)
-    return 2
-  end
-  if more then
-    redis.call('PUBLISH', ARGV[2], 'w')
-    redis.call('HDEL', K.w, 'o', 't', 'n', 's', 'a:' .. ARGV[1])
-    return 2
-  end
-end
-redis.call('PUBLISH', ARGV[2], 'w')
-redis.call('DEL', K.w)
+rw_write_freed(K, ARGV[2], queued, function()
+  return {'o', 't', 'n', 's', 'a:' .. ARGV[1]}
+end)
 return 2

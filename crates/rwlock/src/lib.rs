@@ -61,6 +61,12 @@ pub mod scripts {
         pub RW_HEARTBEAT = "rw_heartbeat" with "hold_lib", "rw_lib";
         /// Remove every hold, whoever holds it.
         pub RW_FORCE_UNLOCK = "rw_force_unlock" with "hold_lib", "rw_lib";
+        /// Remove the write hold, whoever holds it, and hand it on as a release.
+        pub RW_FORCE_UNLOCK_WRITE = "rw_force_unlock_write" with "hold_lib", "rw_lib";
+        /// Remove every read hold, whoever holds it, and wake the writers.
+        pub RW_FORCE_UNLOCK_READ = "rw_force_unlock_read" with "hold_lib", "rw_lib";
+        /// Read one owner's read and write hold counts atomically.
+        pub RW_HOLDS = "rw_holds" with "hold_lib", "rw_lib";
         /// Read the lock's state atomically.
         pub RW_INSPECT = "rw_inspect" with "hold_lib", "rw_lib";
     }
@@ -129,6 +135,15 @@ struct Parts {
     channel: String,
     read: AcquireSpec,
     write: AcquireSpec,
+    /// The lock's key names, for its watch.
+    names: Keys,
+}
+
+impl Parts {
+    /// The keys of a force-unlock: the six.
+    fn forcing_keys(&self) -> Vec<String> {
+        self.keys.clone()
+    }
 }
 
 /// What [`RwLock::force_unlock`] removed.
@@ -323,6 +338,92 @@ impl RwLock {
         Ok(self.inspect().await?.readers)
     }
 
+    /// Whether anyone holds the read lock (any owner, the writer's own
+    /// downgraded reads included).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use deadbolt_core::Acquire as _;
+    /// # async fn f(client: &deadbolt_core::Client) -> deadbolt_core::Result<()> {
+    /// let rw = deadbolt_rwlock::RwLock::new(client, "catalog");
+    /// let r = rw.read_lock().lock().await?;
+    /// assert!(rw.is_read_locked().await?);
+    /// r.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Self::inspect`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: read-only.
+    pub async fn is_read_locked(&self) -> Result<bool> {
+        Ok(self.inspect().await?.readers > 0)
+    }
+
+    /// How many live read holds this handle (or a clone of it) has
+    /// (re-entries count; 0 when it does not read). [`Self::reader_count`]
+    /// counts every owner's.
+    ///
+    /// Read holds whose lease ended do not count (exact unless more than
+    /// 64 ended leases of the lock await their purge by the next acquire).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use deadbolt_core::Acquire as _;
+    /// # async fn f(client: &deadbolt_core::Client) -> deadbolt_core::Result<()> {
+    /// let rw = deadbolt_rwlock::RwLock::new(client, "catalog");
+    /// let r1 = rw.read_lock().lock().await?;
+    /// let r2 = rw.read_lock().lock().await?; // re-entry
+    /// assert_eq!(rw.read_hold_count().await?, 2);
+    /// r2.unlock().await?;
+    /// r1.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Self::inspect`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: read-only.
+    pub async fn read_hold_count(&self) -> Result<u64> {
+        Ok(self.holds().await?.0)
+    }
+
+    /// How many times this handle (or a clone of it) holds the write lock
+    /// (its re-entry count; 0 when another owner or nobody writes), as
+    /// `Lock::hold_count`. [`RwInfo::write_holds`] is the writer's, whoever
+    /// it is.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use deadbolt_core::Acquire as _;
+    /// # async fn f(client: &deadbolt_core::Client) -> deadbolt_core::Result<()> {
+    /// let rw = deadbolt_rwlock::RwLock::new(client, "catalog");
+    /// let w = rw.write_lock().lock().await?;
+    /// assert_eq!(rw.write_hold_count().await?, 1);
+    /// let other = deadbolt_rwlock::RwLock::new(client, "catalog");
+    /// assert_eq!(other.write_hold_count().await?, 0);
+    /// w.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Self::inspect`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: read-only.
+    pub async fn write_hold_count(&self) -> Result<u64> {
+        Ok(self.holds().await?.1)
+    }
+
+    /// This owner's (read holds, write holds), read atomically.
+    async fn holds(&self) -> Result<(u64, u64)> {
+        let p = self.parts()?;
+        let call = ScriptCall::new(&RW_HOLDS, p.keys.clone(), vec![self.owner().to_string()]);
+        self.inner.client().run(&call).await
+    }
+
     /// How long until the lock is free if nobody renews or releases: the
     /// longer of the write hold's TTL and the longest read lease; `None`
     /// when free.
@@ -337,10 +438,48 @@ impl RwLock {
         Ok(i.write_ttl.max(i.read_ttl))
     }
 
+    /// A stream of this lock's holder changes, for any client's holds:
+    /// the writer when it starts (`Held`, or `Free`) and the number of read
+    /// holds (`Shared`, when not 0), then every new writer (`Acquired`), how
+    /// each write hold ended (`Released`, `Expired`, `ForceUnlocked`) and
+    /// every change of the number of read holds (`Shared`). Woken by
+    /// keyspace notifications when the server's `notify-keyspace-events`
+    /// includes `Kghzx`, else within [`deadbolt_core::CATCH_UP`]; errors
+    /// at most once per `CATCH_UP`. See [`deadbolt_core::watch`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn f(client: deadbolt_core::Client) {
+    /// use futures::StreamExt;
+    /// let rw = deadbolt_rwlock::RwLock::new(&client, "config");
+    /// let mut changes = Box::pin(rw.watch());
+    /// while let Some(change) = changes.next().await {
+    ///     println!("{change:?}");
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Dropping the stream stops it; it records nothing on the server.
+    pub fn watch(
+        &self,
+    ) -> impl futures::Stream<Item = Result<deadbolt_core::watch::HoldEvent>> + Send + 'static {
+        use futures::StreamExt as _;
+        match self.parts() {
+            Ok(p) => {
+                let keys = [p.keys[0].clone(), p.keys[2].clone()];
+                let read = deadbolt_core::watch::hold_watch_call(&p.names, Some(p.keys[2].clone()));
+                deadbolt_core::watch::watch(self.inner.client(), &keys, read).left_stream()
+            }
+            Err(e) => deadbolt_core::watch::failing(e).right_stream(),
+        }
+    }
+
     /// Remove every hold, write and read, whoever holds it, and wake every
     /// waiter. Waiting writers keep their place. The former holders' guards
     /// turn `Lost` at their next renewal; their unlocks return
-    /// [`Error::NotHeld`].
+    /// [`Error::NotHeld`]. One side only: [`Self::force_unlock_write`],
+    /// [`Self::force_unlock_read`].
     ///
     /// # Errors
     /// `InvalidArgument`, `Unavailable`, `Indeterminate`, `WrongType`
@@ -351,12 +490,91 @@ impl RwLock {
     /// again is harmless.
     pub async fn force_unlock(&self) -> Result<ForceUnlocked> {
         let p = self.parts()?;
-        let call = ScriptCall::new(&RW_FORCE_UNLOCK, p.keys.clone(), vec![p.channel.clone()]);
+        let call = ScriptCall::new(&RW_FORCE_UNLOCK, p.forcing_keys(), vec![p.channel.clone()]);
         let (w, r): (u64, u64) = self.inner.client().run(&call).await?;
         Ok(ForceUnlocked {
             writer: w > 0,
             readers: r,
         })
+    }
+
+    /// Remove the write hold, whoever holds it (all its re-entries), and
+    /// hand the write side on exactly as the writer's last release would;
+    /// read holds stay. Returns whether a write hold was removed.
+    ///
+    /// The hand-on: readers registered for admission are admitted (one
+    /// message) unless a live writer waits; a live waiting writer is woken
+    /// (write preference: the registered readers wait for its release);
+    /// with neither, every waiter is woken. The writer's own read holds (a
+    /// downgrade) stay, as do waiting writers' marks. The former writer's
+    /// guard turns `Lost` at its next renewal; its unlock returns
+    /// [`Error::NotHeld`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn f(client: &deadbolt_core::Client) -> deadbolt_core::Result<()> {
+    /// // An administrator frees a write lock whose holder is stuck.
+    /// let rw = deadbolt_rwlock::RwLock::new(client, "catalog");
+    /// if rw.force_unlock_write().await? {
+    ///     println!("the writer was removed; readers kept reading");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// `InvalidArgument`, `Unavailable`, `Indeterminate`, `WrongType`
+    /// (nothing is removed).
+    ///
+    /// # Cancel safety
+    /// If dropped, the removal (and its hand-on, in the same script) may or
+    /// may not have happened on the server; calling it again is harmless
+    /// (it then removes a writer that took the lock since, if any).
+    pub async fn force_unlock_write(&self) -> Result<bool> {
+        let p = self.parts()?;
+        let call = ScriptCall::new(
+            &RW_FORCE_UNLOCK_WRITE,
+            p.forcing_keys(),
+            vec![p.channel.clone()],
+        );
+        Ok(self.inner.client().run::<u64>(&call).await? > 0)
+    }
+
+    /// Remove every read hold, whoever holds it, and wake the waiting
+    /// writers exactly as the last reader's release would; a write hold
+    /// stays. Returns whether a live read hold was removed.
+    ///
+    /// Readers registered for admission behind a writer stay registered
+    /// (that writer's release admits them), and waiting writers keep their
+    /// marks. The former readers' guards turn `Lost` at their next
+    /// renewal; their unlocks return [`Error::NotHeld`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn f(client: &deadbolt_core::Client) -> deadbolt_core::Result<()> {
+    /// // An administrator lets a starved writer in past stuck readers.
+    /// let rw = deadbolt_rwlock::RwLock::new(client, "catalog");
+    /// if rw.force_unlock_read().await? {
+    ///     println!("the readers were removed; a waiting writer gets in");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// `InvalidArgument`, `Unavailable`, `Indeterminate`, `WrongType`
+    /// (nothing is removed).
+    ///
+    /// # Cancel safety
+    /// If dropped, the removal may or may not have happened on the server;
+    /// calling it again is harmless (it then removes readers that got in
+    /// since, if any).
+    pub async fn force_unlock_read(&self) -> Result<bool> {
+        let p = self.parts()?;
+        let call = ScriptCall::new(
+            &RW_FORCE_UNLOCK_READ,
+            p.keys.clone(),
+            vec![p.channel.clone()],
+        );
+        Ok(self.inner.client().run::<u64>(&call).await? > 0)
     }
 
     /// Take the read lock, run `work`, and unlock; `work` is dropped and
@@ -418,6 +636,7 @@ fn parts(client: &Client, k: &Keys) -> Parts {
         channel,
         read,
         write,
+        names: k.clone(),
     }
 }
 

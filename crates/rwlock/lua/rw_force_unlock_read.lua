@@ -1,0 +1,1 @@
+../../../lua/rw_force_unlock_read.lua

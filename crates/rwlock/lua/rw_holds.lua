@@ -1,0 +1,1 @@
+../../../lua/rw_holds.lua
