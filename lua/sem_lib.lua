@@ -34,6 +34,9 @@
 --                 validity counted from the request that queued it
 --   t:<attempt>   try again now: permits for you are free (an entry of an
 --                 older version, which carries no secret to grant with)
+--   r             every waiter of the client on this semaphore tries again
+--                 now: the semaphore was deleted with their queue entries
+--                 (sem_delete.lua), so they queue anew
 --
 -- The policy (written here once): the oldest live waiter's demand is
 -- reserved. A request is granted when available − (the head waiter's n,

@@ -2,11 +2,14 @@
 -- (hold_lib.lua and sem_lib.lua are prepended.)
 --
 -- KEYS[1..6]  s, h, hn, q, qo, alive  (see sem_lib.lua)
--- ARGV[1]  op: 'set' | 'add' | 'reduce' | 'drain' | 'available'
--- ARGV[2]  n (for set, add, reduce; 0 .. 2^53-1, checked by the client)
+-- ARGV[1]  op: 'set' | 'force' | 'add' | 'reduce' | 'drain' | 'available'
+-- ARGV[2]  n (for set, force, add, reduce; 0 .. 2^53-1, checked by the
+--          client)
 --
 -- Reply (an integer):
 --   set        1 when the permits were set, 0 when they were set already
+--   force      the permits available after setting the total to n, set
+--              or not before (may be negative: see below)
 --   add        the permits available after adding (sets them when unset)
 --   reduce     the permits available after reducing
 --   drain      how many available permits were taken away (0 if none)
@@ -17,8 +20,11 @@
 --
 -- Available = set − taken by live holds. Reducing below what live holds
 -- take makes it negative until they give permits back (the holds keep
--- theirs); the total itself never goes below zero. Permits that become
--- available wake the waiters they serve (sem_wake).
+-- theirs); the total itself never goes below zero. 'force' (set_permits)
+-- may likewise set the total below what live holds take: they keep their
+-- permits, and available stays at or below zero until enough come back.
+-- Permits that become available wake the waiters they serve (sem_wake),
+-- and no more.
 --
 -- O(log n), plus O(log n) per purged hold or woken waiter.
 local K = sem_keys(0)
@@ -39,6 +45,11 @@ elseif op == 'set' then
   redis.call('HSET', K.s, 'p', string.format('%.0f', n))
   sem_wake(K, now_ms, sem_available(K))
   return 1
+elseif op == 'force' then
+  redis.call('HSET', K.s, 'p', string.format('%.0f', n))
+  local avail = sem_available(K)
+  sem_wake(K, now_ms, avail)
+  return avail
 elseif op == 'add' then
   local new = math.max(total, 0) + n
   if new > 9007199254740991 then

@@ -11,6 +11,11 @@
 //! beyond that reservation proceed at once. Every operation is O(log n) in
 //! the holders and waiters.
 //!
+//! Beside the Redisson-style calls (`try_set_permits`, `set_permits`,
+//! `add_permits`, `reduce_permits`, `drain_permits`, `delete`), a guard can
+//! give back part of its permits ([`Permits::release_permits`]) and keep
+//! the rest under its lease.
+//!
 //! **[`CountDownLatch`]**: `count_down` to zero wakes every waiter of every
 //! client at once; the key is deleted at zero, so a finished latch leaves
 //! nothing behind, and `try_set_count` arms it again.
@@ -31,9 +36,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, ConditionSpec, Error, Grant, Handle, HeartbeatSpec, Hold, Keys, LeaseMode,
+    AcquireSpec, Client, ConditionSpec, Error, Grant, Handle, HeartbeatSpec, Keys, LeaseMode,
     Result, ScriptCall, Signal, WaitMode, Wake, WakePolicy, MAX_LEASE_MS,
 };
+
+mod permits;
+pub use permits::Permits;
 
 /// The semaphore's and the latch's Lua scripts (files in the workspace's
 /// `lua/`; the semaphore's layout and policy are in `sem_lib.lua`).
@@ -44,6 +52,10 @@ pub mod scripts {
         pub SEM_ACQUIRE = "sem_acquire" with "hold_lib", "sem_lib";
         /// Give permits back or leave the queue.
         pub SEM_RELEASE = "sem_release" with "hold_lib", "sem_lib";
+        /// Give back part of one hold's permits, keeping the rest.
+        pub SEM_RELEASE_PART = "sem_release_part" with "hold_lib", "sem_lib";
+        /// Delete a semaphore; its waiters try again (and queue anew).
+        pub SEM_DELETE = "sem_delete" with "hold_lib", "sem_lib";
         /// Renew many permit holds (each its own lease).
         pub SEM_RENEW = "sem_renew" with "hold_lib", "sem_lib";
         /// Set, add, reduce, drain or read the permits.
@@ -52,7 +64,7 @@ pub mod scripts {
         pub SEM_HEARTBEAT = "sem_heartbeat" with "hold_lib", "sem_lib";
         /// Read the semaphore's state.
         pub SEM_INSPECT = "sem_inspect" with "hold_lib", "sem_lib";
-        /// Set, count down or read a latch.
+        /// Set, count down, read or delete a latch.
         pub LATCH_OP = "latch_op" with "hold_lib", "latch_lib";
         /// Has the latch reached zero? (The try of a wait.)
         pub LATCH_WAIT = "latch_wait" with "hold_lib", "latch_lib";
@@ -86,10 +98,12 @@ pub fn semaphore_keys(k: &Keys) -> Vec<String> {
     ]
 }
 
-/// The semaphore's messages, each for one waiter on its client's channel:
-/// `g:<attempt> 0 <ttl> <secret> <claim>` — the permits it waits for are
-/// its own (granted inside a release); `t:<attempt>` — they are free, try
-/// (a queue entry of an older version).
+/// The semaphore's messages on a client's channel:
+/// `g:<attempt> 0 <ttl> <secret> <claim>` — the permits that waiter waits
+/// for are its own (granted inside a release); `t:<attempt>` — they are
+/// free, try (a queue entry of an older version); `r` — every waiter of
+/// the client tries again (the semaphore was deleted with their queue
+/// entries: they queue anew).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PermitsFree;
 
@@ -97,6 +111,9 @@ impl WakePolicy for PermitsFree {
     fn decode(&self, payload: &[u8]) -> Wake {
         if let Some(w) = Grant::named_wake(payload) {
             return w;
+        }
+        if payload == b"r" {
+            return Wake::All { class: None };
         }
         match payload.strip_prefix(b"t:").map(std::str::from_utf8) {
             Some(Ok(name)) if !name.is_empty() => Wake::Named {
@@ -139,8 +156,11 @@ fn check_n(what: &str, n: u64, zero_ok: bool) -> Result<u64> {
 /// guard that took them, each with its own lease.
 #[derive(Debug, Clone)]
 pub struct Semaphore {
-    inner: Arc<Handle<(Vec<String>, AcquireSpec)>>,
+    inner: Arc<SemHandle>,
 }
+
+/// A semaphore handle's insides: its six keys and its acquire.
+type SemHandle = Handle<(Vec<String>, AcquireSpec)>;
 
 /// One holder as [`Semaphore::inspect`] lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -263,6 +283,39 @@ impl Semaphore {
         Ok(self.permits_op("set", n).await? == 1)
     }
 
+    /// Set the total number of permits to `n`, whether it was set before
+    /// or not (Redisson `setPermits`); returns the permits available then:
+    /// `n` minus what live holds take, before the waiters it serves take
+    /// theirs (as [`add_permits`](Self::add_permits) counts).
+    ///
+    /// Live holds keep what they hold: when they take more than `n`, the
+    /// result is negative, and available stays at or below zero until they
+    /// give enough back (no permit is taken from a holder). Waiters that now
+    /// fit are granted their permits inside the call, from the oldest on,
+    /// and no more (as for [`add_permits`](Self::add_permits)).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn f(client: deadbolt_core::Client) -> deadbolt_core::Result<()> {
+    /// let sem = deadbolt_semaphore::Semaphore::new(&client, "db-connections");
+    /// sem.set_permits(10).await?;            // the pool was resized
+    /// assert_eq!(sem.available_permits().await?, 10);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for more than [`MAX_PERMITS`], nothing
+    /// sent; `Unavailable`, `Indeterminate`, `WrongType` (nothing written).
+    ///
+    /// # Cancel safety
+    /// If dropped after sending, the total may or may not have been set
+    /// (and the waiters it serves granted); calling it again with the same
+    /// `n` is harmless.
+    pub async fn set_permits(&self, n: u64) -> Result<i64> {
+        check_n("permits", n, true)?;
+        self.permits_op("force", n).await
+    }
+
     /// Add `n` permits (setting them when never set); returns the permits
     /// available after. Waiters that now fit are granted their permits, and
     /// no more.
@@ -328,7 +381,7 @@ impl Semaphore {
             .client()
             .acquire(&spec, self.inner.owner(), lease, wait)
             .await?;
-        Ok(hold.map(|hold| Permits { hold, count: n }))
+        Ok(hold.map(|hold| Permits::new(hold, n, self.inner.clone())))
     }
 
     /// Wait until `n` permits are free at once and take them; the watchdog
@@ -406,6 +459,86 @@ impl Semaphore {
             .await
     }
 
+    /// A stream of this semaphore's permits in use, for any client's holds:
+    /// `Free` and the permits taken (`Shared`, when not 0) when it starts,
+    /// then every change of that number (`Shared`). Woken by keyspace
+    /// notifications when the server's `notify-keyspace-events` includes
+    /// `Kghzx`, else within [`deadbolt_core::CATCH_UP`]; errors at most
+    /// once per `CATCH_UP`. See [`deadbolt_core::watch`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn f(client: deadbolt_core::Client) {
+    /// use futures::StreamExt;
+    /// let s = deadbolt_semaphore::Semaphore::new(&client, "workers");
+    /// let mut changes = Box::pin(s.watch());
+    /// while let Some(change) = changes.next().await {
+    ///     println!("{change:?}");
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Dropping the stream stops it; it records nothing on the server.
+    pub fn watch(
+        &self,
+    ) -> impl futures::Stream<Item = Result<deadbolt_core::watch::HoldEvent>> + Send + 'static {
+        use futures::StreamExt as _;
+        match self.parts() {
+            Ok((keys, _)) => {
+                // No exclusive holder: the configuration hash stands in
+                // for the hold hash (it has no owner field).
+                let (s, h, hn) = (keys[0].clone(), keys[1].clone(), keys[2].clone());
+                let read = ScriptCall::new(
+                    &deadbolt_core::scripts::HOLD_WATCH,
+                    vec![s.clone(), h.clone(), hn.clone()],
+                    vec!["permits".to_string()],
+                );
+                deadbolt_core::watch::watch(self.inner.client(), &[h, hn], read).left_stream()
+            }
+            Err(e) => deadbolt_core::watch::failing(e).right_stream(),
+        }
+    }
+
+    /// Delete the semaphore: its permit count, holds and queue. Returns
+    /// whether anything was there to delete.
+    ///
+    /// Afterwards the semaphore is as if never set. Holders are not told
+    /// at once: their next renewal finds their hold gone (`lost()`
+    /// resolves, `state()` is `Lost`), and `release` reports
+    /// [`Error::NotHeld`]; until then (up to a third of the watchdog
+    /// timeout) they may still act on permits that no longer exist, so
+    /// delete a semaphore nobody holds. Waiters do not sleep on: every
+    /// client with one is told to try again; they find no permits set,
+    /// queue anew (in the order they try), and are granted once the
+    /// permits are set again ([`try_set_permits`](Self::try_set_permits),
+    /// [`set_permits`](Self::set_permits), [`add_permits`](Self::add_permits));
+    /// a bounded wait ends at its bound as usual.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn f(client: deadbolt_core::Client) -> deadbolt_core::Result<()> {
+    /// let sem = deadbolt_semaphore::Semaphore::new(&client, "batch-slots");
+    /// sem.try_set_permits(4).await?;
+    /// assert!(sem.delete().await?);
+    /// assert_eq!(sem.inspect().await?.permits, None);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// `InvalidArgument` (a bad name), `Unavailable`, `Indeterminate`;
+    /// `WrongType` when one of the keys is of another type: nothing
+    /// deleted.
+    ///
+    /// # Cancel safety
+    /// If dropped after sending, the semaphore may or may not have been
+    /// deleted; calling it again is harmless (it then returns `false`).
+    pub async fn delete(&self) -> Result<bool> {
+        let (keys, _) = self.parts()?;
+        let call = ScriptCall::new(&SEM_DELETE, keys.clone(), vec![]);
+        Ok(self.inner.client().run::<i64>(&call).await? == 1)
+    }
+
     /// Permits set and available, holders with their leases, waiters.
     ///
     /// # Errors
@@ -442,41 +575,6 @@ impl Semaphore {
                 })
                 .collect(),
         })
-    }
-}
-
-/// Permits taken from a [`Semaphore`], leased to this guard.
-///
-/// Give them back with [`release`](Permits::release) to see the outcome;
-/// dropping the guard gives them back in the background.
-#[must_use = "if unused the permits are given back at once"]
-#[derive(Debug)]
-pub struct Permits {
-    hold: Hold,
-    count: u64,
-}
-
-impl Permits {
-    /// How many permits this guard holds.
-    pub fn count(&self) -> u64 {
-        self.count
-    }
-
-    deadbolt_core::hold_guard_methods!(hold);
-
-    /// Give the permits back and wait for the answer; the waiters they
-    /// serve are granted them inside the release.
-    ///
-    /// # Errors
-    /// [`Error::NotHeld`] when the lease had ended (the server had given
-    /// them back already); `Unavailable` / `Indeterminate` when unconfirmed
-    /// (the background releaser finishes it).
-    ///
-    /// # Cancel safety
-    /// If dropped, the release may or may not have run; the background
-    /// releaser runs it (idempotently).
-    pub async fn release(self) -> Result<()> {
-        self.hold.unlock().await
     }
 }
 
@@ -559,6 +657,33 @@ impl CountDownLatch {
         self.op("count", String::new()).await
     }
 
+    /// Delete the latch; returns whether there was a key to delete. An
+    /// armed latch opens: every waiter of every client goes at once, as at
+    /// zero (a deleted latch reads 0, and waits take 0 for open). Redisson
+    /// `delete` of an `RCountDownLatch` does the same.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn f(client: deadbolt_core::Client) -> deadbolt_core::Result<()> {
+    /// let latch = deadbolt_semaphore::CountDownLatch::new(&client, "batch-7");
+    /// latch.try_set_count(3).await?;
+    /// assert!(latch.delete().await?);       // the batch was abandoned
+    /// assert_eq!(latch.count().await?, 0);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// `InvalidArgument` (a bad name), `Unavailable`, `Indeterminate`;
+    /// `WrongType`, `BadValue` (a key that is no count): nothing deleted.
+    ///
+    /// # Cancel safety
+    /// If dropped after sending, the latch may or may not have been
+    /// deleted (and its waiters released); calling it again is harmless.
+    pub async fn delete(&self) -> Result<bool> {
+        let (_, channel, _) = self.parts()?;
+        Ok(self.op("delete", channel.clone()).await? == 1)
+    }
+
     /// Wait until the count is zero (at once if it is). Waits on the
     /// latch's channel; rides out reconnects.
     ///
@@ -614,6 +739,8 @@ mod tests {
         );
         assert_eq!(PermitsFree.decode(b"t:"), Wake::Nothing);
         assert_eq!(PermitsFree.decode(b"x"), Wake::Nothing);
+        assert_eq!(PermitsFree.decode(b"r"), Wake::All { class: None });
+        assert_eq!(PermitsFree.decode(b"rr"), Wake::Nothing);
         assert_eq!(LatchOpen.decode(b"0"), Wake::All { class: None });
         assert_eq!(LatchOpen.decode(b"1"), Wake::Nothing);
     }

@@ -1,0 +1,1 @@
+../../../lua/sem_release_part.lua
