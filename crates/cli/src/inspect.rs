@@ -116,6 +116,13 @@ pub struct InspectArgs {
     /// Namespace (key prefix) the locks were made with.
     #[arg(long, value_name = "NS", default_value = "deadbolt")]
     pub namespace: String,
+    /// `inspect` only: keep watching, and print each holder change as it
+    /// happens (who acquired it; released, expired or force-unlocked; the
+    /// number of readers or permits in use; an election's leader) until
+    /// interrupted. Instant when the server's `notify-keyspace-events`
+    /// includes `Kghzx`, else within a second.
+    #[arg(long)]
+    pub watch: bool,
 }
 
 impl InspectArgs {
@@ -759,7 +766,7 @@ pub async fn inspect(args: &InspectArgs) -> anyhow::Result<LockState> {
 /// Connect to where `args` lead, refuse a key of another type at the lock's
 /// key ([`check_key_type`]), then run `op`; the client is shut down
 /// whatever `op` returns.
-async fn on_checked_key<T>(
+pub(crate) async fn on_checked_key<T>(
     args: &InspectArgs,
     op: impl AsyncFnOnce(&Client) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
@@ -947,6 +954,9 @@ impl fmt::Display for Unlocked {
 /// harmless.
 pub async fn force_unlock(force: &ForceUnlockArgs) -> anyhow::Result<Unlocked> {
     let args = &force.target;
+    if args.watch {
+        bail!("--watch goes with `deadbolt inspect`, not with force-unlock");
+    }
     if !force.yes {
         bail!(
             "refusing to force-unlock {:?} without --yes: its holder would lose the lock \
@@ -1183,6 +1193,7 @@ mod tests {
             topology: Topology::Standalone,
             sentinel_master: None,
             namespace: "ns".into(),
+            watch: false,
         };
         send(inspect(&args));
         let force = ForceUnlockArgs {

@@ -27,12 +27,14 @@ use clap::{Parser, Subcommand};
 
 mod inspect;
 mod target;
+mod watch;
 
 pub use inspect::{
     force_unlock, inspect, ForceUnlockArgs, InspectArgs, LockState, PermitHolder, PermitWaiter,
     PrimitiveKind, QueueEntry, ReaderEntry, RwState, SemaphoreState, Unlocked, QUEUE_LISTED,
 };
 pub use target::{redact, split_urls, Target, Topology};
+pub use watch::{describe, watch};
 
 /// The `deadbolt` command line.
 ///
@@ -80,6 +82,15 @@ pub enum Command {
 /// [`force_unlock`] may or may not have deleted the lock).
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Inspect(args) if args.watch => {
+            use std::io::Write as _;
+            watch(&args, |line| {
+                let mut o = std::io::stdout().lock();
+                writeln!(o, "{line}").and_then(|()| o.flush()).is_ok()
+            })
+            .await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Inspect(args) => {
             let state = inspect(&args).await?;
             print!("{state}");

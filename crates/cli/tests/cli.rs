@@ -53,6 +53,7 @@ async fn inspect_and_force_unlock() {
         topology: deadbolt_cli::Topology::Standalone,
         sentinel_master: None,
         namespace: "it".into(),
+        watch: false,
     };
 
     let free = deadbolt_cli::inspect(&inspect_args).await.unwrap();
@@ -202,6 +203,7 @@ async fn inspect_and_force_unlock_a_read_write_lock() {
         topology: deadbolt_cli::Topology::Standalone,
         sentinel_master: None,
         namespace: "it".into(),
+        watch: false,
     };
     let cli_args = |cmd: &str, extra: &[&str]| -> Vec<String> {
         [
@@ -401,6 +403,7 @@ async fn inspect_a_semaphore() {
         topology: deadbolt_cli::Topology::Standalone,
         sentinel_master: None,
         namespace: "it".into(),
+        watch: false,
     };
     let cli_args = |cmd: &str, extra: &[&str]| -> Vec<String> {
         [
@@ -581,6 +584,7 @@ async fn a_key_of_another_type_is_refused() {
         topology: deadbolt_cli::Topology::Standalone,
         sentinel_master: None,
         namespace: "it".into(),
+        watch: false,
     };
     let force = ForceUnlockArgs {
         target: target.clone(),
@@ -703,6 +707,7 @@ async fn inspect_an_election() {
         topology: deadbolt_cli::Topology::Standalone,
         sentinel_master: None,
         namespace: "it".into(),
+        watch: false,
     };
     let none = deadbolt_cli::inspect(&target).await.unwrap();
     assert_eq!(none.key, "it:{nightly}:elect");
@@ -753,4 +758,45 @@ async fn inspect_an_election() {
     );
     leadership.resign().await.unwrap();
     client.shutdown().await;
+}
+
+/// `deadbolt inspect --watch` prints each holder change as a line, live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_watch_prints_each_change() {
+    use std::io::{BufRead, BufReader};
+    let server = RedisServer::builder()
+        .arg("notify-keyspace-events", "Kghx")
+        .start()
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deadbolt"))
+        .args(["inspect", "jobs", "--watch", "--redis", &server.url()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let line = || rx.recv_timeout(HANG).expect("a line from inspect --watch");
+    assert!(line().ends_with(" free"));
+    let client = deadbolt_core::Client::builder(&server.url())
+        .client_name("billing")
+        .build()
+        .await
+        .unwrap();
+    let g = deadbolt_lock::Lock::new(&client, "jobs")
+        .lock()
+        .await
+        .unwrap();
+    let l = tokio::task::block_in_place(line);
+    assert!(l.contains("acquired by billing"), "{l}");
+    g.unlock().await.unwrap();
+    let l = tokio::task::block_in_place(line);
+    assert!(l.contains("released by billing"), "{l}");
+    let _ = child.kill();
+    let _ = child.wait();
 }

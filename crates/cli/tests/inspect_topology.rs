@@ -131,6 +131,7 @@ async fn inspect_and_force_unlock_on_a_cluster() {
         topology: Topology::Cluster,
         sentinel_master: None,
         namespace: "it".into(),
+        watch: false,
     };
     let force = ForceUnlockArgs {
         target: target.clone(),
@@ -185,6 +186,7 @@ async fn inspect_and_force_unlock_behind_sentinel() {
         topology: Topology::Sentinel,
         sentinel_master: Some("nope".into()),
         namespace: "it".into(),
+        watch: false,
     };
     let err = format!("{:#}", deadbolt_cli::inspect(&target).await.unwrap_err());
     assert!(
