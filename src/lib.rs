@@ -37,6 +37,9 @@
 
 use std::time::Duration;
 
+/// The resource side of fencing for a value kept apart from the lock
+/// ([`fence::Fenced`]).
+pub use deadbolt_core::fence;
 /// Guarded writes: data in Redis written only while the hold that guards
 /// it is live (`guard.guarded()`; see the module).
 pub use deadbolt_core::guarded;

@@ -22,6 +22,7 @@ mod config;
 mod conn;
 mod error;
 mod exclusive;
+pub mod fence;
 mod guard;
 pub mod guarded;
 mod handoff;

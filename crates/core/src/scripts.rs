@@ -179,6 +179,8 @@ crate::lua_scripts! {
     pub HOLD_WATCH = "hold_watch";
     /// Writes under a guard's check (`deadbolt_core::guarded`).
     pub GUARD_WRITE = "guard_write";
+    /// A fenced value's writes and read (`deadbolt_core::fence`).
+    pub FENCE_WRITE = "fence_write";
 }
 
 /// A script with its keys and arguments, owned so it can be handed to the

@@ -1,0 +1,1 @@
+../../../lua/fence_write.lua
