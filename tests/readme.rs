@@ -17,6 +17,22 @@ fn the_readme_example_is_the_compiled_one() {
     );
 }
 
+/// The guarded-write example too (`examples/guarded_counter.rs`).
+#[test]
+fn the_readme_guarded_write_example_is_the_compiled_one() {
+    let readme = include_str!("../README.md");
+    let example: String = include_str!("../examples/guarded_counter.rs")
+        .lines()
+        .skip_while(|l| l.starts_with("//!") || l.is_empty())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let block = format!("```rust\n{example}```");
+    assert!(
+        readme.contains(&block),
+        "README.md's guarded-write example differs from examples/guarded_counter.rs:\n{example}"
+    );
+}
+
 #[test]
 fn the_readme_commands_exist() {
     let readme = include_str!("../README.md");
