@@ -149,6 +149,19 @@ pub enum ContenderKind {
     /// The rslock 0.10 crate with its default retries (3 tries, random 0–200 ms
     /// apart, called again until it gets the lock). Needs the `peers` feature.
     Rslock,
+    /// Redisson's `RLock` algorithm: its server side (a hash of hold counts
+    /// per thread, a PUBLISH on every release, an idempotency latch key per
+    /// unlock), its Pub/Sub wait (subscribe after a failed try, wake on the
+    /// message or the lock's TTL) and its watchdog (renew every lease/3),
+    /// driven by this bench's Rust client, not Redisson's Java one: the
+    /// Redis-side cost is Redisson's, the client side is not (no Netty, no
+    /// JVM). Its latch DEL (one per release, sent without waiting) is not in
+    /// cmds/acq: the DEL inside its scripts shares the name.
+    Redisson,
+    /// Redisson's `RFairLock` algorithm, likewise: a FIFO queue and a ZSET
+    /// of waiters' timeouts (threadWaitTime 5 min, Redisson's default), each
+    /// waiter woken on a channel of its own.
+    RedissonFair,
     /// deadbolt's read-write `RwLock` (read-mostly scenario only): reads
     /// take its read side, writes its write side.
     Rw,
@@ -176,11 +189,13 @@ pub enum ContenderKind {
 
 impl ContenderKind {
     /// Every contender, in the order they run.
-    pub const ALL: [ContenderKind; 10] = [
+    pub const ALL: [ContenderKind; 12] = [
         ContenderKind::Lock,
         ContenderKind::Fair,
         ContenderKind::RawPoll,
         ContenderKind::Rslock,
+        ContenderKind::Redisson,
+        ContenderKind::RedissonFair,
         ContenderKind::Rw,
         ContenderKind::Sem,
         ContenderKind::SemPoll,
@@ -196,6 +211,8 @@ impl ContenderKind {
             ContenderKind::Fair => "fair",
             ContenderKind::RawPoll => "raw-poll",
             ContenderKind::Rslock => "rslock",
+            ContenderKind::Redisson => "redisson",
+            ContenderKind::RedissonFair => "redisson-fair",
             ContenderKind::Rw => "rw",
             ContenderKind::Sem => "sem",
             ContenderKind::SemPoll => "sem-poll",

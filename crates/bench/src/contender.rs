@@ -21,6 +21,10 @@
 //! says how many servers it spans ([`Contender::servers`]) and is handed the
 //! run's servers at connect.
 //!
+//! `redisson` and `redisson-fair` run Redisson's `RLock` and `RFairLock`
+//! algorithm (their Lua, written here) from this bench's client: see
+//! [`redisson`].
+//!
 //! Everything else (scenarios, command counting, report, table, plot) takes
 //! the new contender as it is.
 
@@ -34,6 +38,8 @@ use redis::aio::MultiplexedConnection;
 
 use crate::args::ContenderKind;
 use crate::Target;
+
+mod redisson;
 
 /// What every contender needs to know, taken from the bench's flags.
 #[derive(Debug, Clone)]
@@ -177,6 +183,16 @@ pub(crate) fn make(
             },
         })),
         ContenderKind::Rslock => rslock_contender(opts, 1),
+        ContenderKind::Redisson => Ok(Box::new(redisson::Redisson {
+            variant: redisson::Variant::Lock,
+            namespace: opts.namespace.clone(),
+            lease_ms: lease_millis(opts.lease),
+        })),
+        ContenderKind::RedissonFair => Ok(Box::new(redisson::Redisson {
+            variant: redisson::Variant::Fair,
+            namespace: opts.namespace.clone(),
+            lease_ms: lease_millis(opts.lease),
+        })),
         ContenderKind::Rslock3 => {
             needs_redlock_servers(opts)?;
             rslock_contender(opts, REDLOCK_SERVERS)

@@ -463,6 +463,14 @@ fn pin(server_pids: &[u32], cpus: u32, progress: &Progress) -> bool {
 /// still rise: they have the server clock as their floor).
 async fn cleanup(conn: &mut redis::aio::MultiplexedConnection, namespace: &str, run_id: &str) {
     delete_matching(conn, &format!("{namespace}:*{run_id}*"), |_| true).await;
+    // The redisson contenders' keys around a lock name (unlock latches, the
+    // fair lock's queue and timeouts) put a prefix of Redisson's first.
+    delete_matching(
+        conn,
+        &format!("redisson_*:{{{namespace}:*{run_id}*}}*"),
+        |_| true,
+    )
+    .await;
     delete_matching(conn, &format!("{namespace}:{{*}}:fence"), |k| {
         deadbolt_core::is_fence_key(namespace, k)
     })

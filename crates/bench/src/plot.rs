@@ -44,6 +44,8 @@ fn colour(kind: ContenderKind) -> RGBColor {
         ContenderKind::Fair => RGBColor(0x2c, 0xa0, 0x2c),
         ContenderKind::RawPoll => RGBColor(0xd6, 0x27, 0x28),
         ContenderKind::Rslock => RGBColor(0xff, 0x7f, 0x0e),
+        ContenderKind::Redisson => RGBColor(0x00, 0x5f, 0x5f),
+        ContenderKind::RedissonFair => RGBColor(0x8f, 0x00, 0x5f),
         ContenderKind::Rw => RGBColor(0x94, 0x67, 0xbd),
         ContenderKind::Sem => RGBColor(0x8c, 0x56, 0x4b),
         ContenderKind::SemPoll => RGBColor(0xe3, 0x77, 0xc2),

@@ -56,6 +56,7 @@ pub const REPORT_SCHEMA: u32 = 1;
 ///   "scenario": "uncontended" | "contended" | "handoff" | "idle" | "read-mostly"
 ///             | "semaphore" | "multi" | "topology",
 ///   "contender": "lock" | "fair" | "raw-poll" | "rslock"   // topology: lock only
+///              | "redisson" | "redisson-fair"
 ///              | "rw"                        // read-mostly only
 ///              | "sem" | "sem-poll"          // semaphore only
 ///              | "multi" | "redlock" | "rslock-3",  // multi only

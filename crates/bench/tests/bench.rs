@@ -47,7 +47,14 @@ const TINY: &[&str] = &[
 async fn argument_errors() {
     assert!(parse(&["--scenario", "nope"]).is_err());
     assert!(parse(&["--scenario", "idle,nope"]).is_err());
-    assert!(parse(&["--contender", "redisson"]).is_err());
+    assert!(parse(&["--contender", "hazelcast"]).is_err());
+    assert_eq!(
+        bench_args(&["--contender", "redisson,redisson-fair"]).contenders,
+        [
+            deadbolt_bench::ContenderKind::Redisson,
+            deadbolt_bench::ContenderKind::RedissonFair
+        ]
+    );
     assert!(parse(&["--duration", "soon"]).is_err());
     assert!(parse(&["--write-ratio", "1.5"]).is_err());
     assert!(parse(&["--write-ratio", "-0.1"]).is_err());
@@ -111,7 +118,8 @@ async fn argument_errors() {
         ),
         (
             &["--scenario", "contended", "--contender", "rw"],
-            "--scenario contended measures only lock, fair, raw-poll, rslock (not rw)",
+            "--scenario contended measures only lock, fair, raw-poll, rslock, redisson, \
+             redisson-fair (not rw)",
         ),
         (
             &["--scenario", "semaphore", "--contender", "lock,raw-poll"],
@@ -119,7 +127,8 @@ async fn argument_errors() {
         ),
         (
             &["--scenario", "idle", "--contender", "sem"],
-            "--scenario idle measures only lock, fair, raw-poll, rslock (not sem)",
+            "--scenario idle measures only lock, fair, raw-poll, rslock, redisson, redisson-fair \
+             (not sem)",
         ),
         (&["--permits", "0"], "--permits must be at least 1"),
         (
@@ -316,9 +325,16 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
     assert!(!png.exists(), "a refused plot left a file");
 
     let contenders: &[&str] = if cfg!(feature = "peers") {
-        &["lock", "fair", "raw-poll", "rslock"]
+        &[
+            "lock",
+            "fair",
+            "raw-poll",
+            "rslock",
+            "redisson",
+            "redisson-fair",
+        ]
     } else {
-        &["lock", "fair", "raw-poll"]
+        &["lock", "fair", "raw-poll", "redisson", "redisson-fair"]
     };
     let scenarios = ["uncontended", "contended", "handoff", "idle"];
     // The read-mostly scenario measures the read-write lock beside the Lock,

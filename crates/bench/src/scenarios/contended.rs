@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use super::cells::{per_work, waiters_row, WAITERS_HEADER};
 use super::legend::{
     Entry, ACQ_S, CEILING, CLIENT_CPU, CMDS_ACQ, JAIN, LEAST_MOST, LONGEST_WAIT, OF_CEILING,
-    PING_P50, REDIS_CPU, X_PING,
+    PING_P50, REDISSON, REDIS_CPU, X_PING,
 };
 use super::Scenario;
 use crate::args::{BenchArgs, ScenarioKind};
@@ -69,6 +69,7 @@ impl Scenario for Contended {
     fn legend(&self) -> &'static [&'static Entry] {
         &[
             &X_PING,
+            &REDISSON,
             &ACQ_S,
             &LONGEST_WAIT,
             &JAIN,

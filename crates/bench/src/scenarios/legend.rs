@@ -26,6 +26,16 @@ pub(crate) const X_PING: Entry = Entry {
     text: "latency over the PING p50 of the same run (1× = one round trip); lower is better",
 };
 
+/// What the redisson rows are and are not.
+pub(crate) const REDISSON: Entry = Entry {
+    rank: 5,
+    term: "redisson(-fair)",
+    text: "Redisson's RLock (RFairLock) algorithm: its server-side scripts, Pub/Sub wait and \
+           watchdog, rewritten for this bench and driven by its Rust client (no Netty, no JVM): \
+           the Redis-side cost is Redisson's, the client side ours; its unlock's latch DEL (one \
+           per release, not waited for) is not in cmds/acq",
+};
+
 /// The acquisition rate.
 pub(crate) const ACQ_S: Entry = Entry {
     rank: 10,

@@ -5,7 +5,9 @@
 use futures::future::BoxFuture;
 
 use super::cells::{lat, max, p50, p99, rate, tail, COST_HEADER};
-use super::legend::{Entry, ACQ_S, CLIENT_CPU, CMDS_ACQ, LOCK_UNLOCK, PING_P50, REDIS_CPU, X_PING};
+use super::legend::{
+    Entry, ACQ_S, CLIENT_CPU, CMDS_ACQ, LOCK_UNLOCK, PING_P50, REDISSON, REDIS_CPU, X_PING,
+};
 use super::Scenario;
 use crate::args::ScenarioKind;
 use crate::contender::Contender;
@@ -76,6 +78,7 @@ impl Scenario for Uncontended {
     fn legend(&self) -> &'static [&'static Entry] {
         &[
             &X_PING,
+            &REDISSON,
             &ACQ_S,
             &CMDS_ACQ,
             &REDIS_CPU,
