@@ -2,6 +2,7 @@
 -- are live (deadbolt_core::guarded): the check and the writes in one
 -- atomic script, so a holder paused past its lease writes nothing once
 -- the hold is gone or another holder has it.
+-- (guard_lib.lua is prepended: the check, guard_live.)
 --
 -- KEYS[1..h]  the hold hashes of the guard (hold_lib's layout: t = the
 --             fencing token, a:<attempt> = 1 per hold counted): one for a
@@ -33,12 +34,9 @@
 --
 -- O(h + operations).
 
-local h = tonumber(ARGV[1])
-for i = 1, h do
-  local f = redis.pcall('HMGET', KEYS[i], 't', 'a:' .. ARGV[2 * i])
-  if f.err or f[1] ~= ARGV[2 * i + 1] or not f[2] then
-    return {0}
-  end
+local live, h = guard_live()
+if not live then
+  return {0}
 end
 local n = tonumber(ARGV[2 * h + 2])
 local ops = {}

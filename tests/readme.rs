@@ -2,10 +2,11 @@
 //! `examples/readme.rs` word for word (so it is compiled with the
 //! examples), and the commands it names exist.
 
-#[test]
-fn the_readme_example_is_the_compiled_one() {
+/// README.md shows `source` (an example's text) below its `//!` header,
+/// word for word, as a rust block.
+fn assert_shown(file: &str, source: &str) {
     let readme = include_str!("../README.md");
-    let example: String = include_str!("../examples/readme.rs")
+    let example: String = source
         .lines()
         .skip_while(|l| l.starts_with("//!") || l.is_empty())
         .map(|l| format!("{l}\n"))
@@ -13,23 +14,21 @@ fn the_readme_example_is_the_compiled_one() {
     let block = format!("```rust\n{example}```");
     assert!(
         readme.contains(&block),
-        "README.md's example differs from examples/readme.rs:\n{example}"
+        "README.md's example differs from {file}:\n{example}"
     );
 }
 
-/// The guarded-write example too (`examples/guarded_counter.rs`).
+#[test]
+fn the_readme_example_is_the_compiled_one() {
+    assert_shown("examples/readme.rs", include_str!("../examples/readme.rs"));
+}
+
+/// The guarded-write example too.
 #[test]
 fn the_readme_guarded_write_example_is_the_compiled_one() {
-    let readme = include_str!("../README.md");
-    let example: String = include_str!("../examples/guarded_counter.rs")
-        .lines()
-        .skip_while(|l| l.starts_with("//!") || l.is_empty())
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let block = format!("```rust\n{example}```");
-    assert!(
-        readme.contains(&block),
-        "README.md's guarded-write example differs from examples/guarded_counter.rs:\n{example}"
+    assert_shown(
+        "examples/guarded_counter.rs",
+        include_str!("../examples/guarded_counter.rs"),
     );
 }
 

@@ -139,24 +139,26 @@ impl Writes {
 #[derive(Debug, Clone, Copy)]
 pub struct GuardedScript(&'static LuaScript);
 
-/// The check in front of a caller's script: as guard_write.lua's, then
-/// `KEYS` and `ARGV` without the check's entries.
-const CHECK_PRELUDE: &str = "local __h = tonumber(ARGV[1])
-for __i = 1, __h do
-  local __f = redis.pcall('HMGET', KEYS[__i], 't', 'a:' .. ARGV[2 * __i])
-  if __f.err or __f[1] ~= ARGV[2 * __i + 1] or not __f[2] then
-    return {0}
-  end
+/// The check in front of a caller's script: guard_lib.lua's (the one
+/// guard_write.lua runs), then `KEYS` and `ARGV` without the check's
+/// entries, then the caller's body as a function.
+const CHECK_PRELUDE: &str = "
+local __live, __h = guard_live()
+if not __live then
+  return {0}
 end
 local KEYS = {unpack(KEYS, __h + 1)}
 local ARGV = {unpack(ARGV, 2 * __h + 2)}
 local function __body()
 ";
 
+/// The check's library (`lua/guard_lib.lua`), prepended to a caller's script.
+const GUARD_LIB: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/guard_lib.lua"));
+
 impl GuardedScript {
     /// The script `lua` (a script body, as for EVAL) under the check.
     pub fn new(lua: &str) -> GuardedScript {
-        let text = format!("{CHECK_PRELUDE}{lua}\nend\nreturn {{1, __body()}}\n");
+        let text = format!("{GUARD_LIB}{CHECK_PRELUDE}{lua}\nend\nreturn {{1, __body()}}\n");
         let source: &'static str = Box::leak(text.into_boxed_str());
         GuardedScript(Box::leak(Box::new(LuaScript::new("guarded", source))))
     }

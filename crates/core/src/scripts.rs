@@ -178,7 +178,7 @@ crate::lua_scripts! {
     /// What a watch reads of a hold-hash primitive (`deadbolt_core::watch`).
     pub HOLD_WATCH = "hold_watch";
     /// Writes under a guard's check (`deadbolt_core::guarded`).
-    pub GUARD_WRITE = "guard_write";
+    pub GUARD_WRITE = "guard_write" with "guard_lib";
     /// A fenced value's writes and read (`deadbolt_core::fence`).
     pub FENCE_WRITE = "fence_write";
 }

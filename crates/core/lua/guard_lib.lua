@@ -1,0 +1,1 @@
+../../../lua/guard_lib.lua
