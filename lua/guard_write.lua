@@ -23,8 +23,8 @@
 --                   force-unlocked, taken over): nothing written, nothing read
 --   {1, r1, r2 ...} every operation ran, in order, with these replies
 --   error WRONGTYPE <key>     a key of another type (nothing written)
---   error BADVALUE <key> ...  INCRBY of a value that is not an integer
---                             (nothing written)
+--   error BADVALUE <key> ...  INCRBY of a value that is not an integer, or
+--                             out of range (nothing written)
 --
 -- With more than one operation every operation is checked first (a key
 -- of the wrong type, a value INCRBY cannot add to), so they commit
@@ -96,7 +96,7 @@ for _, o in ipairs(ops) do
       return redis.error_reply('WRONGTYPE ' .. k)
     end
     if op == 'incrby' and string.sub(r.err, 1, 4) == 'ERR ' then
-      return redis.error_reply('BADVALUE ' .. k .. ' not an integer')
+      return redis.error_reply('BADVALUE ' .. k .. ' not an integer, or out of range')
     end
     return r
   end

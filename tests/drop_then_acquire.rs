@@ -29,6 +29,13 @@ async fn a_write_lock_right_after_dropping_the_own_read_guard_waits_for_its_rele
             let w = w.unwrap_or_else(|e| panic!("round {i}: {e:?}"));
             drop(w);
         }
+        // A one-shot try waits for the dropped hold's release too.
+        for i in 0..200 {
+            drop(rw.read_lock().lock().await.unwrap());
+            let w = rw.write_lock().try_lock().await;
+            let w = w.unwrap_or_else(|e| panic!("try round {i}: {e:?}"));
+            drop(w.expect("nobody else holds it"));
+        }
     })
     .await;
     c.shutdown().await;

@@ -73,7 +73,7 @@ async fn other_after_unlock(c: &Client) -> deadbolt::Result<i64> {
 async fn a_fenced_value_takes_writes_only_with_a_token_at_least_the_last() {
     let srv = RedisServer::start().unwrap();
     let c = Client::connect(&srv.url()).await.unwrap();
-    let f = Fenced::new(c.as_core(), "report");
+    let f = Fenced::new(&c, "report");
     assert_eq!(f.get().await.unwrap(), None);
     assert!(f.set(10, "a").await.unwrap());
     assert!(f.set(10, "b").await.unwrap(), "the same holder again");

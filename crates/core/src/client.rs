@@ -662,13 +662,6 @@ impl Client {
             .map(|db| format!("__keyspace@{db}__:{key}"))
     }
 
-    /// A [`Listener`](crate::watch::Listener) of its own on `channels`:
-    /// any message on any of them ends its wait. For a primitive's watch
-    /// or observer; it shares no slot with the primitive's waiters.
-    pub fn listen(&self, channels: &[String]) -> crate::watch::Listener {
-        crate::watch::Listener::new(self, channels)
-    }
-
     /// Run one script call and decode its reply.
     ///
     /// # Errors

@@ -34,10 +34,11 @@ pub struct Fenced {
 }
 
 impl Fenced {
-    /// The fenced value at `key` (any key: it need not share a lock's slot).
-    pub fn new(client: &Client, key: impl Into<String>) -> Fenced {
+    /// The fenced value at `key` (any key: it need not share a lock's slot),
+    /// through `client` (a core client or the facade's).
+    pub fn new<C: AsRef<Client>>(client: &C, key: impl Into<String>) -> Fenced {
         Fenced {
-            client: client.clone(),
+            client: client.as_ref().clone(),
             key: key.into(),
         }
     }

@@ -48,7 +48,7 @@ impl ExclusiveGuard {
     /// # Ok(()) }
     /// ```
     pub fn guarded(&self) -> crate::guarded::Guarded<'_> {
-        self.hold.guarded()
+        crate::guarded::Guarded::over(vec![&self.hold])
     }
 
     /// Stop renewal, release this hold and wait for the answer. An inner

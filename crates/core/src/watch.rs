@@ -150,14 +150,6 @@ pub struct Listener {
 }
 
 impl Listener {
-    pub(crate) fn new(client: &Client, channels: &[String]) -> Listener {
-        let with: Vec<(String, &'static dyn WakePolicy)> = channels
-            .iter()
-            .map(|c| (c.clone(), &ANY_MESSAGE as &'static dyn WakePolicy))
-            .collect();
-        Listener::with_policies(client, &with)
-    }
-
     /// A listener whose channels each decode with their own policy.
     fn with_policies(client: &Client, channels: &[(String, &'static dyn WakePolicy)]) -> Listener {
         let Some(((first, policy), rest)) = channels.split_first() else {

@@ -268,7 +268,7 @@ impl Leadership {
     /// lease writes nothing once its term ended. See
     /// [`deadbolt_core::guarded`].
     pub fn guarded(&self) -> deadbolt_core::guarded::Guarded<'_> {
-        self.hold.guarded()
+        deadbolt_core::guarded::Guarded::over(vec![&self.hold])
     }
 
     /// The term: a fencing token strictly larger than every earlier term of

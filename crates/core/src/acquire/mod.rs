@@ -338,9 +338,12 @@ async fn after_own_releases(client: &Client, key: &str, wait: WaitMode) -> WaitM
     // background until its bound) must not hold the acquire back for long.
     let bound = crate::config::after(client.config().command_timeout);
     let ends = wait.deadline();
-    releaser
-        .settled(key, Some(ends.map_or(bound, |d| d.min(bound))))
-        .await;
+    // A try waits too (its own deadline is now): up to the bound.
+    let settle_until = match wait {
+        WaitMode::Try => bound,
+        _ => ends.map_or(bound, |d| d.min(bound)),
+    };
+    releaser.settled(key, Some(settle_until)).await;
     match (wait, ends) {
         (WaitMode::For(_), Some(d)) => {
             let left = d.saturating_duration_since(Instant::now());

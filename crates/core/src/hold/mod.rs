@@ -416,15 +416,6 @@ impl Hold {
         &self.inner.client
     }
 
-    /// Writes that commit only while this hold is live
-    /// ([`guarded`](crate::guarded)): `set`, `del`, `incr_by`, `hset`,
-    /// `get`, several at once (`write`) or a script of your own (`eval`).
-    /// For holds of the hold-hash layout (a lock, a fair lock, a write
-    /// lock, a leadership).
-    pub fn guarded(&self) -> crate::guarded::Guarded<'_> {
-        crate::guarded::Guarded::over(vec![self])
-    }
-
     /// Current lease state; a fixed lease whose validity ran out reads `Lost`.
     pub fn state(&self) -> LeaseState {
         let s = *self.inner.state.borrow();
