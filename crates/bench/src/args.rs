@@ -108,6 +108,9 @@ impl ScenarioKind {
     /// assert!(ScenarioKind::Multi.measures(ContenderKind::Rslock3));
     /// assert!(!ScenarioKind::Multi.measures(ContenderKind::Rslock));
     /// assert!(!ScenarioKind::Uncontended.measures(ContenderKind::Redlock));
+    /// assert!(ScenarioKind::Uncontended.measures(ContenderKind::LockGuarded));
+    /// assert!(!ScenarioKind::Contended.measures(ContenderKind::LockIncr));
+    /// assert!(!ScenarioKind::Names.measures(ContenderKind::LockGuarded));
     /// assert!(ScenarioKind::Topology.measures(ContenderKind::Lock));
     /// assert!(!ScenarioKind::Topology.measures(ContenderKind::Fair));
     /// ```
@@ -141,6 +144,16 @@ pub const TOPOLOGY_NAMES_PER_TASK: u32 = 12;
 pub enum ContenderKind {
     /// deadbolt's reentrant `Lock` (Pub/Sub waiting, watchdog lease).
     Lock,
+    /// deadbolt's `Lock` with a plain `INCRBY` of a counter at the hold's
+    /// `guarded().key("n")` under each hold (uncontended scenario only),
+    /// sent on a redis-rs connection of its own to the same server at the
+    /// start of the release: the baseline of `lock-guarded`.
+    LockIncr,
+    /// deadbolt's `Lock` with the same increment as a guarded write
+    /// (`guard.guarded().incr_by(key, 1)`: one EVALSHA that checks the hold
+    /// and writes) under each hold (uncontended scenario only): beside
+    /// `lock-incr`, the price of the check.
+    LockGuarded,
     /// deadbolt's strict-FIFO `FairLock`.
     Fair,
     /// The textbook lock: `SET key token NX PX lease`, spin-polled every
@@ -189,8 +202,10 @@ pub enum ContenderKind {
 
 impl ContenderKind {
     /// Every contender, in the order they run.
-    pub const ALL: [ContenderKind; 12] = [
+    pub const ALL: [ContenderKind; 14] = [
         ContenderKind::Lock,
+        ContenderKind::LockIncr,
+        ContenderKind::LockGuarded,
         ContenderKind::Fair,
         ContenderKind::RawPoll,
         ContenderKind::Rslock,
@@ -208,6 +223,8 @@ impl ContenderKind {
     pub fn name(self) -> &'static str {
         match self {
             ContenderKind::Lock => "lock",
+            ContenderKind::LockIncr => "lock-incr",
+            ContenderKind::LockGuarded => "lock-guarded",
             ContenderKind::Fair => "fair",
             ContenderKind::RawPoll => "raw-poll",
             ContenderKind::Rslock => "rslock",

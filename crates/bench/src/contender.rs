@@ -25,6 +25,10 @@
 //! algorithm (their Lua, written here) from this bench's client: see
 //! [`redisson`].
 //!
+//! `lock-incr` and `lock-guarded` (uncontended scenario only) are the
+//! `Lock` with one write under each hold, a plain `INCRBY` and a guarded
+//! `incr_by`: see [`lock_write`].
+//!
 //! Everything else (scenarios, command counting, report, table, plot) takes
 //! the new contender as it is.
 
@@ -39,6 +43,7 @@ use redis::aio::MultiplexedConnection;
 use crate::args::ContenderKind;
 use crate::Target;
 
+mod lock_write;
 mod redisson;
 
 /// What every contender needs to know, taken from the bench's flags.
@@ -144,6 +149,16 @@ pub(crate) fn make(
         ContenderKind::Lock => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
             Arc::new(deadbolt_lock::Lock::new(&c[0], n))
         }))),
+        ContenderKind::LockIncr => Ok(Box::new(lock_write::LockWrite {
+            write: lock_write::Write::Plain,
+            namespace: opts.namespace.clone(),
+            lease: opts.lease,
+        })),
+        ContenderKind::LockGuarded => Ok(Box::new(lock_write::LockWrite {
+            write: lock_write::Write::Guarded,
+            namespace: opts.namespace.clone(),
+            lease: opts.lease,
+        })),
         ContenderKind::Fair => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
             Arc::new(deadbolt_fair::FairLock::new(&c[0], n))
         }))),

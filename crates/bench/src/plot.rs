@@ -50,6 +50,8 @@ fn colour(kind: ContenderKind) -> RGBColor {
         ContenderKind::Sem => RGBColor(0x8c, 0x56, 0x4b),
         ContenderKind::SemPoll => RGBColor(0xe3, 0x77, 0xc2),
         // Never in the contended sweep; listed so every kind has one.
+        ContenderKind::LockIncr => RGBColor(0x6b, 0xae, 0xd6),
+        ContenderKind::LockGuarded => RGBColor(0x08, 0x30, 0x6b),
         ContenderKind::Multi => RGBColor(0x7f, 0x7f, 0x7f),
         ContenderKind::Redlock => RGBColor(0xbc, 0xbd, 0x22),
         ContenderKind::Rslock3 => RGBColor(0x17, 0xbe, 0xcf),

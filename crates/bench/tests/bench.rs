@@ -337,6 +337,8 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         &["lock", "fair", "raw-poll", "redisson", "redisson-fair"]
     };
     let scenarios = ["uncontended", "contended", "handoff", "idle"];
+    // The Lock with a write under each hold: the uncontended scenario only.
+    let with_write = ["lock-incr", "lock-guarded"];
     // The read-mostly scenario measures the read-write lock beside the Lock,
     // the semaphore scenario the two semaphores.
     let read_mostly = ["lock", "rw"];
@@ -352,6 +354,7 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
     let runs = scenarios
         .iter()
         .flat_map(|s| contenders.iter().map(move |c| (*s, *c)))
+        .chain(with_write.iter().map(|c| ("uncontended", *c)))
         .chain(read_mostly.iter().map(|c| ("read-mostly", *c)))
         .chain(semaphores.iter().map(|c| ("semaphore", *c)))
         .chain(multi.iter().map(|c| ("multi", *c)));
@@ -434,7 +437,15 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         .collect();
     assert_eq!(
         listed,
-        [contenders, &["rw"], &semaphores, multi_only].concat()
+        [
+            &contenders[..1],
+            &with_write,
+            &contenders[1..],
+            &["rw"],
+            &semaphores,
+            multi_only
+        ]
+        .concat()
     );
     let ran: Vec<&str> = v["settings"]["scenarios"]
         .as_array()
@@ -457,6 +468,7 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
     assert_eq!(
         results.len(),
         (scenarios.len() + 1) * contenders.len()
+            + with_write.len()
             + 2 * read_mostly.len()
             + 2 * semaphores.len()
             + multi.len()
@@ -597,11 +609,14 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
                 assert!(r["acquisitions_per_s"].as_f64().unwrap() > 0.0, "{what}");
                 latency(&r["acquire"]);
                 latency(&r["acquire_release"]);
-                // One round trip to acquire and one to release, uncontended;
-                // the SET NX locks load their release script on first use.
+                // One round trip to acquire and one to release, uncontended,
+                // and one more for a write under the hold; the SET NX locks
+                // load their release script on first use.
                 let per = r["commands"]["per_acquisition"].as_f64().unwrap();
                 if c == "lock" {
                     assert_eq!(per, 2.0, "{what}");
+                } else if with_write.contains(&c) {
+                    assert_eq!(per, 3.0, "{what}");
                 } else {
                     assert!((2.0..2.5).contains(&per), "{what}");
                 }
@@ -773,7 +788,14 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         );
     }
 
-    for c in ["rw", "multi", "redlock", "rslock-3"] {
+    for c in [
+        "rw",
+        "multi",
+        "redlock",
+        "rslock-3",
+        "lock-incr",
+        "lock-guarded",
+    ] {
         assert!(
             !plot.contains(&format!(">\n{c}\n<")),
             "{c} is not in the contended sweep"
@@ -816,7 +838,14 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
     }
     assert!(table.contains("PING p50"), "{table}");
     assert!(table.contains("How to read it:"), "{table}");
-    for term in ["Jain", "least/most", "cmds/acq", "N.N×"] {
+    for term in [
+        "Jain",
+        "least/most",
+        "cmds/acq",
+        "N.N×",
+        "lock-incr",
+        "lock-guarded",
+    ] {
         assert!(
             table.contains(&format!("\n  {term}")),
             "legend lacks {term}:\n{table}"

@@ -36,6 +36,24 @@ pub(crate) const REDISSON: Entry = Entry {
            per release, not waited for) is not in cmds/acq",
 };
 
+/// What the lock-incr rows are.
+pub(crate) const LOCK_INCR: Entry = Entry {
+    rank: 6,
+    term: "lock-incr",
+    text: "the Lock with a plain INCRBY of a counter under each hold, on a redis-rs connection of \
+           its own, made at the start of the release: in lock+unlock, not in acquire; the \
+           baseline of lock-guarded",
+};
+
+/// What the lock-guarded rows are.
+pub(crate) const LOCK_GUARDED: Entry = Entry {
+    rank: 7,
+    term: "lock-guarded",
+    text: "the Lock with the same increment as a guarded write (guarded().incr_by: one EVALSHA \
+           that checks the hold and writes), made at the same point; against lock-incr, the price \
+           of the check",
+};
+
 /// The acquisition rate.
 pub(crate) const ACQ_S: Entry = Entry {
     rank: 10,

@@ -47,11 +47,10 @@ pub(crate) trait Scenario: Send + Sync {
     fn name(&self) -> &'static str;
 
     /// Whether this scenario measures `contender`. By default the lock
-    /// contenders that take part in every general scenario: not the
-    /// read-write lock, the semaphores, the `MultiLock` nor the Redlocks.
+    /// contenders that take part in every general scenario
+    /// ([`general`]).
     fn measures(&self, contender: ContenderKind) -> bool {
-        use ContenderKind::{Multi, Redlock, Rslock3, Rw, Sem, SemPoll};
-        !matches!(contender, Rw | Sem | SemPoll | Multi | Redlock | Rslock3)
+        general(contender)
     }
 
     /// Whether it runs when no `--scenario` is given, with `--topology
@@ -162,6 +161,17 @@ pub(crate) trait Scenario: Send + Sync {
     fn notes_own_skipped(&self) -> bool {
         false
     }
+}
+
+/// Whether `contender` takes part in every general scenario: not the
+/// read-write lock, the semaphores, the `MultiLock`, the Redlocks nor the
+/// `Lock` with a write under each hold (`lock-incr`, `lock-guarded`).
+pub(crate) fn general(contender: ContenderKind) -> bool {
+    use ContenderKind::{LockGuarded, LockIncr, Multi, Redlock, Rslock3, Rw, Sem, SemPoll};
+    !matches!(
+        contender,
+        Rw | Sem | SemPoll | Multi | Redlock | Rslock3 | LockIncr | LockGuarded
+    )
 }
 
 /// The scenario of `kind`: the one place a [`ScenarioKind`] is matched.

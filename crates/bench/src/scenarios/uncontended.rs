@@ -1,15 +1,19 @@
 //! The uncontended scenario: distinct names, one client.
 //!
-//! `--tasks` tasks lock and unlock names no other task uses.
+//! `--tasks` tasks lock and unlock names no other task uses. Besides the
+//! general contenders it measures the `Lock` with one write under each
+//! hold, plain (`lock-incr`) and guarded (`lock-guarded`): the price of the
+//! guarded write's check.
 
 use futures::future::BoxFuture;
 
 use super::cells::{lat, max, p50, p99, rate, tail, COST_HEADER};
 use super::legend::{
-    Entry, ACQ_S, CLIENT_CPU, CMDS_ACQ, LOCK_UNLOCK, PING_P50, REDISSON, REDIS_CPU, X_PING,
+    Entry, ACQ_S, CLIENT_CPU, CMDS_ACQ, LOCK_GUARDED, LOCK_INCR, LOCK_UNLOCK, PING_P50, REDISSON,
+    REDIS_CPU, X_PING,
 };
 use super::Scenario;
-use crate::args::ScenarioKind;
+use crate::args::{ContenderKind, ScenarioKind};
 use crate::contender::Contender;
 use crate::report::{Report, RunResult, Table};
 use crate::scenario::{self, Env};
@@ -25,6 +29,12 @@ impl Scenario for Uncontended {
 
     fn name(&self) -> &'static str {
         "uncontended"
+    }
+
+    /// The general contenders, and the `Lock` with a write under each hold.
+    fn measures(&self, contender: ContenderKind) -> bool {
+        use ContenderKind::{LockGuarded, LockIncr};
+        super::general(contender) || matches!(contender, LockIncr | LockGuarded)
     }
 
     fn run_one<'a>(
@@ -79,6 +89,8 @@ impl Scenario for Uncontended {
         &[
             &X_PING,
             &REDISSON,
+            &LOCK_INCR,
+            &LOCK_GUARDED,
             &ACQ_S,
             &CMDS_ACQ,
             &REDIS_CPU,
