@@ -37,6 +37,12 @@
 //!   that was `Active` before and after it must never be refused within one
 //!   incarnation, a token is never handed to two handles, and within one
 //!   incarnation tokens rise in the order the holds were observed.
+//! * **Guarded writes**: each fenced write of an exclusive hold (but the
+//!   MultiLock's, whose parts are in two slots) is also a guarded write in
+//!   Redis (an increment of `<main>:data:torture`); one that commits was
+//!   made under a hold the server still had, so the fenced write just
+//!   before it must have been accepted within one incarnation. A zombie
+//!   writes both ways; its guarded writes are counted, refused or not.
 //! * **Errors**: only `Unavailable` and `Indeterminate` (any call), `NotHeld`
 //!   (unlock after a lost lease) and `Shutdown` (once clients are being shut
 //!   down) come back; anything else fails.
@@ -145,6 +151,10 @@ trait Held: Send + Sync + 'static {
     }
     /// Release the hold.
     fn unlock(self: Box<Self>) -> BoxFuture<'static, deadbolt::Result<()>>;
+    /// Guarded writes under this hold (exclusive holds of one slot).
+    fn guarded(&self) -> Option<deadbolt::guarded::Guarded<'_>> {
+        None
+    }
 }
 
 impl<K: ExclusiveKind> Contender for Exclusive<K> {
@@ -165,6 +175,10 @@ impl<K: ExclusiveKind> Contender for Exclusive<K> {
 impl Held for ExclusiveGuard {
     fn token(&self) -> Option<u64> {
         Some(self.fencing_token())
+    }
+
+    fn guarded(&self) -> Option<deadbolt::guarded::Guarded<'_>> {
+        Some(ExclusiveGuard::guarded(self))
     }
 
     fn state(&self) -> LeaseState {
@@ -222,6 +236,10 @@ struct Writer(ExclusiveGuard);
 impl Held for Writer {
     fn token(&self) -> Option<u64> {
         Some(self.0.fencing_token())
+    }
+
+    fn guarded(&self) -> Option<deadbolt::guarded::Guarded<'_>> {
+        Some(self.0.guarded())
     }
 
     fn state(&self) -> LeaseState {
@@ -294,6 +312,44 @@ impl Held for deadbolt::Permits {
 
     fn unlock(self: Box<Self>) -> BoxFuture<'static, deadbolt::Result<()>> {
         Box::pin(deadbolt::Permits::release(*self))
+    }
+}
+
+/// The suffix of the counter each exclusive hold also writes with guarded
+/// writes (`<main>:data:torture`, with a TTL).
+const GUARDED: &str = "data:torture";
+
+/// The guarded write each fenced write is paired with: one increment of
+/// the hold's counter, which keeps a TTL (the cleanup allows it).
+fn guarded_increment() -> &'static deadbolt::guarded::GuardedScript {
+    static S: std::sync::OnceLock<deadbolt::guarded::GuardedScript> = std::sync::OnceLock::new();
+    S.get_or_init(|| {
+        deadbolt::guarded::GuardedScript::new(
+            "local n = redis.call('INCRBY', KEYS[1], 1) redis.call('PEXPIRE', KEYS[1], 60000) return n",
+        )
+    })
+}
+
+/// A guarded increment under `held` (bounded): `Some(true)` written,
+/// `Some(false)` refused (the hold is gone), `None` no answer that counts
+/// (an outage, a shutdown, no guarded writes for the kind).
+async fn guarded_write(held: &dyn Held, out: &mut TaskOut) -> Option<bool> {
+    let g = held.guarded()?;
+    let key = g.key("torture");
+    let r = tokio::time::timeout(
+        Duration::from_secs(5),
+        g.eval(guarded_increment(), vec![key], vec![]),
+    )
+    .await
+    .ok()?;
+    match r {
+        Ok(_) => Some(true),
+        Err(deadbolt::Error::NotHeld) => Some(false),
+        Err(e) if e.is_retryable() || matches!(e, deadbolt::Error::Shutdown) => None,
+        Err(e) => {
+            *out.errors.entry(format!("guarded write: {e}")).or_default() += 1;
+            None
+        }
     }
 }
 
@@ -396,6 +452,10 @@ impl Held for deadbolt::Leadership {
         Some(self.term())
     }
 
+    fn guarded(&self) -> Option<deadbolt::guarded::Guarded<'_>> {
+        Some(deadbolt::Leadership::guarded(self))
+    }
+
     fn state(&self) -> LeaseState {
         deadbolt::Leadership::state(self)
     }
@@ -427,21 +487,21 @@ const KINDS: &[Kind] = &[
         name: "Lock",
         make: make_lock,
         capacity: 1,
-        leftovers: &["waiters", "next"],
+        leftovers: &["waiters", "next", GUARDED],
         main_stays: false,
     },
     Kind {
         name: "FairLock",
         make: make_fair_lock,
         capacity: 1,
-        leftovers: &["alive", "seq"],
+        leftovers: &["alive", "seq", GUARDED],
         main_stays: false,
     },
     Kind {
         name: "RwLock",
         make: make_rw_lock,
         capacity: RW_CAPACITY,
-        leftovers: &["alive", "ww"],
+        leftovers: &["alive", "ww", GUARDED],
         main_stays: false,
     },
     Kind {
@@ -455,7 +515,7 @@ const KINDS: &[Kind] = &[
         name: "Election",
         make: make_election,
         capacity: 1,
-        leftovers: &[],
+        leftovers: &[GUARDED],
         main_stays: false,
     },
     Kind {
@@ -665,6 +725,13 @@ struct TaskOut {
     lost: u64,
     zombie_accepted: u64,
     zombie_refused: u64,
+    /// Guarded writes paired with the fenced ones: written, refused.
+    guarded_ok: u64,
+    guarded_refused: u64,
+    /// The zombie's guarded write: written (its hold was still the live one
+    /// on the server), refused.
+    zombie_guarded_ok: u64,
+    zombie_guarded_refused: u64,
     errors: BTreeMap<String, u64>,
 }
 
@@ -819,6 +886,27 @@ async fn hold_and_write(
         }
         let accepted = cx.fence.write(token, rec.id);
         let epoch = run.epoch();
+        // The same write as a guarded write in Redis. One that commits was
+        // made under a hold the server still had, which no newer hold of
+        // its incarnation can have overtaken: the fenced write just before
+        // must have been accepted too.
+        match guarded_write(held, out).await {
+            Some(true) => {
+                out.guarded_ok += 1;
+                let same = rec
+                    .incarnation()
+                    .is_some_and(|i| epoch == 2 * i && run.epoch() == epoch);
+                if !accepted && same {
+                    run.fail(format!(
+                        "a guarded write of hold {} (token {token}) committed although the fence had \
+                         refused its write: a newer hold wrote while it was still held",
+                        rec.id
+                    ));
+                }
+            }
+            Some(false) => out.guarded_refused += 1,
+            None => {}
+        }
         let after = Instant::now();
         let active_after = held.state() == LeaseState::Active;
         if active_after {
@@ -847,6 +935,11 @@ async fn hold_and_write(
                 out.zombie_accepted += 1;
             } else {
                 out.zombie_refused += 1;
+            }
+            match guarded_write(held, out).await {
+                Some(true) => out.zombie_guarded_ok += 1,
+                Some(false) => out.zombie_guarded_refused += 1,
+                None => {}
             }
         }
         return false;
@@ -1068,6 +1161,10 @@ struct KindStats {
     lost: u64,
     zombie_accepted: u64,
     zombie_refused: u64,
+    guarded_ok: u64,
+    guarded_refused: u64,
+    zombie_guarded_ok: u64,
+    zombie_guarded_refused: u64,
     /// Refused writes of guards no longer `Active` right after.
     refused_after_loss: u64,
     /// Refused writes of guards `Active` before and after, excused by a restart.
@@ -1533,6 +1630,10 @@ async fn torture(run: Arc<Run>) {
         st.lost += out.lost;
         st.zombie_accepted += out.zombie_accepted;
         st.zombie_refused += out.zombie_refused;
+        st.guarded_ok += out.guarded_ok;
+        st.guarded_refused += out.guarded_refused;
+        st.zombie_guarded_ok += out.zombie_guarded_ok;
+        st.zombie_guarded_refused += out.zombie_guarded_refused;
         for (e, n) in &out.errors {
             *st.errors.entry(e.clone()).or_default() += n;
         }
@@ -1571,7 +1672,8 @@ async fn torture(run: Arc<Run>) {
             summary,
             "  {}: {} holds, {} clean cycles (per task {per_task:?}), {} writes, \
              {} acquire timeouts, {} stale and {} short grants, {} lost holds, zombie writes {} accepted / \
-             {} refused, {} refused writes of holds lost meanwhile, \
+             {} refused, guarded writes {} / {} refused (zombies {} / {} refused), \
+             {} refused writes of holds lost meanwhile, \
              {} refused writes and {} overlaps excused by a restart, \
              {} re-entries, errors {:?}",
             kind.name,
@@ -1584,6 +1686,10 @@ async fn torture(run: Arc<Run>) {
             s.lost,
             s.zombie_accepted,
             s.zombie_refused,
+            s.guarded_ok,
+            s.guarded_refused,
+            s.zombie_guarded_ok,
+            s.zombie_guarded_refused,
             s.refused_after_loss,
             s.refused_across_restart,
             s.overlaps_across_restart,
