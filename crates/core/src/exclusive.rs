@@ -337,18 +337,13 @@ impl<K: ExclusiveKind> Exclusive<K> {
     pub fn watch(
         &self,
     ) -> impl futures::Stream<Item = Result<crate::watch::HoldEvent>> + Send + 'static {
-        let client = self.inner.client().clone();
-        match self.inner.parts() {
-            Ok(p) => {
-                let keys = [p.spec.key.clone()];
-                futures::future::Either::Left(crate::watch::watch(
-                    &client,
-                    &keys,
-                    crate::watch::hold_watch_call(&p.keys, None),
-                ))
-            }
-            Err(e) => futures::future::Either::Right(crate::watch::failing(e)),
-        }
+        let parts = self.inner.parts().map(|p| {
+            (
+                vec![p.spec.key.clone()],
+                crate::watch::hold_watch_call(&p.keys, None),
+            )
+        });
+        crate::watch::watch_or_fail(self.inner.client(), parts)
     }
 
     /// Take the lock, run `work` with the fencing token, and unlock.

@@ -372,6 +372,23 @@ pub fn watch(
         .flatten()
 }
 
+/// [`watch`] of what `parts` names (the keys whose notifications wake it,
+/// the hold hash first, and the read), or, when the primitive's handle is
+/// invalid (an empty name), a stream of that error, once per
+/// [`CATCH_UP`]: what every primitive's `watch()` returns.
+///
+/// # Cancel safety
+/// Dropping the stream stops it; it records nothing on the server.
+pub fn watch_or_fail(
+    client: &Client,
+    parts: Result<(Vec<String>, ScriptCall)>,
+) -> impl Stream<Item = Result<HoldEvent>> + Send + 'static {
+    match parts {
+        Ok((keys, read)) => watch(client, &keys, read).left_stream(),
+        Err(e) => failing(e).right_stream(),
+    }
+}
+
 /// A watch that cannot start (an invalid name): its error, once per
 /// [`CATCH_UP`], as any watch's errors.
 pub fn failing(e: Error) -> impl Stream<Item = Result<HoldEvent>> + Send + 'static {

@@ -464,15 +464,13 @@ impl RwLock {
     pub fn watch(
         &self,
     ) -> impl futures::Stream<Item = Result<deadbolt_core::watch::HoldEvent>> + Send + 'static {
-        use futures::StreamExt as _;
-        match self.parts() {
-            Ok(p) => {
-                let keys = [p.keys[0].clone(), p.keys[2].clone()];
-                let read = deadbolt_core::watch::hold_watch_call(&p.names, Some(p.keys[2].clone()));
-                deadbolt_core::watch::watch(self.inner.client(), &keys, read).left_stream()
-            }
-            Err(e) => deadbolt_core::watch::failing(e).right_stream(),
-        }
+        let parts = self.parts().map(|p| {
+            (
+                vec![p.keys[0].clone(), p.keys[2].clone()],
+                deadbolt_core::watch::hold_watch_call(&p.names, Some(p.keys[2].clone())),
+            )
+        });
+        deadbolt_core::watch::watch_or_fail(self.inner.client(), parts)
     }
 
     /// Remove every hold, write and read, whoever holds it, and wake every

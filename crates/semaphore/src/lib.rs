@@ -483,21 +483,17 @@ impl Semaphore {
     pub fn watch(
         &self,
     ) -> impl futures::Stream<Item = Result<deadbolt_core::watch::HoldEvent>> + Send + 'static {
-        use futures::StreamExt as _;
-        match self.parts() {
-            Ok((keys, _)) => {
-                // No exclusive holder: the configuration hash stands in
-                // for the hold hash (it has no owner field).
-                let (s, h, hn) = (keys[0].clone(), keys[1].clone(), keys[2].clone());
-                let read = ScriptCall::new(
-                    &deadbolt_core::scripts::HOLD_WATCH,
-                    vec![s.clone(), h.clone(), hn.clone()],
-                    vec!["permits".to_string()],
-                );
-                deadbolt_core::watch::watch(self.inner.client(), &[h, hn], read).left_stream()
-            }
-            Err(e) => deadbolt_core::watch::failing(e).right_stream(),
-        }
+        // No exclusive holder: the configuration hash stands in for the
+        // hold hash (it has no owner field).
+        let parts = self.parts().map(|(keys, _)| {
+            let read = ScriptCall::new(
+                &deadbolt_core::scripts::HOLD_WATCH,
+                vec![keys[0].clone(), keys[1].clone(), keys[2].clone()],
+                vec!["permits".to_string()],
+            );
+            (vec![keys[1].clone(), keys[2].clone()], read)
+        });
+        deadbolt_core::watch::watch_or_fail(self.inner.client(), parts)
     }
 
     /// Delete the semaphore: its permit count, holds and queue. Returns
