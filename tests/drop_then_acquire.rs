@@ -59,3 +59,40 @@ async fn a_lock_taken_right_after_dropping_the_own_guard_is_a_fresh_hold() {
     assert!(lock.try_lock().await.unwrap().is_some());
     c.shutdown().await;
 }
+
+/// The dropped read hold's release cannot land for a while (a partition:
+/// the client's connection black-holed, then reset): a write lock asked
+/// for meanwhile by the same handle waits for that release and then takes
+/// the lock; it never reports an upgrade (the torture test found it after
+/// a partition, seed 698227158206926433 on Valkey).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_lock_waits_for_a_read_release_held_up_by_a_partition() {
+    let srv = RedisServer::start().unwrap();
+    let proxy = deadbolt_testkit::FaultProxy::start(srv.addr())
+        .await
+        .unwrap();
+    let c = Client::builder(&proxy.url())
+        .command_timeout(std::time::Duration::from_millis(200))
+        .build()
+        .await
+        .unwrap();
+    let rw = c.rw_lock("partitioned");
+    for round in 0..10 {
+        let r = rw.read_lock().lock().await.unwrap();
+        proxy.set_blackhole(true);
+        drop(r);
+        // The release has timed out a few times by now.
+        tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+        let w = rw.write_lock();
+        let take =
+            tokio::spawn(async move { w.try_lock_for(std::time::Duration::from_secs(10)).await });
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        proxy.set_blackhole(false);
+        let got = within("the write lock", take).await.unwrap();
+        let g = got
+            .unwrap_or_else(|e| panic!("round {round}: {e:?}"))
+            .expect("nobody else holds it");
+        g.unlock().await.unwrap();
+    }
+    c.shutdown().await;
+}

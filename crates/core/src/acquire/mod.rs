@@ -259,16 +259,44 @@ pub(crate) async fn acquire(
     let wait = after_own_releases(client, &spec.key, wait).await;
     // Entered before the attempt id is drawn (see `HoldSet::acquire_arg`).
     let _this_handle = spec.live.as_ref().map(|s| s.enter());
-    let attempt_id = new_attempt_id();
-    let ask = Ask {
-        spec,
-        owner,
-        ms,
-        wait,
-        attempt_id: &attempt_id,
-        records: true,
+    let mut wait = wait;
+    let (attempt_id, got) = loop {
+        let attempt_id = new_attempt_id();
+        let ask = Ask {
+            spec,
+            owner,
+            ms,
+            wait,
+            attempt_id: &attempt_id,
+            records: true,
+        };
+        match run_acquire(client, ask).await {
+            // The owner's own hold, dropped but not yet released (its
+            // release is still on its way, say after a partition): for the
+            // caller it is gone, so this is no upgrade. The acquire goes
+            // after that release, and a try that cannot is busy.
+            Err(Error::UpgradeNotSupported) if client.inner.releaser.pending_for(&spec.key) => {
+                if wait == WaitMode::Try {
+                    break (attempt_id, Ok(None));
+                }
+                let ends = wait.deadline();
+                if !client.inner.releaser.settled(&spec.key, ends).await {
+                    break (attempt_id, Ok(None));
+                }
+                wait = match (wait, ends) {
+                    (WaitMode::For(_), Some(d)) => {
+                        match d.saturating_duration_since(Instant::now()) {
+                            left if left.is_zero() => WaitMode::Try,
+                            left => WaitMode::For(left),
+                        }
+                    }
+                    _ => wait,
+                };
+            }
+            r => break (attempt_id, r),
+        }
     };
-    let got = run_acquire(client, ask).await?;
+    let got = got?;
     let hold = got.map(|g| {
         let hold = Hold::with_id(
             g.hold_id,

@@ -113,14 +113,15 @@ impl Releaser {
     /// `drop(read_guard); rw.write_lock().lock()` could find the client's
     /// own read hold and report an upgrade. Returns at once when nothing
     /// of `key` is pending (one atomic load when nothing at all is).
-    pub(crate) async fn settled(&self, key: &str, deadline: Option<Instant>) {
+    /// Returns whether none is left (false: `deadline` came first).
+    pub(crate) async fn settled(&self, key: &str, deadline: Option<Instant>) -> bool {
         if self.pending() == 0 {
-            return;
+            return true;
         }
         loop {
             let done = {
                 let map = self.by_key.lock();
-                let Some(p) = map.get(key) else { return };
+                let Some(p) = map.get(key) else { return true };
                 // Created under the lock, before the release's task can
                 // notify: `notify_waiters` reaches it from here on.
                 Box::pin(p.done.clone().notified_owned())
@@ -128,12 +129,17 @@ impl Releaser {
             match deadline {
                 Some(d) => {
                     if tokio::time::timeout_at(d, done).await.is_err() {
-                        return;
+                        return !self.pending_for(key);
                     }
                 }
                 None => done.await,
             }
         }
+    }
+
+    /// Whether a release of `key` handed here is still running.
+    pub(crate) fn pending_for(&self, key: &str) -> bool {
+        self.pending() != 0 && self.by_key.lock().contains_key(key)
     }
 
     /// Take no more releases.
