@@ -644,6 +644,16 @@ impl Client {
         Ok(())
     }
 
+    /// Whether a hold of this client on `key` is live here (not released,
+    /// not lost): a script's "upgrade" refusal is real only then.
+    pub(crate) fn has_live_hold(&self, key: &str) -> bool {
+        self.inner.holds.lock().values().any(|w| {
+            w.upgrade().is_some_and(|h| {
+                h.spec.key == key && *h.state.borrow() == crate::hold::LeaseState::Active
+            })
+        })
+    }
+
     pub(crate) fn check_open(&self) -> Result<()> {
         if self.is_shutdown() {
             Err(Error::Shutdown)

@@ -260,6 +260,7 @@ pub(crate) async fn acquire(
     // Entered before the attempt id is drawn (see `HoldSet::acquire_arg`).
     let _this_handle = spec.live.as_ref().map(|s| s.enter());
     let mut wait = wait;
+    let mut orphan_pause = std::time::Duration::ZERO;
     let (attempt_id, got) = loop {
         let attempt_id = new_attempt_id();
         let ask = Ask {
@@ -275,13 +276,32 @@ pub(crate) async fn acquire(
             // release is still on its way, say after a partition): for the
             // caller it is gone, so this is no upgrade. The acquire goes
             // after that release, and a try that cannot is busy.
-            Err(Error::UpgradeNotSupported) if client.inner.releaser.pending_for(&spec.key) => {
+            // Or no hold of this client on the key is live here at all: the
+            // server's hold of this owner is an orphan (its release gave up
+            // during an outage, or its grant never reached us), which its
+            // lease ends; the acquire waits for that as for a busy lock.
+            Err(Error::UpgradeNotSupported)
+                if client.inner.releaser.pending_for(&spec.key)
+                    || !client.has_live_hold(&spec.key) =>
+            {
                 if wait == WaitMode::Try {
                     break (attempt_id, Ok(None));
                 }
                 let ends = wait.deadline();
-                if !client.inner.releaser.settled(&spec.key, ends).await {
-                    break (attempt_id, Ok(None));
+                if client.inner.releaser.pending_for(&spec.key) {
+                    if !client.inner.releaser.settled(&spec.key, ends).await {
+                        break (attempt_id, Ok(None));
+                    }
+                } else {
+                    orphan_pause = (orphan_pause * 2).clamp(
+                        std::time::Duration::from_millis(20),
+                        std::time::Duration::from_millis(500),
+                    );
+                    let until = crate::config::after(orphan_pause);
+                    tokio::time::sleep_until(ends.map_or(until, |d| d.min(until))).await;
+                    if ends.is_some_and(|d| Instant::now() >= d) {
+                        break (attempt_id, Ok(None));
+                    }
                 }
                 wait = match (wait, ends) {
                     (WaitMode::For(_), Some(d)) => {
