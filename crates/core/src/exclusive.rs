@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use std::marker::PhantomData;
 
-use crate::primitive::{Acquire, Handle};
+use crate::handle::{Acquire, Handle};
 use crate::scripts::{ScriptCall, HOLD_INSPECT};
 use crate::{
     AcquireSpec, Client, Error, ExclusiveGuard as LockGuard, HoldSet, Keys, LeaseMode, Result,

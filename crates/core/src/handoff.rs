@@ -16,7 +16,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::client::Client;
+use crate::ctx::Client;
 use crate::error::{Error, Result};
 use crate::hold::{valid_until, Hold, LeaseState, NEXT_HOLD};
 use crate::scripts::ScriptCall;
@@ -248,8 +248,8 @@ impl Hold {
     pub(crate) async fn pass_locally(&mut self) -> Option<Result<()>> {
         let inner = self.inner.clone();
         let p = inner.spec.pass.as_ref()?;
-        let client = &inner.client;
-        let engine = &client.inner.engine;
+        let client = &self.client;
+        let engine = client.engine();
         let budget = client.config().local_handoffs;
         let chain = inner.chain.load(Ordering::Relaxed);
         // After `budget` local hand-offs in a row while waiters of other

@@ -20,11 +20,13 @@ mod acquire;
 mod client;
 mod config;
 mod conn;
+mod ctx;
 mod error;
 mod exclusive;
 pub mod fence;
 mod guard;
 pub mod guarded;
+mod handle;
 mod handoff;
 mod heartbeat;
 mod hold;
@@ -43,15 +45,17 @@ pub use acquire::{
     attempt_seq, new_attempt_id, AcquireBuilder, AcquireSpec, ConditionBuilder, ConditionSpec,
     WaitMode,
 };
-pub use client::{Client, ClientBuilder};
+pub use client::ClientBuilder;
 pub use config::{
     default_client_name, encode_client_name, holder_name, lease_ms, Config, MAX_CLIENT_NAME,
     MAX_LEASE_MS,
 };
 pub use conn::sentinel_master;
+pub use ctx::Client;
 pub use error::{Cause, Error, Result};
 pub use exclusive::{Exclusive, ExclusiveKind, LockInfo, PlainLock, QueuedWaiter};
 pub use guard::ExclusiveGuard;
+pub use handle::Acquire;
 pub use heartbeat::HeartbeatSpec;
 pub use hold::{
     drift, run_while_held, valid_until, Acquiring, Hold, HoldSet, HoldSpec, LeaseMode, LeaseState,
@@ -60,7 +64,6 @@ pub use hold::{
 pub use keys::{encode_tag, hash_slot, is_fence_key, slot_tag, Keys};
 pub use lockable::Lockable;
 pub use observe::{observe, CATCH_UP};
-pub use primitive::Acquire;
 #[cfg(feature = "tls")]
 pub use tls::ensure_crypto_provider;
 pub use wake::{ClientFirst, Grant, OnePerClient, Signal, Wake, WakePolicy, NAMED_CLIENT_FIRST};

@@ -6,7 +6,7 @@ use std::fmt;
 use futures::future::BoxFuture;
 
 use crate::exclusive::PlainLock;
-use crate::primitive::Acquire;
+use crate::handle::Acquire;
 use crate::{Exclusive, ExclusiveKind, Hold, LeaseMode, Result, WaitMode};
 
 /// An exclusive lock of any kind, as a composite lock holds it.

@@ -28,7 +28,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use tokio::time::Instant;
 
-use crate::client::Client;
+use crate::ctx::Client;
 use crate::error::{Error, Result};
 use crate::observe::CATCH_UP;
 use crate::scripts::ScriptCall;
@@ -158,7 +158,7 @@ impl Listener {
                 also: Vec::new(),
             };
         };
-        let engine = &client.inner.engine;
+        let engine = client.engine();
         let waiter = Waiter {
             policy: *policy,
             class: "watch",

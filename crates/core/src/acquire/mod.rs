@@ -38,8 +38,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::client::Client;
 use crate::config::lease_ms;
+use crate::ctx::Client;
 use crate::error::{Error, Result};
 use crate::handoff::{LocalGrant, LocalNow, LocalWaiter};
 use crate::heartbeat::HeartbeatReg;
@@ -213,7 +213,7 @@ impl Drop for Attempt<'_> {
         // cancelled in between) is released like an armed attempt.
         let passed = self.local.as_ref().and_then(|l| l.leave());
         if let (Some(g), Some(channel)) = (passed, self.channel) {
-            self.client.inner.engine.unlist_hold(channel, g.hold_id);
+            self.client.engine().unlist_hold(channel, g.hold_id);
         }
         let passed = passed.is_some();
         // A local hand-off claimed the waiter after its own release ran
@@ -227,7 +227,7 @@ impl Drop for Attempt<'_> {
                 let (client, channel) = (self.client.clone(), channel.to_string());
                 self.client
                     .release_in_background_then(self.release.clone(), move || {
-                        client.inner.engine.nudge(&channel)
+                        client.engine().nudge(&channel)
                     });
                 return;
             }
@@ -255,7 +255,7 @@ pub(crate) async fn acquire(
     // lands during shutdown is retired too. (A hold registered after the
     // retiring step stayed in Redis until its lease ended: the likely
     // cause of one torture failure: a hold left after shutdown.)
-    let _running = client.inner.acquiring.token();
+    let _running = client.acquire_token();
     let wait = after_own_releases(client, &spec.key, wait).await;
     // Entered before the attempt id is drawn (see `HoldSet::acquire_arg`).
     let _this_handle = spec.live.as_ref().map(|s| s.enter());
@@ -281,15 +281,14 @@ pub(crate) async fn acquire(
             // during an outage, or its grant never reached us), which its
             // lease ends; the acquire waits for that as for a busy lock.
             Err(Error::UpgradeNotSupported)
-                if client.inner.releaser.pending_for(&spec.key)
-                    || !client.has_live_hold(&spec.key) =>
+                if client.releaser().pending_for(&spec.key) || !client.has_live_hold(&spec.key) =>
             {
                 if wait == WaitMode::Try {
                     break (attempt_id, Ok(None));
                 }
                 let ends = wait.deadline();
-                if client.inner.releaser.pending_for(&spec.key) {
-                    if !client.inner.releaser.settled(&spec.key, ends).await {
+                if client.releaser().pending_for(&spec.key) {
+                    if !client.releaser().settled(&spec.key, ends).await {
                         break (attempt_id, Ok(None));
                     }
                 } else {
@@ -375,10 +374,10 @@ pub(crate) async fn acquire(
 /// out in its own loop (whose tries go after the releases, which wait for
 /// the connection as well).
 async fn after_own_releases(client: &Client, key: &str, wait: WaitMode) -> WaitMode {
-    let releaser = &client.inner.releaser;
+    let releaser = &client.releaser();
     // While the connection is known down the releases wait for it too,
     // and the acquire fails (a try) or rides it out (a wait) as before.
-    if releaser.pending() == 0 || !client.inner.conn.is_up() {
+    if releaser.pending() == 0 || !client.conn().is_up() {
         return wait;
     }
     // At most a command timeout: a release normally lands within a round
@@ -446,7 +445,7 @@ async fn run_acquire(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>> {
     client.check_open()?;
     // Counted while running, so shutdown can wait for woken waiters to
     // leave (dropped after the attempt, which hands over its release).
-    let _running = client.inner.acquiring.token();
+    let _running = client.acquire_token();
     let span = tracing::debug_span!("acquire", kind = ask.spec.kind, key = %ask.spec.key,
         owner = ask.owner, attempt = %ask.attempt_id);
     let started = Instant::now();
@@ -528,7 +527,7 @@ async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>>
         wakeable: spec.wakeable,
         local,
     };
-    let engine = &client.inner.engine;
+    let engine = &client.engine();
     let early = match wait {
         WaitMode::Try => None,
         _ => engine.subscribe_if_confirmed(&spec.channel, waiter.clone()),
@@ -546,7 +545,7 @@ async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>>
     // a local waiter or release it (waking this one): sleep at once,
     // without a try that could only find it busy.
     let local_bound = match (&early, &attempt.local) {
-        (Some(_), Some(_)) => client.inner.engine.held_elsewhere(&spec.channel, owner),
+        (Some(_), Some(_)) => client.engine().held_elsewhere(&spec.channel, owner),
         _ => None,
     };
     if let Some(sub) = &early {
@@ -681,7 +680,7 @@ async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>>
                 next_wait = Some(pttl);
             }
             Err(e) if e.is_retryable() => {
-                if client.inner.conn.is_up() {
+                if client.conn().is_up() {
                     // The server refused without running it (LOADING,
                     // BUSY, READONLY...), or an uncertain outcome came back
                     // fast (a reset on a cluster, whose connection never
@@ -690,7 +689,7 @@ async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>>
                     refused = (refused * 2).clamp(10, 500);
                     next_wait = Some(refused);
                 } else {
-                    client.inner.conn.wait_up(deadline).await;
+                    client.conn().wait_up(deadline).await;
                 }
                 last_err = Some(e);
             }
@@ -713,7 +712,7 @@ async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>>
         None => {
             attempt.give_up().await;
             if registered {
-                client.inner.engine.nudge(&spec.channel);
+                client.engine().nudge(&spec.channel);
             }
             Ok(None)
         }
@@ -854,7 +853,7 @@ impl QueueState {
             self.heartbeat = spec
                 .heartbeat
                 .as_ref()
-                .map(|h| client.inner.heartbeat.register(h));
+                .map(|h| client.heartbeat().register(h));
         }
     }
 }

@@ -2,10 +2,11 @@
 //! shared by every primitive's guard; renewal ([`renew`]) and release in
 //! the background ([`release`]) live beside it.
 
+pub(crate) mod lease;
 pub(crate) mod release;
 pub(crate) mod renew;
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,43 +14,12 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::client::Client;
+use crate::ctx::Client;
 use crate::error::{Error, Result};
-use crate::scripts::{LuaScript, ScriptCall};
+use crate::scripts::ScriptCall;
 
-/// Where a hold stands, as far as this process knows.
-///
-/// `Active` moves to one of the other three, which are terminal: a renewal
-/// never revives them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LeaseState {
-    /// Held, and the local validity has not run out.
-    Active,
-    /// Released by `unlock`.
-    Released,
-    /// The server said the hold is gone or belongs to another owner, or the
-    /// lease ran out (renewals kept failing, or a fixed lease ended).
-    Lost,
-    /// The last renewal or release was `Indeterminate`: it may or may not be held.
-    Unknown,
-}
-
-impl LeaseState {
-    /// True for the three terminal states.
-    pub fn is_terminal(self) -> bool {
-        self != LeaseState::Active
-    }
-}
-
-/// How long a hold lasts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaseMode {
-    /// The watchdog renews it every third of the watchdog timeout until unlock.
-    Watchdog,
-    /// A fixed lease, not renewed.
-    Fixed(Duration),
-}
+pub use lease::{drift, valid_until, HoldSpec, LeaseMode, LeaseState, PassSpec};
+pub(crate) use lease::{HoldInner, Renewal, NEXT_HOLD};
 
 /// Run `work` until `lost` resolves (a guard's `lost()`): the one way
 /// every guard's `run` stops work when its hold can no longer be counted
@@ -71,86 +41,6 @@ pub async fn run_while_held<F: std::future::Future>(
     }
 }
 
-/// Drift subtracted from every lease: `ttl·0.01 + 2 ms`.
-pub fn drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
-}
-
-/// The instant until which a hold is known valid, given the instant its
-/// request was sent and the PTTL in the reply.
-pub fn valid_until(sent_at: Instant, pttl_ms: u64) -> Instant {
-    let ttl = Duration::from_millis(pttl_ms);
-    crate::config::later(sent_at, ttl.saturating_sub(drift(ttl)))
-}
-
-/// One hold's reply from a renew script (contract on [`HoldSpec::renew`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Renewal {
-    /// Renewed: the ms left of its lease after the call.
-    Renewed(u64),
-    /// Gone or taken over: the hold is no longer recorded.
-    Gone,
-    /// The hold's renew key at this index has another type; nothing was
-    /// written, and whether the hold is still recorded is not known.
-    WrongType(usize),
-}
-
-impl Renewal {
-    pub(crate) fn of(reply: i64) -> Renewal {
-        match reply {
-            r if r >= 0 => Renewal::Renewed(r.unsigned_abs()),
-            -1 | -2 => Renewal::Gone,
-            r => Renewal::WrongType(usize::try_from(-(r + 3)).unwrap_or(usize::MAX)),
-        }
-    }
-}
-
-/// What a primitive tells core about a hold it was granted.
-#[derive(Debug, Clone)]
-pub struct HoldSpec {
-    /// Primitive kind, for tracing (`lock`, `fair`, ...).
-    pub kind: &'static str,
-    /// The primitive's main key (named in tracing).
-    pub key: String,
-    /// Script that renews holds of this kind. Contract (`hold_renew.lua` is
-    /// one): `KEYS` = the renew keys of each hold in turn (a fixed number
-    /// per hold, all of one hold in one hash slot), `ARGV[1]` = lease in ms
-    /// to guarantee from now, `ARGV[1+i]` = attempt id of the i-th hold;
-    /// reply one integer per hold: `>= 0` renewed (the TTL after the call),
-    /// `-1` gone, `-2` taken over, `-2 - j` (`j` ≥ 1) the hold's `j`-th
-    /// renew key has another type and nothing was written for the hold
-    /// (`extend` reports [`Error::WrongType`] naming it; the watchdog
-    /// counts it as a failed renewal of that hold). The watchdog batches
-    /// the holds that share a script and a hash slot into one call.
-    pub renew: &'static LuaScript,
-    /// This hold's keys for the renew script.
-    pub renew_keys: Vec<String>,
-    /// Release-by-attempt call (reply 0 = not held, > 0 = released; 3 =
-    /// released, and its message named another client, whose waiter this
-    /// client's next acquires let try first: see [`PassSpec`]).
-    pub release: ScriptCall,
-    /// Local hand-off on unlock, for primitives that support it.
-    pub pass: Option<PassSpec>,
-}
-
-/// How an unlock hands its hold straight to a waiter of the same client
-/// (see [`AcquireBuilder::pass`](crate::AcquireBuilder::pass) for the script's
-/// contract).
-#[derive(Debug, Clone)]
-pub struct PassSpec {
-    /// The hand-off script.
-    pub script: &'static LuaScript,
-    /// Its keys (the acquire script's).
-    pub keys: Vec<String>,
-    /// The channel the waiters sleep on.
-    pub channel: String,
-    /// The waiters' class.
-    pub class: &'static str,
-    /// The owner of the hold (its waiters of the same owner re-enter
-    /// instead of waiting for it).
-    pub owner: String,
-}
-
 /// One granted hold: fencing token, lease state, renewal and release.
 ///
 /// Primitive guards wrap it. Dropping it while active hands the release to
@@ -158,6 +48,8 @@ pub struct PassSpec {
 #[derive(Debug)]
 pub struct Hold {
     pub(crate) inner: Arc<HoldInner>,
+    /// The client it was granted through.
+    pub(crate) client: Client,
     pub(crate) armed: bool,
 }
 
@@ -230,89 +122,6 @@ impl HoldSet {
     }
 }
 
-pub(crate) struct HoldInner {
-    pub(crate) id: u64,
-    pub(crate) client: Client,
-    pub(crate) spec: HoldSpec,
-    pub(crate) attempt: String,
-    pub(crate) token: u64,
-    pub(crate) mode: LeaseMode,
-    /// Who changes it: the watchdog (Active → Lost), unlock (→ Released,
-    /// Lost, Unknown), extend (→ Lost, Unknown). Never leaves a terminal state.
-    pub(crate) state: watch::Sender<LeaseState>,
-    pub(crate) valid_until: Mutex<Instant>,
-    pub(crate) in_watchdog: AtomicBool,
-    /// Local hand-offs in a row, while other clients waited, that led to
-    /// this hold (the budget of [`Config::local_handoffs`](crate::Config::local_handoffs)).
-    pub(crate) chain: AtomicU32,
-    /// When the hold was recorded here (for the hold-time metric).
-    granted: Instant,
-}
-
-impl std::fmt::Debug for HoldInner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hold")
-            .field("kind", &self.spec.kind)
-            .field("key", &self.spec.key)
-            .field("attempt", &self.attempt)
-            .field("token", &self.token)
-            .field("mode", &self.mode)
-            .field("state", &*self.state.borrow())
-            .finish_non_exhaustive()
-    }
-}
-
-pub(crate) static NEXT_HOLD: AtomicU64 = AtomicU64::new(1);
-
-impl HoldInner {
-    /// Move to `to` unless already terminal. Returns whether it moved.
-    pub(crate) fn finish(&self, to: LeaseState) -> bool {
-        let moved = self.state.send_if_modified(|s| {
-            if s.is_terminal() {
-                false
-            } else {
-                *s = to;
-                true
-            }
-        });
-        if moved && matches!(to, LeaseState::Lost | LeaseState::Unknown) {
-            crate::metrics::lost(self.spec.kind);
-            tracing::warn!(kind = self.spec.kind, key = %self.spec.key, state = ?to, "hold can no longer be counted on");
-            if let Some(p) = &self.spec.pass {
-                // Local waiters sleeping on this hold ask the server now.
-                self.client.inner.engine.unlist_hold(&p.channel, self.id);
-                self.client.inner.engine.nudge(&p.channel);
-            }
-        }
-        moved
-    }
-
-    pub(crate) fn renewed(&self, sent_at: Instant, pttl_ms: u64) {
-        let mut v = self.valid_until.lock();
-        let new = valid_until(sent_at, pttl_ms);
-        if new > *v {
-            *v = new;
-        }
-    }
-
-    pub(crate) fn expired(&self, now: Instant) -> bool {
-        now >= *self.valid_until.lock()
-    }
-
-    /// The hold's renew key at `j` (the main key if there is none there).
-    pub(crate) fn renew_key(&self, j: usize) -> String {
-        self.spec
-            .renew_keys
-            .get(j)
-            .unwrap_or(&self.spec.key)
-            .clone()
-    }
-
-    fn release_deadline(&self) -> Instant {
-        release::deadline(self.client.config(), Some(self.mode))
-    }
-}
-
 /// What the server granted: the attempt, its fencing token, the lease
 /// mode, when the granting request was sent and the TTL in its reply.
 #[derive(Debug)]
@@ -364,7 +173,7 @@ impl Hold {
         let (state, _) = watch::channel(LeaseState::Active);
         let inner = Arc::new(HoldInner {
             id: listed.unwrap_or_else(|| NEXT_HOLD.fetch_add(1, Ordering::Relaxed)),
-            client: client.clone(),
+            engine: client.engine().clone(),
             spec,
             attempt,
             token,
@@ -376,11 +185,11 @@ impl Hold {
             granted: Instant::now(),
         });
         if mode == LeaseMode::Watchdog {
-            client.inner.watchdog.register(inner.clone());
+            client.watchdog().register(inner.clone());
         }
         if let (Some(p), None) = (&inner.spec.pass, listed) {
             if client.config().local_handoffs > 0 {
-                client.inner.engine.list_hold(
+                client.engine().list_hold(
                     &p.channel,
                     inner.id,
                     &p.owner,
@@ -388,12 +197,12 @@ impl Hold {
                 );
             }
         }
-        client
-            .inner
-            .holds
-            .lock()
-            .insert(inner.id, Arc::downgrade(&inner));
-        Hold { inner, armed: true }
+        client.remember_hold(&inner);
+        Hold {
+            inner,
+            client: client.clone(),
+            armed: true,
+        }
     }
 
     /// The fencing token of this hold.
@@ -413,7 +222,7 @@ impl Hold {
 
     /// The client the hold was granted through.
     pub fn client(&self) -> &Client {
-        &self.inner.client
+        &self.client
     }
 
     /// Current lease state; a fixed lease whose validity ran out reads `Lost`.
@@ -515,7 +324,7 @@ impl Hold {
             vec![ms.to_string(), self.inner.attempt.clone()],
         );
         let sent = Instant::now();
-        match self.inner.client.run::<Vec<i64>>(&call).await {
+        match self.client.run::<Vec<i64>>(&call).await {
             Ok(v) => match v.first().copied().map(Renewal::of) {
                 Some(Renewal::Renewed(ms)) => {
                     self.inner.renewed(sent, ms);
@@ -556,6 +365,7 @@ impl Hold {
             .saturating_duration_since(Instant::now());
         let at = crate::config::after(Duration::from_millis(claim_ms / 3).min(left / 2));
         let mut state = inner.state.subscribe();
+        let client = self.client.clone();
         tokio::spawn(async move {
             // A timer for the renewal, as the watchdog's; not a wait loop.
             // A hold that ends first (most do: a short hold is unlocked
@@ -574,7 +384,7 @@ impl Hold {
                 vec![lease_ms.to_string(), inner.attempt.clone()],
             );
             let sent = Instant::now();
-            match inner.client.run::<Vec<i64>>(&call).await {
+            match client.run::<Vec<i64>>(&call).await {
                 Ok(v) => match v.first().copied().map(Renewal::of) {
                     Some(Renewal::Renewed(ms)) => inner.renewed(sent, ms),
                     Some(Renewal::WrongType(j)) => tracing::warn!(key = %inner.renew_key(j),
@@ -601,12 +411,12 @@ impl Hold {
     /// background releaser runs it (again: it is idempotent).
     pub async fn unlock(mut self) -> Result<()> {
         let inner = self.inner.clone();
-        inner.client.inner.watchdog.unregister(&inner);
+        self.client.watchdog().unregister(&inner);
         if let Some(outcome) = self.pass_locally().await {
             return outcome;
         }
         let started = Instant::now();
-        let result = inner.client.run::<i64>(&inner.spec.release).await;
+        let result = self.client.run::<i64>(&inner.spec.release).await;
         let outcome = match result {
             Ok(0) => {
                 self.armed = false;
@@ -619,11 +429,11 @@ impl Hold {
                 match (n, &inner.spec.pass) {
                     // The release named another client's waiter: this
                     // client's next acquires let it try first.
-                    (3, Some(p)) => inner.client.inner.engine.yield_to_others(&p.channel),
+                    (3, Some(p)) => self.client.engine().yield_to_others(&p.channel),
                     // It granted the lock to another client's waiter, and
                     // told only that client: a waiter of this one asks the
                     // server (and registers for a grant).
-                    (4, Some(p)) => inner.client.inner.engine.nudge(&p.channel),
+                    (4, Some(p)) => self.client.engine().nudge(&p.channel),
                     _ => {}
                 }
                 Ok(())
@@ -654,9 +464,9 @@ impl Drop for Hold {
     fn drop(&mut self) {
         crate::metrics::held(self.inner.spec.kind, self.inner.granted.elapsed());
         let inner = &self.inner;
-        inner.client.inner.holds.lock().remove(&inner.id);
+        self.client.forget_hold(inner.id);
         if let Some(p) = &inner.spec.pass {
-            let engine = &inner.client.inner.engine;
+            let engine = self.client.engine();
             engine.unlist_hold(&p.channel, inner.id);
             if self.armed {
                 // Released in the background: a local waiter that slept on
@@ -668,18 +478,17 @@ impl Drop for Hold {
         if !self.armed {
             return;
         }
-        inner.client.inner.watchdog.unregister(inner);
+        self.client.watchdog().unregister(inner);
         if *inner.state.borrow() == LeaseState::Active {
             tracing::warn!(kind = inner.spec.kind, key = %inner.spec.key,
                 "guard dropped without unlock().await; releasing in the background");
         }
         // Refused (a no-op) once shutdown has closed the releaser; by then
         // shutdown has released every registered hold itself.
-        inner
-            .client
-            .inner
-            .releaser
-            .submit(inner.spec.release.clone(), inner.release_deadline());
+        let deadline = release::deadline(self.client.config(), Some(inner.mode));
+        self.client
+            .releaser()
+            .submit(inner.spec.release.clone(), deadline);
         inner.state.send_if_modified(|s| {
             if *s == LeaseState::Active {
                 *s = LeaseState::Released;
@@ -688,21 +497,5 @@ impl Drop for Hold {
                 false
             }
         });
-    }
-}
-
-#[cfg(test)]
-mod renewal_tests {
-    use super::Renewal;
-
-    #[test]
-    fn renew_replies_decode_per_hold() {
-        assert_eq!(Renewal::of(0), Renewal::Renewed(0));
-        assert_eq!(Renewal::of(1500), Renewal::Renewed(1500));
-        assert_eq!(Renewal::of(-1), Renewal::Gone);
-        assert_eq!(Renewal::of(-2), Renewal::Gone);
-        assert_eq!(Renewal::of(-3), Renewal::WrongType(0));
-        assert_eq!(Renewal::of(-5), Renewal::WrongType(2));
-        assert!(matches!(Renewal::of(i64::MIN), Renewal::WrongType(_)));
     }
 }

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use crate::conn::run_on;
 use crate::conn::Conn;
-use crate::hold::{HoldInner, LeaseState, Renewal};
+use crate::hold::lease::{HoldInner, LeaseState, Renewal};
 use crate::scripts::ScriptCall;
 
 const BATCH: usize = 256;

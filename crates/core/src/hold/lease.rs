@@ -1,0 +1,225 @@
+//! A hold's lease: what the watchdog renews and a release ends, with no
+//! reference to the client it came through (so the watchdog, the releaser
+//! and the client's registry of holds sit below the hold itself).
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::scripts::{LuaScript, ScriptCall};
+use crate::wait::Engine;
+
+/// Where a hold stands, as far as this process knows.
+///
+/// `Active` moves to one of the other three, which are terminal: a renewal
+/// never revives them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaseState {
+    /// Held, and the local validity has not run out.
+    Active,
+    /// Released by `unlock`.
+    Released,
+    /// The server said the hold is gone or belongs to another owner, or the
+    /// lease ran out (renewals kept failing, or a fixed lease ended).
+    Lost,
+    /// The last renewal or release was `Indeterminate`: it may or may not be held.
+    Unknown,
+}
+
+impl LeaseState {
+    /// True for the three terminal states.
+    pub fn is_terminal(self) -> bool {
+        self != LeaseState::Active
+    }
+}
+
+/// How long a hold lasts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseMode {
+    /// The watchdog renews it every third of the watchdog timeout until unlock.
+    Watchdog,
+    /// A fixed lease, not renewed.
+    Fixed(Duration),
+}
+
+/// Drift subtracted from every lease: `ttl·0.01 + 2 ms`.
+pub fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// The instant until which a hold is known valid, given the instant its
+/// request was sent and the PTTL in the reply.
+pub fn valid_until(sent_at: Instant, pttl_ms: u64) -> Instant {
+    let ttl = Duration::from_millis(pttl_ms);
+    crate::config::later(sent_at, ttl.saturating_sub(drift(ttl)))
+}
+
+/// One hold's reply from a renew script (contract on [`HoldSpec::renew`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Renewal {
+    /// Renewed: the ms left of its lease after the call.
+    Renewed(u64),
+    /// Gone or taken over: the hold is no longer recorded.
+    Gone,
+    /// The hold's renew key at this index has another type; nothing was
+    /// written, and whether the hold is still recorded is not known.
+    WrongType(usize),
+}
+
+impl Renewal {
+    pub(crate) fn of(reply: i64) -> Renewal {
+        match reply {
+            r if r >= 0 => Renewal::Renewed(r.unsigned_abs()),
+            -1 | -2 => Renewal::Gone,
+            r => Renewal::WrongType(usize::try_from(-(r + 3)).unwrap_or(usize::MAX)),
+        }
+    }
+}
+
+/// What a primitive tells core about a hold it was granted.
+#[derive(Debug, Clone)]
+pub struct HoldSpec {
+    /// Primitive kind, for tracing (`lock`, `fair`, ...).
+    pub kind: &'static str,
+    /// The primitive's main key (named in tracing).
+    pub key: String,
+    /// Script that renews holds of this kind. Contract (`hold_renew.lua` is
+    /// one): `KEYS` = the renew keys of each hold in turn (a fixed number
+    /// per hold, all of one hold in one hash slot), `ARGV[1]` = lease in ms
+    /// to guarantee from now, `ARGV[1+i]` = attempt id of the i-th hold;
+    /// reply one integer per hold: `>= 0` renewed (the TTL after the call),
+    /// `-1` gone, `-2` taken over, `-2 - j` (`j` ≥ 1) the hold's `j`-th
+    /// renew key has another type and nothing was written for the hold
+    /// (`extend` reports [`Error::WrongType`] naming it; the watchdog
+    /// counts it as a failed renewal of that hold). The watchdog batches
+    /// the holds that share a script and a hash slot into one call.
+    pub renew: &'static LuaScript,
+    /// This hold's keys for the renew script.
+    pub renew_keys: Vec<String>,
+    /// Release-by-attempt call (reply 0 = not held, > 0 = released; 3 =
+    /// released, and its message named another client, whose waiter this
+    /// client's next acquires let try first: see [`PassSpec`]).
+    pub release: ScriptCall,
+    /// Local hand-off on unlock, for primitives that support it.
+    pub pass: Option<PassSpec>,
+}
+
+/// How an unlock hands its hold straight to a waiter of the same client
+/// (see [`AcquireBuilder::pass`](crate::AcquireBuilder::pass) for the script's
+/// contract).
+#[derive(Debug, Clone)]
+pub struct PassSpec {
+    /// The hand-off script.
+    pub script: &'static LuaScript,
+    /// Its keys (the acquire script's).
+    pub keys: Vec<String>,
+    /// The channel the waiters sleep on.
+    pub channel: String,
+    /// The waiters' class.
+    pub class: &'static str,
+    /// The owner of the hold (its waiters of the same owner re-enter
+    /// instead of waiting for it).
+    pub owner: String,
+}
+
+pub(crate) struct HoldInner {
+    pub(crate) id: u64,
+    /// The waiting engine, told when the hold ends badly (its local
+    /// waiters then ask the server).
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) spec: HoldSpec,
+    pub(crate) attempt: String,
+    pub(crate) token: u64,
+    pub(crate) mode: LeaseMode,
+    /// Who changes it: the watchdog (Active → Lost), unlock (→ Released,
+    /// Lost, Unknown), extend (→ Lost, Unknown). Never leaves a terminal state.
+    pub(crate) state: watch::Sender<LeaseState>,
+    pub(crate) valid_until: Mutex<Instant>,
+    pub(crate) in_watchdog: AtomicBool,
+    /// Local hand-offs in a row, while other clients waited, that led to
+    /// this hold (the budget of [`Config::local_handoffs`](crate::Config::local_handoffs)).
+    pub(crate) chain: AtomicU32,
+    /// When the hold was recorded here (for the hold-time metric).
+    pub(crate) granted: Instant,
+}
+
+impl std::fmt::Debug for HoldInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hold")
+            .field("kind", &self.spec.kind)
+            .field("key", &self.spec.key)
+            .field("attempt", &self.attempt)
+            .field("token", &self.token)
+            .field("mode", &self.mode)
+            .field("state", &*self.state.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) static NEXT_HOLD: AtomicU64 = AtomicU64::new(1);
+
+impl HoldInner {
+    /// Move to `to` unless already terminal. Returns whether it moved.
+    pub(crate) fn finish(&self, to: LeaseState) -> bool {
+        let moved = self.state.send_if_modified(|s| {
+            if s.is_terminal() {
+                false
+            } else {
+                *s = to;
+                true
+            }
+        });
+        if moved && matches!(to, LeaseState::Lost | LeaseState::Unknown) {
+            crate::metrics::lost(self.spec.kind);
+            tracing::warn!(kind = self.spec.kind, key = %self.spec.key, state = ?to, "hold can no longer be counted on");
+            if let Some(p) = &self.spec.pass {
+                // Local waiters sleeping on this hold ask the server now.
+                self.engine.unlist_hold(&p.channel, self.id);
+                self.engine.nudge(&p.channel);
+            }
+        }
+        moved
+    }
+
+    pub(crate) fn renewed(&self, sent_at: Instant, pttl_ms: u64) {
+        let mut v = self.valid_until.lock();
+        let new = valid_until(sent_at, pttl_ms);
+        if new > *v {
+            *v = new;
+        }
+    }
+
+    pub(crate) fn expired(&self, now: Instant) -> bool {
+        now >= *self.valid_until.lock()
+    }
+
+    /// The hold's renew key at `j` (the main key if there is none there).
+    pub(crate) fn renew_key(&self, j: usize) -> String {
+        self.spec
+            .renew_keys
+            .get(j)
+            .unwrap_or(&self.spec.key)
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod renewal_tests {
+    use super::Renewal;
+
+    #[test]
+    fn renew_replies_decode_per_hold() {
+        assert_eq!(Renewal::of(0), Renewal::Renewed(0));
+        assert_eq!(Renewal::of(1500), Renewal::Renewed(1500));
+        assert_eq!(Renewal::of(-1), Renewal::Gone);
+        assert_eq!(Renewal::of(-2), Renewal::Gone);
+        assert_eq!(Renewal::of(-3), Renewal::WrongType(0));
+        assert_eq!(Renewal::of(-5), Renewal::WrongType(2));
+        assert!(matches!(Renewal::of(i64::MIN), Renewal::WrongType(_)));
+    }
+}
