@@ -45,7 +45,7 @@ use crate::handoff::{LocalGrant, LocalNow, LocalWaiter};
 use crate::heartbeat::HeartbeatReg;
 use crate::hold::{valid_until, Hold, HoldSpec, LeaseMode, PassSpec};
 use crate::scripts::ScriptCall;
-use crate::wait::{Subscription, Waiter, Woke};
+use crate::wait::{Also, Subscription, Waiter, Woke};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -126,6 +126,20 @@ struct Granted {
     chain: u32,
     /// A local hand-off's hold id, already listed.
     hold_id: Option<u64>,
+}
+
+impl Granted {
+    /// A grant in an acquire script's reply.
+    fn from_server(token: u64, pttl: u64, sent_at: Instant) -> Granted {
+        Granted {
+            token,
+            pttl,
+            sent_at,
+            extend_to: None,
+            chain: 0,
+            hold_id: None,
+        }
+    }
 }
 
 /// The release-by-attempt call of `spec` for `attempt`.
@@ -259,9 +273,41 @@ pub(crate) async fn acquire(
     let wait = after_own_releases(client, &spec.key, wait).await;
     // Entered before the attempt id is drawn (see `HoldSet::acquire_arg`).
     let _this_handle = spec.live.as_ref().map(|s| s.enter());
-    let mut wait = wait;
-    let mut orphan_pause = std::time::Duration::ZERO;
-    let (attempt_id, got) = loop {
+    let (attempt_id, got) = acquire_past_own_holds(client, spec, owner, ms, wait).await;
+    let Some(granted) = got? else {
+        return Ok(None);
+    };
+    let hold = new_hold(client, spec, owner, lease, attempt_id, granted);
+    // The hold exists first, so an acquire cancelled while waiting for the
+    // replicas drops it, which releases it in the background.
+    if let Err(e) = client.await_replicas(&spec.key).await {
+        // Granted, but not known to survive a failover: give it back (the
+        // drop releases it in the background).
+        hold.inner.finish(crate::hold::LeaseState::Released);
+        return Err(e);
+    }
+    Ok(Some(hold))
+}
+
+/// Run the acquire loop with fresh attempts while the script refuses as an
+/// upgrade a hold of this owner that is no live hold here: the owner's own
+/// hold, dropped but not yet released (its release is still on its way,
+/// say after a partition): for the caller it is gone, so this is no
+/// upgrade. The acquire goes after that release, and a try that cannot is
+/// busy. Or no hold of this client on the key is live here at all: the
+/// server's hold of this owner is an orphan (its release gave up during an
+/// outage, or its grant never reached us), which its lease ends; the
+/// acquire waits for that as for a busy lock (paced 20 to 500 ms).
+/// Returns the last attempt's id and outcome.
+async fn acquire_past_own_holds(
+    client: &Client,
+    spec: &AcquireSpec,
+    owner: &str,
+    ms: u64,
+    mut wait: WaitMode,
+) -> (String, Result<Option<Granted>>) {
+    let mut orphan_pause = Duration::ZERO;
+    loop {
         let attempt_id = new_attempt_id();
         let ask = Ask {
             spec,
@@ -272,96 +318,88 @@ pub(crate) async fn acquire(
             records: true,
         };
         match run_acquire(client, ask).await {
-            // The owner's own hold, dropped but not yet released (its
-            // release is still on its way, say after a partition): for the
-            // caller it is gone, so this is no upgrade. The acquire goes
-            // after that release, and a try that cannot is busy.
-            // Or no hold of this client on the key is live here at all: the
-            // server's hold of this owner is an orphan (its release gave up
-            // during an outage, or its grant never reached us), which its
-            // lease ends; the acquire waits for that as for a busy lock.
             Err(Error::UpgradeNotSupported)
-                if client.releaser().pending_for(&spec.key) || !client.has_live_hold(&spec.key) =>
-            {
-                if wait == WaitMode::Try {
-                    break (attempt_id, Ok(None));
-                }
-                let ends = wait.deadline();
-                if client.releaser().pending_for(&spec.key) {
-                    if !client.releaser().settled(&spec.key, ends).await {
-                        break (attempt_id, Ok(None));
-                    }
-                } else {
-                    orphan_pause = (orphan_pause * 2).clamp(
-                        std::time::Duration::from_millis(20),
-                        std::time::Duration::from_millis(500),
-                    );
-                    let until = crate::config::after(orphan_pause);
-                    tokio::time::sleep_until(ends.map_or(until, |d| d.min(until))).await;
-                    if ends.is_some_and(|d| Instant::now() >= d) {
-                        break (attempt_id, Ok(None));
-                    }
-                }
-                wait = match (wait, ends) {
-                    (WaitMode::For(_), Some(d)) => {
-                        match d.saturating_duration_since(Instant::now()) {
-                            left if left.is_zero() => WaitMode::Try,
-                            left => WaitMode::For(left),
-                        }
-                    }
-                    _ => wait,
-                };
+                if client.releaser().pending_for(&spec.key) || !client.has_live_hold(&spec.key) => {
             }
-            r => break (attempt_id, r),
+            r => return (attempt_id, r),
         }
-    };
-    let got = got?;
-    let hold = got.map(|g| {
-        let hold = Hold::with_id(
-            g.hold_id,
-            client,
-            HoldSpec {
-                kind: spec.kind,
-                key: spec.key.clone(),
-                renew: spec.renew,
-                renew_keys: spec.renew_keys.clone(),
-                release: release_call(spec, &attempt_id),
-                pass: spec.pass.map(|script| PassSpec {
-                    script,
-                    keys: spec.keys.clone(),
-                    channel: spec.channel.clone(),
-                    class: spec.class,
-                    owner: owner.to_string(),
-                }),
-            },
-            crate::hold::Grant {
-                attempt: attempt_id.clone(),
-                token: g.token,
-                mode: lease,
-                sent_at: g.sent_at,
-                pttl_ms: g.pttl,
-            },
-        );
-        if let Some(ms) = g.extend_to {
-            hold.extend_in_background(ms, g.pttl);
+        if wait == WaitMode::Try {
+            return (attempt_id, Ok(None));
         }
-        hold.inner.chain.store(g.chain, Ordering::Relaxed);
-        if let Some(set) = &spec.live {
-            set.add(&hold);
+        let ends = wait.deadline();
+        if client.releaser().pending_for(&spec.key) {
+            if !client.releaser().settled(&spec.key, ends).await {
+                return (attempt_id, Ok(None));
+            }
+        } else {
+            orphan_pause =
+                (orphan_pause * 2).clamp(Duration::from_millis(20), Duration::from_millis(500));
+            let until = crate::config::after(orphan_pause);
+            tokio::time::sleep_until(ends.map_or(until, |d| d.min(until))).await;
+            if ends.is_some_and(|d| Instant::now() >= d) {
+                return (attempt_id, Ok(None));
+            }
         }
-        hold
-    });
-    if let Some(hold) = &hold {
-        // The hold exists first, so an acquire cancelled while waiting
-        // for the replicas drops it, which releases it in the background.
-        if let Err(e) = client.await_replicas(&spec.key).await {
-            // Granted, but not known to survive a failover: give it
-            // back (the drop releases it in the background).
-            hold.inner.finish(crate::hold::LeaseState::Released);
-            return Err(e);
-        }
+        wait = wait_left(wait, ends);
     }
-    Ok(hold)
+}
+
+/// What is left of `wait` whose deadline is `ends` (a bounded wait whose
+/// time is up becomes a try).
+fn wait_left(wait: WaitMode, ends: Option<Instant>) -> WaitMode {
+    match (wait, ends) {
+        (WaitMode::For(_), Some(d)) => match d.saturating_duration_since(Instant::now()) {
+            left if left.is_zero() => WaitMode::Try,
+            left => WaitMode::For(left),
+        },
+        _ => wait,
+    }
+}
+
+/// The hold of a grant of `spec` to `attempt_id`: registered with the
+/// client (and its watchdog), extended in the background when it came
+/// under a short claim, and added to the handle's hold set.
+fn new_hold(
+    client: &Client,
+    spec: &AcquireSpec,
+    owner: &str,
+    lease: LeaseMode,
+    attempt_id: String,
+    g: Granted,
+) -> Hold {
+    let hold = Hold::with_id(
+        g.hold_id,
+        client,
+        HoldSpec {
+            kind: spec.kind,
+            key: spec.key.clone(),
+            renew: spec.renew,
+            renew_keys: spec.renew_keys.clone(),
+            release: release_call(spec, &attempt_id),
+            pass: spec.pass.map(|script| PassSpec {
+                script,
+                keys: spec.keys.clone(),
+                channel: spec.channel.clone(),
+                class: spec.class,
+                owner: owner.to_string(),
+            }),
+        },
+        crate::hold::Grant {
+            attempt: attempt_id,
+            token: g.token,
+            mode: lease,
+            sent_at: g.sent_at,
+            pttl_ms: g.pttl,
+        },
+    );
+    if let Some(ms) = g.extend_to {
+        hold.extend_in_background(ms, g.pttl);
+    }
+    hold.inner.chain.store(g.chain, Ordering::Relaxed);
+    if let Some(set) = &spec.live {
+        set.add(&hold);
+    }
+    hold
 }
 
 /// Wait until this client's background releases of `key` (guards dropped
@@ -391,17 +429,7 @@ async fn after_own_releases(client: &Client, key: &str, wait: WaitMode) -> WaitM
         _ => ends.map_or(bound, |d| d.min(bound)),
     };
     releaser.settled(key, Some(settle_until)).await;
-    match (wait, ends) {
-        (WaitMode::For(_), Some(d)) => {
-            let left = d.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                WaitMode::Try
-            } else {
-                WaitMode::For(left)
-            }
-        }
-        _ => wait,
-    }
+    wait_left(wait, ends)
 }
 
 /// [`Client::wait_until`]: the loop for a condition that records nothing.
@@ -463,32 +491,124 @@ async fn run_acquire(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>> {
     r
 }
 
+/// The acquire loop: the first try (after joining the channel when this
+/// client listens on it already), the subscription when that try failed,
+/// then waits and tries until granted or out of time. Each step is a
+/// method of [`Loop`].
 async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>> {
-    let Ask {
-        spec,
-        owner,
-        ms,
-        wait,
-        attempt_id,
-        records,
-    } = ask;
-    let deadline = wait.deadline();
-    let release = release_call(spec, attempt_id);
-    let local = (records && spec.pass.is_some() && wait != WaitMode::Try)
-        .then(|| Arc::new(LocalWaiter::new(owner, attempt_id, ms, release.clone())));
-    let mut attempt = Attempt {
-        client,
-        release,
-        records,
-        in_doubt: false,
-        queued: false,
-        done: false,
-        won: false,
-        local: local.clone(),
-        channel: Some(&spec.channel),
-        nudge: spec.tagged && spec.wakeable,
+    let (mut run, waiter) = Loop::new(client, ask);
+    let next_wait = match run.first_try().await? {
+        First::Done(got) => return Ok(got),
+        First::Wait(next_wait) => next_wait,
     };
-    let call = |mode: &str| {
+    if run.sub.is_none() {
+        run.subscribe(waiter).await;
+    }
+    run.wait_and_retry(next_wait).await
+}
+
+/// What the first try settled.
+enum First {
+    /// The acquire is over: granted, or a try that found it busy.
+    Done(Option<Granted>),
+    /// Wait (for this many ms at most, when already subscribed), then try.
+    Wait(Option<i64>),
+}
+
+/// One acquire's state between its steps. The fields drop in this order
+/// (the subscription first, the attempt last): no local hand-off may claim
+/// the waiter once its attempt's release may run, and a heartbeat stops
+/// before the release of its entry is handed over.
+struct Loop<'a> {
+    /// The subscription to the primitive's channel (joined before the
+    /// first try when this client listens there already).
+    sub: Option<Subscription>,
+    queue: QueueState,
+    /// The channel the grants come on (specs with `grants_on`): joined
+    /// before the first try when this client listens on it already (free,
+    /// and no grant can be missed), else once the attempt registered for a
+    /// grant, with a catch-up try then. A waiter that never registers (its
+    /// own client holds the lock) listens on the shared channel alone.
+    also: Option<Also>,
+    attempt: Attempt<'a>,
+    client: &'a Client,
+    ask: Ask<'a>,
+    deadline: Option<Instant>,
+    /// The last retryable error, returned if the time runs out with it.
+    last_err: Option<Error>,
+    /// The pause after a fast retryable refusal, doubling (ms).
+    refused: i64,
+}
+
+impl<'a> Loop<'a> {
+    /// The attempt, and the waiter it sleeps as. A channel this client
+    /// already listens on (another local waiter, or one lingering after a
+    /// recent wait) costs nothing to join: it is joined before the first
+    /// try, and the try after subscribing is not needed, since no release
+    /// can fall between the two.
+    fn new(client: &'a Client, ask: Ask<'a>) -> (Loop<'a>, Waiter) {
+        let spec = ask.spec;
+        let release = release_call(spec, ask.attempt_id);
+        let local = (ask.records && spec.pass.is_some() && ask.wait != WaitMode::Try).then(|| {
+            Arc::new(LocalWaiter::new(
+                ask.owner,
+                ask.attempt_id,
+                ask.ms,
+                release.clone(),
+            ))
+        });
+        let attempt = Attempt {
+            client,
+            release,
+            records: ask.records,
+            in_doubt: false,
+            queued: false,
+            done: false,
+            won: false,
+            local: local.clone(),
+            channel: Some(&spec.channel),
+            nudge: spec.grants.also_unnamed(),
+        };
+        let waiter = Waiter {
+            policy: spec.wake,
+            class: spec.class,
+            tag: spec.grants.by_name().then(|| ask.attempt_id.to_string()),
+            wakeable: spec.grants.also_unnamed(),
+            local,
+        };
+        let engine = client.engine();
+        let sub = match ask.wait {
+            WaitMode::Try => None,
+            _ => engine.subscribe_if_confirmed(&spec.channel, waiter.clone()),
+        };
+        let also = match (&sub, spec.grants.channel()) {
+            (Some(sub), Some(g)) => engine.also_if_confirmed(sub, g, spec.wake),
+            _ => None,
+        };
+        let run = Loop {
+            sub,
+            queue: QueueState::new(Instant::now()),
+            also,
+            attempt,
+            client,
+            ask,
+            deadline: ask.wait.deadline(),
+            last_err: None,
+            refused: 0,
+        };
+        (run, waiter)
+    }
+
+    /// The acquire call in `mode` (`try`, `wait` or `again`), with a fresh
+    /// entry secret when grants come by name.
+    fn call(&self, mode: &str) -> ScriptCall {
+        let Ask {
+            spec,
+            owner,
+            ms,
+            attempt_id,
+            ..
+        } = self.ask;
         ScriptCall::new(
             spec.acquire,
             spec.keys.clone(),
@@ -500,226 +620,265 @@ async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>>
             ]
             .into_iter()
             .chain(spec.extra_args.iter().cloned())
-            .chain(spec.tagged.then(|| new_secret().to_string()))
+            .chain(spec.grants.by_name().then(|| new_secret().to_string()))
             .chain(spec.live.as_ref().map(|s| s.acquire_arg(attempt_id)))
             .collect(),
         )
-    };
-    let grant = |token: u64, pttl: u64, sent_at: Instant| Granted {
-        token,
-        pttl,
-        sent_at,
-        extend_to: None,
-        chain: 0,
-        hold_id: None,
-    };
-    let try_call = call(if wait == WaitMode::Try { "try" } else { "wait" });
-
-    let mut last_err: Option<Error> = None;
-    // A channel this client already listens on (another local waiter,
-    // or one lingering after a recent wait) costs nothing to join: join
-    // it before the first try, and the try after subscribing is not
-    // needed, since no release can fall between the two.
-    let waiter = Waiter {
-        policy: spec.wake,
-        class: spec.class,
-        tag: spec.tagged.then(|| attempt_id.to_string()),
-        wakeable: spec.wakeable,
-        local,
-    };
-    let engine = &client.engine();
-    let early = match wait {
-        WaitMode::Try => None,
-        _ => engine.subscribe_if_confirmed(&spec.channel, waiter.clone()),
-    };
-    // The channel grants come on (specs with `grants_on`): joined before
-    // the first try when this client listens on it already (free, and no
-    // grant can be missed), else once the attempt registered for a grant,
-    // with a catch-up try then. A waiter that never registers (its own
-    // client holds the lock) listens on the shared channel alone.
-    let mut also = match (&early, &spec.grant_channel) {
-        (Some(sub), Some(g)) => engine.also_if_confirmed(sub, g, spec.wake),
-        _ => None,
-    };
-    // Another owner of this client holds the lock and will hand it to
-    // a local waiter or release it (waking this one): sleep at once,
-    // without a try that could only find it busy.
-    let local_bound = match (&early, &attempt.local) {
-        (Some(_), Some(_)) => client.engine().held_elsewhere(&spec.channel, owner),
-        _ => None,
-    };
-    if let Some(sub) = &early {
-        sub.begin_try();
     }
-    let (sent_at, first) = match local_bound {
-        Some(until) => {
-            let left = until.saturating_duration_since(Instant::now());
-            let pttl = i64::try_from(left.as_millis()).unwrap_or(i64::MAX).max(1);
-            (Instant::now(), Ok(Reply::Busy { pttl }))
-        }
-        None => try_once(client, &mut attempt, &try_call).await,
-    };
-    let mut queue = QueueState::new(sent_at);
-    if let Some(sub) = &early {
-        sub.set_registered(matches!(first, Ok(Reply::Queued { .. })));
-    }
-    let mut next_wait = match first {
-        Ok(Reply::Granted { token, pttl }) => {
-            if let Some(sub) = &early {
-                sub.mark_acquired();
-            }
-            return Ok(Some(grant(token, pttl, sent_at)));
-        }
-        Ok(Reply::Busy { .. }) | Ok(Reply::Queued { .. }) if wait == WaitMode::Try => {
-            attempt.give_up().await;
-            return Ok(None);
-        }
-        Ok(reply) => {
-            queue.observe(client, spec, reply, sent_at);
-            match (&early, reply) {
-                (Some(_), Reply::Busy { pttl } | Reply::Queued { pttl, .. }) => Some(pttl),
-                _ => None,
-            }
-        }
-        Err(e) if e.is_retryable() && wait != WaitMode::Try => {
-            last_err = Some(e);
-            None
-        }
-        Err(e) => return Err(e),
-    };
 
-    let sub = match early {
-        Some(sub) => sub,
-        None => {
-            // Failed: subscribe, then try again at once (a release may
-            // have landed between the first try and the subscription).
-            let sub = engine.subscribe(&spec.channel, waiter);
-            if queue.queued_now {
-                also = spec
-                    .grant_channel
-                    .as_ref()
-                    .map(|g| engine.also(&sub, g, spec.wake));
-            }
-            let confirm_by = crate::config::after(client.config().command_timeout);
-            let confirm_by = deadline.map_or(confirm_by, |d| d.min(confirm_by));
-            sub.confirmed(confirm_by).await;
-            if let Some(a) = &also {
-                a.confirmed(confirm_by).await;
-            }
-            sub.set_registered(queue.queued_now);
-            sub
+    /// Until when a subscription's confirmation is awaited.
+    fn confirm_by(&self) -> Instant {
+        let bound = crate::config::after(self.client.config().command_timeout);
+        self.deadline.map_or(bound, |d| d.min(bound))
+    }
+
+    /// Step one: the first try, unless another owner of this client holds
+    /// the lock and will hand it to a local waiter or release it (waking
+    /// this one): then sleep at once, without a try that could only find
+    /// it busy.
+    async fn first_try(&mut self) -> Result<First> {
+        let (client, spec, wait) = (self.client, self.ask.spec, self.ask.wait);
+        let local_bound = match (&self.sub, &self.attempt.local) {
+            (Some(_), Some(_)) => client
+                .engine()
+                .held_elsewhere(&spec.channel, self.ask.owner),
+            _ => None,
+        };
+        if let Some(sub) = &self.sub {
+            sub.begin_try();
         }
-    };
-    let mut refused: i64 = 0;
-    loop {
-        // Registered for a grant: listen on the grant channel too, then try
-        // once more at once: a grant made since the registering try may
-        // have been published before this waiter listened (found by the
-        // multi-lock test: such a waiter slept for the whole lease).
-        if let (None, Some(g), true) = (&also, &spec.grant_channel, sub.registered()) {
-            let a = engine.also(&sub, g, spec.wake);
-            let confirm_by = crate::config::after(client.config().command_timeout);
-            a.confirmed(deadline.map_or(confirm_by, |d| d.min(confirm_by)))
-                .await;
-            also = Some(a);
-            next_wait = None;
+        let (sent_at, first) = match local_bound {
+            Some(until) => {
+                let left = until.saturating_duration_since(Instant::now());
+                let pttl = i64::try_from(left.as_millis()).unwrap_or(i64::MAX).max(1);
+                (Instant::now(), Ok(Reply::Busy { pttl }))
+            }
+            None => {
+                let call = self.call(if wait == WaitMode::Try { "try" } else { "wait" });
+                try_once(client, &mut self.attempt, &call).await
+            }
+        };
+        self.queue = QueueState::new(sent_at);
+        if let Some(sub) = &self.sub {
+            sub.set_registered(matches!(first, Ok(Reply::Queued { .. })));
         }
-        if let Some(reason) = sub.refused() {
-            // Without the channel no release would ever wake this waiter.
+        Ok(match first {
+            Ok(Reply::Granted { token, pttl }) => {
+                if let Some(sub) = &self.sub {
+                    sub.mark_acquired();
+                }
+                First::Done(Some(Granted::from_server(token, pttl, sent_at)))
+            }
+            Ok(Reply::Busy { .. }) | Ok(Reply::Queued { .. }) if wait == WaitMode::Try => {
+                self.attempt.give_up().await;
+                First::Done(None)
+            }
+            Ok(reply) => {
+                self.queue.observe(client, spec, reply, sent_at);
+                First::Wait(match (&self.sub, reply) {
+                    (Some(_), Reply::Busy { pttl } | Reply::Queued { pttl, .. }) => Some(pttl),
+                    _ => None,
+                })
+            }
+            Err(e) if e.is_retryable() && wait != WaitMode::Try => {
+                self.last_err = Some(e);
+                First::Wait(None)
+            }
+            Err(e) => return Err(e),
+        })
+    }
+
+    /// Step two, after a first try that failed unsubscribed: subscribe
+    /// (and listen for grants if that try registered), then the loop tries
+    /// again at once (a release may have landed between the first try and
+    /// the subscription).
+    async fn subscribe(&mut self, waiter: Waiter) {
+        let (engine, spec) = (self.client.engine(), self.ask.spec);
+        let sub = engine.subscribe(&spec.channel, waiter);
+        if self.queue.queued_now {
+            self.also = spec
+                .grants
+                .channel()
+                .map(|g| engine.also(&sub, g, spec.wake));
+        }
+        let confirm_by = self.confirm_by();
+        sub.confirmed(confirm_by).await;
+        if let Some(a) = &self.also {
+            a.confirmed(confirm_by).await;
+        }
+        sub.set_registered(self.queue.queued_now);
+        self.sub = Some(sub);
+    }
+
+    /// Step three, the loop: wait (when a reply said how long at most),
+    /// take what was handed over, else try again, until granted or out of
+    /// time.
+    async fn wait_and_retry(mut self, mut next_wait: Option<i64>) -> Result<Option<Granted>> {
+        loop {
+            if self.listen_for_grants().await {
+                next_wait = None;
+            }
+            self.check_refusals()?;
+            if let Some(pttl) = next_wait.take() {
+                if let Some(g) = self.sleep_then_take(pttl).await {
+                    return Ok(Some(g));
+                }
+            }
+            if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            match self.try_again().await? {
+                Ok(g) => return Ok(Some(g)),
+                Err(wait) => next_wait = wait,
+            }
+        }
+        self.time_out().await
+    }
+
+    fn sub(&self) -> &Subscription {
+        self.sub.as_ref().expect("subscribed before the loop")
+    }
+
+    /// Registered for a grant: listen on the grant channel too, then try
+    /// once more at once (returns true): a grant made since the
+    /// registering try may have been published before this waiter
+    /// listened (found by the multi-lock test: such a waiter slept for the
+    /// whole lease).
+    async fn listen_for_grants(&mut self) -> bool {
+        let spec = self.ask.spec;
+        let (None, Some(g), true) = (&self.also, spec.grants.channel(), self.sub().registered())
+        else {
+            return false;
+        };
+        let a = self.client.engine().also(self.sub(), g, spec.wake);
+        a.confirmed(self.confirm_by()).await;
+        self.also = Some(a);
+        true
+    }
+
+    /// A refused subscription ends the acquire: without the channel no
+    /// release would ever wake this waiter.
+    fn check_refusals(&self) -> Result<()> {
+        let spec = self.ask.spec;
+        if let Some(reason) = self.sub().refused() {
             return Err(Error::SubscribeRefused {
                 channel: spec.channel.clone(),
                 reason,
             });
         }
-        if let (Some(reason), Some(g)) =
-            (also.as_ref().and_then(|a| a.refused()), &spec.grant_channel)
-        {
+        if let (Some(reason), Some(g)) = (
+            self.also.as_ref().and_then(|a| a.refused()),
+            spec.grants.channel(),
+        ) {
             return Err(Error::SubscribeRefused {
                 channel: g.clone(),
                 reason,
             });
         }
-        if let Some(pttl) = next_wait.take() {
-            let passed = sleep_until_woken(client, &sub, pttl, deadline).await;
-            if let Some(g) = passed {
-                // Handed over by an unlock in this client, under this
-                // attempt's own id and lease.
-                attempt.win();
-                sub.mark_acquired();
-                return Ok(Some(Granted {
-                    token: g.token,
-                    pttl: g.pttl,
-                    sent_at: g.sent_at,
-                    extend_to: None,
-                    chain: g.chain,
-                    hold_id: Some(g.hold_id),
-                }));
-            }
-            if let Some(g) = take_named_grant(&sub, queue.entry, ms) {
-                attempt.win();
-                sub.mark_acquired();
-                return Ok(Some(g));
-            }
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            break;
-        }
-        sub.begin_try();
-        let (sent_at, r) = try_once(client, &mut attempt, &call("again")).await;
-        sub.set_registered(matches!(r, Ok(Reply::Queued { .. })));
+        Ok(())
+    }
+
+    /// Sleep for `pttl` at most (see [`sleep_until_woken`]), then take a
+    /// hold handed over while asleep: by an unlock in this client, under
+    /// this attempt's own id and lease, or a grant by name.
+    async fn sleep_then_take(&mut self, pttl: i64) -> Option<Granted> {
+        let passed = sleep_until_woken(self.client, self.sub(), pttl, self.deadline).await;
+        let got = match passed {
+            Some(g) => Some(Granted {
+                token: g.token,
+                pttl: g.pttl,
+                sent_at: g.sent_at,
+                extend_to: None,
+                chain: g.chain,
+                hold_id: Some(g.hold_id),
+            }),
+            None => take_named_grant(self.sub(), self.queue.entry, self.ask.ms),
+        }?;
+        self.attempt.win();
+        self.sub().mark_acquired();
+        Some(got)
+    }
+
+    /// Step four: try again. `Ok(grant)`, or `Err(wait)`: wait for that
+    /// many ms at most before the next try (`None`: no wait).
+    async fn try_again(&mut self) -> Result<std::result::Result<Granted, Option<i64>>> {
+        self.sub().begin_try();
+        let call = self.call("again");
+        let (sent_at, r) = try_once(self.client, &mut self.attempt, &call).await;
+        self.sub()
+            .set_registered(matches!(r, Ok(Reply::Queued { .. })));
         match r {
             Ok(Reply::Granted { token, pttl }) => {
-                sub.mark_acquired();
-                return Ok(Some(grant(token, pttl, sent_at)));
+                self.sub().mark_acquired();
+                Ok(Ok(Granted::from_server(token, pttl, sent_at)))
             }
             Ok(reply @ (Reply::Busy { pttl } | Reply::Queued { pttl, .. })) => {
-                sub.tried();
-                queue.observe(client, spec, reply, sent_at);
-                last_err = None;
-                refused = 0;
-                next_wait = Some(pttl);
+                self.sub().tried();
+                self.queue
+                    .observe(self.client, self.ask.spec, reply, sent_at);
+                self.last_err = None;
+                self.refused = 0;
+                Ok(Err(Some(pttl)))
             }
             Err(e) if e.is_retryable() => {
-                if client.conn().is_up() {
+                let conn = self.client.conn();
+                let wait = if conn.is_up() {
                     // The server refused without running it (LOADING,
                     // BUSY, READONLY...), or an uncertain outcome came back
                     // fast (a reset on a cluster, whose connection never
                     // reads as down): wait on the channel with a growing
                     // bound rather than ask again at once.
-                    refused = (refused * 2).clamp(10, 500);
-                    next_wait = Some(refused);
+                    self.refused = (self.refused * 2).clamp(10, 500);
+                    Some(self.refused)
                 } else {
-                    client.conn().wait_up(deadline).await;
-                }
-                last_err = Some(e);
+                    conn.wait_up(self.deadline).await;
+                    None
+                };
+                self.last_err = Some(e);
+                Ok(Err(wait))
             }
-            Err(e) => return Err(e),
+            Err(e) => Err(e),
         }
     }
-    // Out of time. Off the channel first: no local hand-off may claim this
-    // waiter while its release runs (one that did, and whose unlock was
-    // then cancelled, would leave its hold with an attempt already given
-    // up). A registration it held goes with that release; only then is the
-    // next local waiter woken, to register anew (its drop would wake it
-    // before, to find the registration still there).
-    let registered = sub.registered();
-    sub.set_registered(false);
-    drop(also);
-    drop(sub);
-    drop(queue);
-    match last_err {
-        Some(e) => Err(e), // the armed attempt's drop hands it to the releaser
-        None => {
-            attempt.give_up().await;
-            if registered {
-                client.engine().nudge(&spec.channel);
+
+    /// Out of time. Off the channel first: no local hand-off may claim this
+    /// waiter while its release runs (one that did, and whose unlock was
+    /// then cancelled, would leave its hold with an attempt already given
+    /// up). A registration it held goes with that release; only then is
+    /// the next local waiter woken, to register anew (its drop would wake
+    /// it before, to find the registration still there).
+    async fn time_out(self) -> Result<Option<Granted>> {
+        let Loop {
+            sub,
+            queue,
+            also,
+            mut attempt,
+            client,
+            ask,
+            last_err,
+            ..
+        } = self;
+        let registered = sub.as_ref().is_some_and(Subscription::registered);
+        if let Some(sub) = &sub {
+            sub.set_registered(false);
+        }
+        drop(also);
+        drop(sub);
+        drop(queue);
+        match last_err {
+            Some(e) => Err(e), // the armed attempt's drop hands it to the releaser
+            None => {
+                attempt.give_up().await;
+                if registered {
+                    client.engine().nudge(&ask.spec.channel);
+                }
+                Ok(None)
             }
-            Ok(None)
         }
     }
 }
 
-/// Step one: try once. Returns when the request was sent and the decoded
+/// One try. Returns when the request was sent and the decoded
 /// reply or the error, keeping the attempt's armed state right.
 async fn try_once(
     client: &Client,
@@ -752,7 +911,7 @@ async fn try_once(
     (sent_at, r)
 }
 
-/// Step two: sleep until a release message, the holder's TTL (`pttl` from
+/// Sleep until a release message, the holder's TTL (`pttl` from
 /// the last reply), or the deadline. Woken or not, the next try tells: a
 /// lease that ran out is free. A hint moves the bound without a try.
 /// Returns the hold an unlock in this client handed over while it slept.
@@ -781,7 +940,7 @@ async fn sleep_until_woken(
     }
 }
 
-/// Step three, for hand-offs by name: a message that names this attempt
+/// For hand-offs by name: a message that names this attempt
 /// carries the token, the claim lease and the entry's secret. The lock is
 /// taken without a round trip when the grant is for the current queue
 /// entry (`entry`: its secret, and an instant no later than when the

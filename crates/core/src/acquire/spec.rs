@@ -58,16 +58,9 @@ pub struct AcquireSpec {
     /// The waiter's class, for policies that wake one kind of waiter
     /// (`"read"`, `"write"`); primitives with one kind use `""`.
     pub(crate) class: &'static str,
-    /// When true, `t:<attempt>` / `g:<attempt> ...` messages wake this waiter
-    /// (and only it), and each acquire call carries a fresh entry secret as
-    /// its last ARGV (see the module docs).
-    pub(crate) tagged: bool,
-    /// With `tagged`: the waiters are woken by unnamed messages too
-    /// ([`AcquireBuilder::grants_on`]).
-    pub(crate) wakeable: bool,
-    /// A second channel the waiters listen on, for the grants by name
-    /// ([`AcquireBuilder::grants_on`]).
-    pub(crate) grant_channel: Option<String>,
+    /// How grants reach a waiter: by unnamed wake-ups and a try, or by
+    /// name too (and then on which channel).
+    pub(crate) grants: Grants,
     /// Liveness heartbeat kept while the attempt is queued (primitives with a
     /// server-side queue).
     pub(crate) heartbeat: Option<HeartbeatSpec>,
@@ -97,6 +90,44 @@ pub struct AcquireSpec {
     /// such a hold is nobody's; one of a clone's acquire that started
     /// later, and overtook this call on its way, is left alone.
     pub(crate) live: Option<Arc<HoldSet>>,
+}
+
+/// How the grants of an acquire reach its waiter: the four ways the
+/// builder offers ([`AcquireBuilder::tagged`], [`AcquireBuilder::grants_on`],
+/// [`AcquireBuilder::grants_by_name`], or none of them), and no other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Grants {
+    /// Unnamed wake-ups only: a woken waiter tries again.
+    Unnamed,
+    /// By name only (a server-side queue): `t:<attempt>` / `g:<attempt> ...`
+    /// messages wake this waiter and only it.
+    Named,
+    /// By name on a channel of this client's own, beside the unnamed
+    /// wake-ups on the shared channel.
+    NamedOn(String),
+    /// By name on the shared channel, beside the unnamed wake-ups.
+    NamedShared,
+}
+
+impl Grants {
+    /// Grants come by name: each acquire call carries a fresh entry secret
+    /// as its last ARGV, and the waiter is registered under its attempt.
+    pub(crate) fn by_name(&self) -> bool {
+        *self != Grants::Unnamed
+    }
+
+    /// A waiter registered by name is woken by unnamed messages too.
+    pub(crate) fn also_unnamed(&self) -> bool {
+        matches!(self, Grants::NamedOn(_) | Grants::NamedShared)
+    }
+
+    /// The channel of this client's own that the grants come on.
+    pub(crate) fn channel(&self) -> Option<&String> {
+        match self {
+            Grants::NamedOn(c) => Some(c),
+            _ => None,
+        }
+    }
 }
 
 impl AcquireSpec {
@@ -130,9 +161,7 @@ impl AcquireSpec {
             channel: keys.channel(),
             wake,
             class: "",
-            tagged: false,
-            wakeable: false,
-            grant_channel: None,
+            grants: Grants::Unnamed,
             heartbeat: None,
             pass: None,
             live: None,
@@ -217,7 +246,7 @@ impl AcquireBuilder {
     /// this waiter (and only it), and each acquire call carries a fresh
     /// entry secret as its last ARGV (see the module docs).
     pub fn tagged(mut self) -> Self {
-        self.0.tagged = true;
+        self.0.grants = Grants::Named;
         self
     }
 
@@ -238,9 +267,7 @@ impl AcquireBuilder {
     ///
     /// [`tagged`]: AcquireBuilder::tagged
     pub fn grants_on(mut self, channel: String) -> Self {
-        self.0.tagged = true;
-        self.0.wakeable = true;
-        self.0.grant_channel = Some(channel);
+        self.0.grants = Grants::NamedOn(channel);
         self
     }
 
@@ -254,9 +281,7 @@ impl AcquireBuilder {
     ///
     /// [`grants_on`]: AcquireBuilder::grants_on
     pub fn grants_by_name(mut self) -> Self {
-        self.0.tagged = true;
-        self.0.wakeable = true;
-        self.0.grant_channel = None;
+        self.0.grants = Grants::NamedShared;
         self
     }
 
