@@ -21,20 +21,22 @@ pub use crate::acquire::{
     attempt_seq, new_attempt_id, AcquireBuilder, AcquireSpec, ConditionBuilder, ConditionSpec,
     WaitMode,
 };
-pub use crate::config::{lease_ms, MAX_LEASE_MS};
+pub use crate::config::{holder_name, lease_ms, MAX_LEASE_MS};
 pub use crate::ctx::Client;
 pub use crate::error::{Error, Result};
-pub use crate::exclusive::{Exclusive, ExclusiveKind, LockInfo, QueuedWaiter};
+pub use crate::exclusive::{Exclusive, ExclusiveKind, LockInfo, PlainLock, QueuedWaiter};
 pub use crate::guard::ExclusiveGuard;
+pub use crate::guarded::Guarded;
 pub use crate::handle::{Acquire, Handle};
 pub use crate::heartbeat::HeartbeatSpec;
-pub use crate::hold::{run_while_held, Hold, HoldSet, LeaseMode, LeaseState};
+pub use crate::hold::{drift, run_while_held, Hold, HoldSet, HoldSpec, LeaseMode, LeaseState};
+pub use crate::hold_guard_methods;
 pub use crate::keys::Keys;
 pub use crate::lockable::Lockable;
 pub use crate::lua_scripts;
 pub use crate::observe::{observe, CATCH_UP};
-pub use crate::scripts::{LuaScript, ScriptCall, HOLD_RENEW, HOLD_WATCH};
+pub use crate::scripts::{check_headers, LuaScript, ScriptCall, HOLD_RENEW, HOLD_WATCH};
 pub use crate::wake::{
     parse_u64, ClientFirst, Grant, OnePerClient, Signal, Wake, WakePolicy, NAMED_CLIENT_FIRST,
 };
-pub use crate::watch::{watch, HoldEvent, Holder, Listener};
+pub use crate::watch::{hold_watch_call, watch, watch_or_fail, HoldEvent, Holder, Listener};

@@ -55,7 +55,7 @@ pub const KIND: &str = "elect";
 
 /// How long an observer waits for a message before it reads the leader
 /// anyway: the bound on catching up with a missed message.
-pub const CATCH_UP: Duration = deadbolt_core::CATCH_UP;
+pub const CATCH_UP: Duration = deadbolt_core::primitive::CATCH_UP;
 
 /// Any message on the observers' channel (`l:<term>`, `r`) wakes every
 /// observer of the client to look.
@@ -75,7 +75,7 @@ struct Parts {
     fence: String,
     channel: String,
     observers: String,
-    keys: deadbolt_core::Keys,
+    keys: deadbolt_core::primitive::Keys,
 }
 
 /// An election: a name candidates campaign for. Cheap to clone.
@@ -229,7 +229,7 @@ impl Election {
     /// nothing on the server.
     pub fn observe(&self) -> impl Stream<Item = Result<Option<Leader>>> + Send + 'static {
         let (reader, waiter) = (self.clone(), self.clone());
-        deadbolt_core::observe(
+        deadbolt_core::primitive::observe(
             move || {
                 let e = reader.clone();
                 async move { e.leader().await }
@@ -267,8 +267,8 @@ impl Leadership {
     /// (the check and the writes in one script): a leader paused past its
     /// lease writes nothing once its term ended. See
     /// [`deadbolt_core::guarded`].
-    pub fn guarded(&self) -> deadbolt_core::guarded::Guarded<'_> {
-        deadbolt_core::guarded::Guarded::over(vec![&self.hold])
+    pub fn guarded(&self) -> deadbolt_core::primitive::Guarded<'_> {
+        deadbolt_core::primitive::Guarded::over(vec![&self.hold])
     }
 
     /// The term: a fencing token strictly larger than every earlier term of
@@ -343,7 +343,7 @@ fn leader_of(v: &[String]) -> Option<Leader> {
     Some(Leader {
         term,
         info,
-        client_name: deadbolt_core::holder_name(&owner),
+        client_name: deadbolt_core::primitive::holder_name(&owner),
         owner,
         ttl: Duration::from_millis(ttl),
     })

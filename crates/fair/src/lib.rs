@@ -22,10 +22,9 @@
 //! ```
 
 use deadbolt_core::primitive::{
-    parse_u64, AcquireSpec, Client, Grant, HeartbeatSpec, Keys, ScriptCall, Signal, Wake,
-    WakePolicy,
+    parse_u64, AcquireSpec, Client, Exclusive, ExclusiveKind, Grant, HeartbeatSpec, Keys,
+    ScriptCall, Signal, Wake, WakePolicy,
 };
-use deadbolt_core::{Exclusive, ExclusiveKind};
 
 /// The fair lock's Lua scripts (files in the workspace's `lua/`; the queue
 /// rules are in `fair_lib.lua`, prepended to each).
@@ -58,7 +57,7 @@ pub struct Fifo;
 pub type FairLock = Exclusive<Fifo>;
 
 /// One hold of a [`FairLock`].
-pub type FairLockGuard = deadbolt_core::ExclusiveGuard;
+pub type FairLockGuard = deadbolt_core::primitive::ExclusiveGuard;
 
 /// The six keys every fair-lock script takes, in order (see `lua/fair_lib.lua`).
 pub fn fair_keys(k: &Keys) -> Vec<String> {

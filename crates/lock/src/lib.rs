@@ -18,9 +18,9 @@
 //! ```
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, ClientFirst, Keys, ScriptCall, NAMED_CLIENT_FIRST,
+    AcquireSpec, Client, ClientFirst, Exclusive, ExclusiveKind, Keys, ScriptCall,
+    NAMED_CLIENT_FIRST,
 };
-use deadbolt_core::{Exclusive, ExclusiveKind};
 
 /// The lock's Lua scripts (files in the workspace's `lua/`).
 pub mod scripts {
@@ -55,7 +55,7 @@ pub struct Reentrant;
 pub type Lock = Exclusive<Reentrant>;
 
 /// One hold of a [`Lock`].
-pub type LockGuard = deadbolt_core::ExclusiveGuard;
+pub type LockGuard = deadbolt_core::primitive::ExclusiveGuard;
 
 impl ExclusiveKind for Reentrant {
     const KIND: &'static str = KIND;

@@ -29,10 +29,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadbolt_core::scripts::{ScriptCall, HOLD_RENEW};
-use deadbolt_core::{
-    drift, lease_ms, new_attempt_id, Acquire, Client, Error, Hold, HoldSpec, LeaseMode, LeaseState,
-    Lockable, PlainLock, Result, WaitMode,
+use deadbolt_core::primitive::{
+    drift, lease_ms, new_attempt_id, run_while_held, Acquire, Client, Error, Guarded, Hold,
+    HoldSpec, LeaseMode, LeaseState, Lockable, PlainLock, Result, ScriptCall, WaitMode, HOLD_RENEW,
 };
 use deadbolt_lock::scripts::LOCK_RELEASE;
 use deadbolt_lock::Lock;
@@ -367,8 +366,8 @@ impl MultiGuard {
     /// [`Error::CrossSlot`] before anything is sent, on a single server
     /// too, as a cluster would refuse the script. See
     /// [`deadbolt_core::guarded`].
-    pub fn guarded(&self) -> deadbolt_core::guarded::Guarded<'_> {
-        deadbolt_core::guarded::Guarded::over(self.parts.iter().collect())
+    pub fn guarded(&self) -> Guarded<'_> {
+        Guarded::over(self.parts.iter().collect())
     }
 
     /// The largest of the parts' fencing tokens. A resource guarded by one
@@ -418,7 +417,7 @@ impl MultiGuard {
     /// # Cancel safety
     /// Dropping this future drops `work`; the hold is untouched.
     pub async fn run<F: Future>(&self, work: F) -> Result<F::Output> {
-        deadbolt_core::run_while_held(self.lost(), work).await
+        run_while_held(self.lost(), work).await
     }
 
     /// Resolves when any part can no longer be counted on.
@@ -702,7 +701,7 @@ impl RedlockGuard {
     /// # Cancel safety
     /// Dropping this future drops `work`; the hold is untouched.
     pub async fn run<F: Future>(&self, work: F) -> Result<F::Output> {
-        deadbolt_core::run_while_held(self.lost(), work).await
+        run_while_held(self.lost(), work).await
     }
 
     /// Resolves when the lock can no longer be counted on.

@@ -36,10 +36,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, Error, ExclusiveGuard, Grant, Handle, HeartbeatSpec, Hold, Keys,
-    LeaseMode, Result, ScriptCall, WaitMode, Wake, WakePolicy,
+    Acquire, AcquireSpec, Client, Error, ExclusiveGuard, Grant, Handle, HeartbeatSpec, Hold, Keys,
+    LeaseMode, Lockable, Result, ScriptCall, WaitMode, Wake, WakePolicy,
 };
-use deadbolt_core::{Acquire, Lockable};
 use futures::future::BoxFuture;
 
 /// The read-write lock's Lua scripts (files in the workspace's `lua/`; the
@@ -463,14 +462,15 @@ impl RwLock {
     /// Dropping the stream stops it; it records nothing on the server.
     pub fn watch(
         &self,
-    ) -> impl futures::Stream<Item = Result<deadbolt_core::watch::HoldEvent>> + Send + 'static {
+    ) -> impl futures::Stream<Item = Result<deadbolt_core::primitive::HoldEvent>> + Send + 'static
+    {
         let parts = self.parts().map(|p| {
             (
                 vec![p.keys[0].clone(), p.keys[2].clone()],
-                deadbolt_core::watch::hold_watch_call(&p.names, Some(p.keys[2].clone())),
+                deadbolt_core::primitive::hold_watch_call(&p.names, Some(p.keys[2].clone())),
             )
         });
-        deadbolt_core::watch::watch_or_fail(self.inner.client(), parts)
+        deadbolt_core::primitive::watch_or_fail(self.inner.client(), parts)
     }
 
     /// Remove every hold, write and read, whoever holds it, and wake every
@@ -692,7 +692,7 @@ pub type WriteGuard = ExclusiveGuard;
 pub struct ReadGuard(Hold);
 
 impl ReadGuard {
-    deadbolt_core::hold_guard_methods!(0);
+    deadbolt_core::primitive::hold_guard_methods!(0);
 
     /// Release this read hold and wait for the answer; the last reader's
     /// release wakes the waiting writers.
@@ -727,7 +727,7 @@ mod tests {
         assert_eq!(RwWake.decode(b"x"), Wake::Nothing);
         let grant = |name: &str, ttl_ms, secret| Wake::Named {
             name: name.to_string(),
-            signal: deadbolt_core::Signal::Grant(Grant {
+            signal: deadbolt_core::primitive::Signal::Grant(Grant {
                 token: 0,
                 ttl_ms,
                 claim_ms: 300,

@@ -482,18 +482,19 @@ impl Semaphore {
     /// Dropping the stream stops it; it records nothing on the server.
     pub fn watch(
         &self,
-    ) -> impl futures::Stream<Item = Result<deadbolt_core::watch::HoldEvent>> + Send + 'static {
+    ) -> impl futures::Stream<Item = Result<deadbolt_core::primitive::HoldEvent>> + Send + 'static
+    {
         // No exclusive holder: the configuration hash stands in for the
         // hold hash (it has no owner field).
         let parts = self.parts().map(|(keys, _)| {
             let read = ScriptCall::new(
-                &deadbolt_core::scripts::HOLD_WATCH,
+                &deadbolt_core::primitive::HOLD_WATCH,
                 vec![keys[0].clone(), keys[1].clone(), keys[2].clone()],
                 vec!["permits".to_string()],
             );
             (vec![keys[1].clone(), keys[2].clone()], read)
         });
-        deadbolt_core::watch::watch_or_fail(self.inner.client(), parts)
+        deadbolt_core::primitive::watch_or_fail(self.inner.client(), parts)
     }
 
     /// Delete the semaphore: its permit count, holds and queue. Returns

@@ -94,7 +94,7 @@ impl Permits {
         self.count
     }
 
-    deadbolt_core::hold_guard_methods!(slot);
+    deadbolt_core::primitive::hold_guard_methods!(slot);
 
     /// Give the permits back and wait for the answer; the waiters they
     /// serve are granted them inside the release.
