@@ -32,6 +32,7 @@ mod heartbeat;
 mod hold;
 mod keys;
 mod lockable;
+pub mod message;
 mod metrics;
 mod observe;
 pub mod primitive;
@@ -66,4 +67,5 @@ pub use lockable::Lockable;
 pub use observe::{observe, CATCH_UP};
 #[cfg(feature = "tls")]
 pub use tls::ensure_crypto_provider;
+pub use message::Message;
 pub use wake::{ClientFirst, Grant, OnePerClient, Signal, Wake, WakePolicy, NAMED_CLIENT_FIRST};

@@ -34,6 +34,7 @@ pub use crate::hold_guard_methods;
 pub use crate::keys::Keys;
 pub use crate::lockable::Lockable;
 pub use crate::lua_scripts;
+pub use crate::message::Message;
 pub use crate::observe::{observe, CATCH_UP};
 pub use crate::scripts::{check_headers, LuaScript, ScriptCall, HOLD_RENEW, HOLD_WATCH};
 pub use crate::wake::{

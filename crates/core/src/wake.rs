@@ -13,6 +13,8 @@
 use std::fmt;
 use std::time::Duration;
 
+pub use crate::message::Message;
+
 /// What one message asks of this client's waiters on the channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -63,7 +65,7 @@ pub enum Wake {
     },
     /// Each of these, in order: one message that hands the primitive to
     /// several waiters at once (a writer's release admitting every
-    /// registered reader), each named ([`Grant::named_wakes`]).
+    /// registered reader), each named ([`Wake::grants`]).
     Several(Vec<Wake>),
 }
 
@@ -127,56 +129,6 @@ impl Grant {
             secret,
         })
     }
-
-    /// A hand-off message `g:<name> <grant fields>` as the wake-up of the
-    /// waiter registered under that name ([`Wake::Named`] with
-    /// [`Signal::Grant`]); `None` for a message that is no hand-off, and
-    /// [`Wake::Nothing`] for a malformed one. For policies whose grants name
-    /// a waiter on its client's own channel.
-    pub fn named_wake(payload: &[u8]) -> Option<Wake> {
-        if !payload.starts_with(b"g:") {
-            return None;
-        }
-        Some(match Grant::parse_message(payload) {
-            Some((name, grant)) => Wake::Named {
-                name,
-                signal: Signal::Grant(grant),
-            },
-            None => Wake::Nothing,
-        })
-    }
-
-    /// A message of one hand-off per line (`g:<name> <grant fields>` each,
-    /// as [`Grant::named_wake`]) as the wake-ups of the waiters it names
-    /// ([`Wake::Several`]; a single line gives its [`Wake::Named`]); `None`
-    /// for a message that is no hand-off. Malformed lines are skipped. For
-    /// policies whose one release grants to several waiters of several
-    /// clients on the shared channel.
-    pub fn named_wakes(payload: &[u8]) -> Option<Wake> {
-        if !payload.starts_with(b"g:") {
-            return None;
-        }
-        let mut wakes: Vec<Wake> = payload
-            .split(|b| *b == b'\n')
-            .filter_map(Grant::named_wake)
-            .filter(|w| *w != Wake::Nothing)
-            .collect();
-        Some(match wakes.len() {
-            0 => Wake::Nothing,
-            1 => wakes.remove(0),
-            _ => Wake::Several(wakes),
-        })
-    }
-
-    /// Decode a hand-off message `g:<name> <grant fields>` ([`Grant::parse`])
-    /// into the name it is for and the grant; `None` for anything else.
-    pub fn parse_message(payload: &[u8]) -> Option<(String, Grant)> {
-        let rest = payload.strip_prefix(b"g:")?;
-        let i = rest.iter().position(|b| *b == b' ')?;
-        let name = std::str::from_utf8(&rest[..i]).ok()?;
-        let grant = Grant::parse(&rest[i + 1..])?;
-        (!name.is_empty()).then(|| (name.to_string(), grant))
-    }
 }
 
 /// Decodes the messages of one primitive's channel.
@@ -185,8 +137,52 @@ impl Grant {
 /// on the channel can send anything. Unknown messages decode to
 /// [`Wake::Nothing`].
 pub trait WakePolicy: Send + Sync + fmt::Debug + 'static {
-    /// What `payload` asks of the waiters.
-    fn decode(&self, payload: &[u8]) -> Wake;
+    /// What `message` asks of the waiters: the policy's choice over the
+    /// one message schema ([`Message`]).
+    fn wake(&self, message: &Message) -> Wake;
+
+    /// What `payload` asks of the waiters: its [`Message`], then
+    /// [`wake`](Self::wake). The waiting engine calls it for every message.
+    fn decode(&self, payload: &[u8]) -> Wake {
+        self.wake(&Message::parse(payload))
+    }
+}
+
+impl Wake {
+    /// The wake-up of the waiter registered under `name` with its grant.
+    pub fn granted(name: &str, grant: Grant) -> Wake {
+        Wake::Named {
+            name: name.to_string(),
+            signal: Signal::Grant(grant),
+        }
+    }
+
+    /// The wake-ups of every waiter a [`Message::Granted`] names: one
+    /// [`Wake::Named`] for one, [`Wake::Several`] for more. For policies
+    /// whose one release grants to several waiters of several clients on
+    /// the shared channel.
+    pub fn grants(grants: &[(String, Grant)]) -> Wake {
+        match grants {
+            [] => Wake::Nothing,
+            [(name, g)] => Wake::granted(name, *g),
+            _ => Wake::Several(grants.iter().map(|(n, g)| Wake::granted(n, *g)).collect()),
+        }
+    }
+
+    /// The wake-up of the one waiter a single-grant message names
+    /// ([`Message::single_grant`]); `None` for a message that is no grant,
+    /// and [`Wake::Nothing`] for a grant message of another shape. For
+    /// policies whose grants name one waiter on its client's own channel.
+    pub fn single_grant(message: &Message) -> Option<Wake> {
+        match message {
+            Message::Granted(_) | Message::Malformed(b'g') => Some(
+                message
+                    .single_grant()
+                    .map_or(Wake::Nothing, |(name, g)| Wake::granted(name, *g)),
+            ),
+            _ => None,
+        }
+    }
 }
 
 /// Any message wakes one waiter per client (an unfair lock's release: one
@@ -195,7 +191,7 @@ pub trait WakePolicy: Send + Sync + fmt::Debug + 'static {
 pub struct OnePerClient;
 
 impl WakePolicy for OnePerClient {
-    fn decode(&self, _payload: &[u8]) -> Wake {
+    fn wake(&self, _message: &Message) -> Wake {
         Wake::one()
     }
 }
@@ -209,7 +205,7 @@ impl WakePolicy for OnePerClient {
 pub const NAMED_CLIENT_FIRST: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// `g:<attempt> <token> <ttl> <secret> <claim>` hands the primitive to
-/// that waiter ([`Grant::named_wake`]); `h:<ms>` says another client's claim
+/// that waiter ([`Wake::single_grant`]); `h:<ms>` says another client's claim
 /// ends within `ms` ([`Wake::Soon`]); `c:<client id>` names the client whose
 /// waiter goes first ([`Wake::ClientFirst`]); any other message wakes one
 /// waiter per client, as [`OnePerClient`]. For primitives whose release
@@ -220,21 +216,15 @@ pub const NAMED_CLIENT_FIRST: std::time::Duration = std::time::Duration::from_mi
 pub struct ClientFirst;
 
 impl WakePolicy for ClientFirst {
-    fn decode(&self, payload: &[u8]) -> Wake {
-        if let Some(w) = Grant::named_wake(payload) {
+    fn wake(&self, message: &Message) -> Wake {
+        if let Some(w) = Wake::single_grant(message) {
             return w;
         }
-        if let Some(ms) = payload.strip_prefix(b"h:") {
-            return match parse_u64(ms) {
-                Some(ms) => Wake::Soon {
-                    within: Duration::from_millis(ms),
-                },
-                None => Wake::Nothing,
-            };
-        }
-        match payload.strip_prefix(b"c:").map(std::str::from_utf8) {
-            Some(Ok(client)) if !client.is_empty() => Wake::ClientFirst {
-                client: client.to_string(),
+        match message {
+            Message::Claimed(within) => Wake::Soon { within: *within },
+            Message::Malformed(b'h') => Wake::Nothing,
+            Message::ClientFirst(client) => Wake::ClientFirst {
+                client: client.clone(),
                 class: None,
             },
             _ => Wake::one(),

@@ -30,6 +30,7 @@ use tokio::time::Instant;
 
 use crate::ctx::Client;
 use crate::error::{Error, Result};
+use crate::message::Message;
 use crate::observe::CATCH_UP;
 use crate::scripts::ScriptCall;
 use crate::wait::{Subscription, Waiter};
@@ -109,18 +110,12 @@ fn forced_token(hold_key: &str) -> u64 {
 struct ForcedNote;
 
 impl WakePolicy for ForcedNote {
-    fn decode(&self, payload: &[u8]) -> Wake {
-        if let Some((key, token)) = std::str::from_utf8(payload)
-            .ok()
-            .and_then(|p| p.strip_prefix("f:"))
-            .and_then(|p| p.rsplit_once(' '))
-        {
-            if let Ok(t) = token.parse::<u64>() {
-                let mut log = forced_log().lock();
-                let now = Instant::now();
-                log.retain(|_, (_, at)| now.duration_since(*at) < Duration::from_secs(60));
-                log.insert(key.to_string(), (t, now));
-            }
+    fn wake(&self, message: &Message) -> Wake {
+        if let Message::Forced { key, token } = message {
+            let mut log = forced_log().lock();
+            let now = Instant::now();
+            log.retain(|_, (_, at)| now.duration_since(*at) < Duration::from_secs(60));
+            log.insert(key.clone(), (*token, now));
         }
         Wake::All { class: None }
     }
@@ -133,7 +128,7 @@ static FORCED_NOTE: ForcedNote = ForcedNote;
 struct AnyMessage;
 
 impl WakePolicy for AnyMessage {
-    fn decode(&self, _payload: &[u8]) -> Wake {
+    fn wake(&self, _message: &Message) -> Wake {
         Wake::All { class: None }
     }
 }

@@ -28,8 +28,8 @@
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, ConditionSpec, Error, Handle, Hold, LeaseMode, LeaseState, OnePerClient,
-    Result, ScriptCall, WaitMode, Wake, WakePolicy,
+    AcquireSpec, Client, ConditionSpec, Error, Handle, Hold, LeaseMode, LeaseState, Message,
+    OnePerClient, Result, ScriptCall, WaitMode, Wake, WakePolicy,
 };
 use futures::Stream;
 
@@ -63,7 +63,7 @@ pub const CATCH_UP: Duration = deadbolt_core::primitive::CATCH_UP;
 struct AnyChange;
 
 impl WakePolicy for AnyChange {
-    fn decode(&self, _payload: &[u8]) -> Wake {
+    fn wake(&self, _message: &Message) -> Wake {
         Wake::All { class: None }
     }
 }

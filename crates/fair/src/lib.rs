@@ -22,8 +22,8 @@
 //! ```
 
 use deadbolt_core::primitive::{
-    parse_u64, AcquireSpec, Client, Exclusive, ExclusiveKind, Grant, HeartbeatSpec, Keys,
-    ScriptCall, Signal, Wake, WakePolicy,
+    AcquireSpec, Client, Exclusive, ExclusiveKind, HeartbeatSpec, Keys, Message, ScriptCall,
+    Signal, Wake, WakePolicy,
 };
 
 /// The fair lock's Lua scripts (files in the workspace's `lua/`; the queue
@@ -84,30 +84,17 @@ fn waiter_timeout_ms(client: &Client) -> String {
 pub struct HandOff;
 
 impl WakePolicy for HandOff {
-    fn decode(&self, payload: &[u8]) -> Wake {
-        let named = |rest: &[u8], signal| match std::str::from_utf8(rest) {
-            Ok(name) if !name.is_empty() => Wake::Named {
-                name: name.to_string(),
-                signal,
-            },
-            _ => Wake::Nothing,
-        };
-        if let Some(w) = Grant::named_wake(payload) {
+    fn wake(&self, message: &Message) -> Wake {
+        if let Some(w) = Wake::single_grant(message) {
             return w;
         }
-        if let Some(rest) = payload.strip_prefix(b"t:") {
-            return match rest.iter().position(|b| *b == b' ') {
-                Some(i) => match parse_u64(&rest[i + 1..]) {
-                    Some(ms) => named(
-                        &rest[..i],
-                        Signal::SleepFor(std::time::Duration::from_millis(ms)),
-                    ),
-                    None => Wake::Nothing,
-                },
-                None => named(rest, Signal::Retry),
-            };
+        match message {
+            Message::Turn { name, after } => Wake::Named {
+                name: name.clone(),
+                signal: after.map_or(Signal::Retry, Signal::SleepFor),
+            },
+            _ => Wake::Nothing,
         }
-        Wake::Nothing
     }
 }
 
@@ -155,6 +142,7 @@ impl ExclusiveKind for Fifo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use deadbolt_core::primitive::Grant;
 
     #[test]
     fn every_script_has_a_header_contract() {

@@ -36,8 +36,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    Acquire, AcquireSpec, Client, Error, ExclusiveGuard, Grant, Handle, HeartbeatSpec, Hold, Keys,
-    LeaseMode, Lockable, Result, ScriptCall, WaitMode, Wake, WakePolicy,
+    Acquire, AcquireSpec, Client, Error, ExclusiveGuard, Handle, HeartbeatSpec, Hold, Keys,
+    LeaseMode, Lockable, Message, Result, ScriptCall, WaitMode, Wake, WakePolicy,
 };
 use futures::future::BoxFuture;
 
@@ -105,14 +105,12 @@ pub fn rw_keys(k: &Keys) -> Vec<String> {
 pub struct RwWake;
 
 impl WakePolicy for RwWake {
-    fn decode(&self, payload: &[u8]) -> Wake {
-        if let Some(w) = Grant::named_wakes(payload) {
-            return w;
-        }
-        match payload {
-            b"w" => Wake::All { class: None },
-            b"r" => Wake::All { class: Some(WRITE) },
-            b"m" => Wake::All { class: Some(READ) },
+    fn wake(&self, message: &Message) -> Wake {
+        match message {
+            Message::Granted(grants) => Wake::grants(grants),
+            Message::Notice(b'w') => Wake::All { class: None },
+            Message::Notice(b'r') => Wake::All { class: Some(WRITE) },
+            Message::Notice(b'm') => Wake::All { class: Some(READ) },
             _ => Wake::Nothing,
         }
     }
@@ -713,6 +711,7 @@ impl ReadGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use deadbolt_core::primitive::Grant;
 
     #[test]
     fn every_script_has_a_header_contract() {

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, ConditionSpec, Error, Grant, Handle, HeartbeatSpec, Keys, LeaseMode,
+    AcquireSpec, Client, ConditionSpec, Error, Handle, HeartbeatSpec, Keys, LeaseMode, Message,
     Result, ScriptCall, Signal, WaitMode, Wake, WakePolicy, MAX_LEASE_MS,
 };
 
@@ -108,16 +108,14 @@ pub fn semaphore_keys(k: &Keys) -> Vec<String> {
 pub struct PermitsFree;
 
 impl WakePolicy for PermitsFree {
-    fn decode(&self, payload: &[u8]) -> Wake {
-        if let Some(w) = Grant::named_wake(payload) {
+    fn wake(&self, message: &Message) -> Wake {
+        if let Some(w) = Wake::single_grant(message) {
             return w;
         }
-        if payload == b"r" {
-            return Wake::All { class: None };
-        }
-        match payload.strip_prefix(b"t:").map(std::str::from_utf8) {
-            Some(Ok(name)) if !name.is_empty() => Wake::Named {
-                name: name.to_string(),
+        match message {
+            Message::Notice(b'r') => Wake::All { class: None },
+            Message::Turn { name, after: None } => Wake::Named {
+                name: name.clone(),
                 signal: Signal::Retry,
             },
             _ => Wake::Nothing,
@@ -130,9 +128,9 @@ impl WakePolicy for PermitsFree {
 pub struct LatchOpen;
 
 impl WakePolicy for LatchOpen {
-    fn decode(&self, payload: &[u8]) -> Wake {
-        match payload {
-            b"0" => Wake::All { class: None },
+    fn wake(&self, message: &Message) -> Wake {
+        match message {
+            Message::Notice(b'0') => Wake::All { class: None },
             _ => Wake::Nothing,
         }
     }

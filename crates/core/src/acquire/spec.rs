@@ -258,7 +258,7 @@ impl AcquireBuilder {
     /// registered waiter (the attempt is armed then: its release must clear
     /// the registration when it gives up), `{0, pttl}` that it is not. The
     /// grant, `g:<attempt> <token> <ttl> <secret> <claim>`
-    /// ([`Grant::named_wake`](crate::Grant::named_wake)), and `h:<ms>` claim
+    /// ([`Message::Granted`](crate::message::Message::Granted)), and `h:<ms>` claim
     /// hints ([`Wake::Soon`](crate::Wake::Soon)) come on `channel`, one of
     /// this client's own, so a grant reaches only its waiter's client; a
     /// waiter that registers listens there beside the shared channel, where
@@ -276,7 +276,7 @@ impl AcquireBuilder {
     /// every waiter listens on, for primitives whose one release grants to
     /// many registered waiters of many clients at once (a writer's release
     /// admitting every waiting reader), in one message of a line per
-    /// waiter ([`Grant::named_wakes`](crate::Grant::named_wakes)) that
+    /// waiter ([`Wake::grants`](crate::Wake::grants)) that
     /// each client hears once. The replies are as for [`grants_on`].
     ///
     /// [`grants_on`]: AcquireBuilder::grants_on

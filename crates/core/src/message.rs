@@ -1,0 +1,269 @@
+//! The one schema of the messages deadbolt's scripts publish on a
+//! primitive's channels, read in one place.
+//!
+//! A script publishes a short text (built by the Lua library's one function
+//! per kind); the waiting engine hands its bytes to the channel's
+//! [`WakePolicy`](crate::WakePolicy), which reads them with
+//! [`Message::parse`] and chooses what the message asks of its waiters
+//! ([`WakePolicy::wake`](crate::WakePolicy::wake)). No policy parses text.
+//!
+//! | wire form | [`Message`] | sent by |
+//! |---|---|---|
+//! | `g:<attempt> <token> <ttl> <secret> [<claim>]`, one line per waiter | [`Granted`](Message::Granted) | a release that grants by name (FairLock, Semaphore, Lock's registered waiter, RwLock's readers) |
+//! | `t:<attempt>` / `t:<attempt> <ms>` | [`Turn`](Message::Turn) | a queue whose head changed (FairLock, Semaphore) |
+//! | `h:<ms>` | [`Claimed`](Message::Claimed) | a Lock release that granted to another client's registered waiter |
+//! | `c:<client id>` | [`ClientFirst`](Message::ClientFirst) | a Lock release that names the client waiting longest |
+//! | `l:<term>` | [`Leader`](Message::Leader) | an election's change of leader |
+//! | `f:<hold key> <token>` | [`Forced`](Message::Forced) | a force-unlock, on `<hold key>:watch` |
+//! | one character: `0`, `1`, `r`, `w`, `m` | [`Notice`](Message::Notice) | plain releases; the letter's meaning is the primitive's (docs/architecture.md) |
+//!
+//! A message of a known kind with bad fields is [`Malformed`](Message::Malformed);
+//! anything else is [`Other`](Message::Other). Anyone allowed to publish on
+//! a channel can send anything, so parsing never panics.
+
+use std::time::Duration;
+
+use crate::wake::{parse_u64, Grant};
+
+/// One message on a primitive's channel, decoded ([`Message::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Message {
+    /// The primitive was handed to each named waiter (its attempt id) with
+    /// its grant; lines with bad fields are left out. Never empty.
+    Granted(Vec<(String, Grant)>),
+    /// The named waiter is at the head of its queue: try now, or (with
+    /// `after`) not before this long from now (the holder's lease ends then).
+    Turn {
+        /// The waiter's attempt id.
+        name: String,
+        /// Nothing to try before this long from now.
+        after: Option<Duration>,
+    },
+    /// Another client's waiter was granted the primitive under a claim that
+    /// ends this long from now unless its taker extends it.
+    Claimed(Duration),
+    /// Released: the waiter of this client (its [`Client::id`](crate::Client::id))
+    /// goes first.
+    ClientFirst(String),
+    /// An election's leadership changed; the new term.
+    Leader(u64),
+    /// A force-unlock removed the hold of `key` with fencing token `token`.
+    Forced {
+        /// The hold's key.
+        key: String,
+        /// The removed hold's fencing token.
+        token: u64,
+    },
+    /// A one-character notice (`0`, `1`, `r`, `w`, `m`), whose meaning is
+    /// the primitive's.
+    Notice(u8),
+    /// A message of a known kind (the prefix letter: `g`, `t`, `h`, `l`,
+    /// `f`) whose fields do not parse.
+    Malformed(u8),
+    /// Anything else.
+    Other,
+}
+
+impl Message {
+    /// Decode a message's bytes. Never panics.
+    pub fn parse(payload: &[u8]) -> Message {
+        match payload {
+            [c] => Message::Notice(*c),
+            [b'g', b':', ..] => granted(payload),
+            [b't', b':', rest @ ..] => turn(rest),
+            [b'h', b':', rest @ ..] => parse_u64(rest).map_or(Message::Malformed(b'h'), |ms| {
+                Message::Claimed(Duration::from_millis(ms))
+            }),
+            [b'c', b':', rest @ ..] => match std::str::from_utf8(rest) {
+                Ok(client) if !client.is_empty() => Message::ClientFirst(client.to_string()),
+                _ => Message::Other,
+            },
+            [b'l', b':', rest @ ..] => {
+                parse_u64(rest).map_or(Message::Malformed(b'l'), Message::Leader)
+            }
+            [b'f', b':', rest @ ..] => forced(rest),
+            _ => Message::Other,
+        }
+    }
+
+    /// The wire form of this message (what the Lua library's function for
+    /// its kind publishes); `Malformed` and `Other` have none.
+    pub fn encode(&self) -> Option<Vec<u8>> {
+        Some(match self {
+            Message::Granted(grants) => grants
+                .iter()
+                .map(|(name, g)| {
+                    format!(
+                        "g:{name} {} {} {} {}",
+                        g.token, g.ttl_ms, g.secret, g.claim_ms
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+                .into_bytes(),
+            Message::Turn { name, after: None } => format!("t:{name}").into_bytes(),
+            Message::Turn {
+                name,
+                after: Some(d),
+            } => format!("t:{name} {}", d.as_millis()).into_bytes(),
+            Message::Claimed(d) => format!("h:{}", d.as_millis()).into_bytes(),
+            Message::ClientFirst(c) => format!("c:{c}").into_bytes(),
+            Message::Leader(term) => format!("l:{term}").into_bytes(),
+            Message::Forced { key, token } => format!("f:{key} {token}").into_bytes(),
+            Message::Notice(c) => vec![*c],
+            Message::Malformed(_) | Message::Other => return None,
+        })
+    }
+
+    /// The one grant of a single-grant message: `Some` for a `Granted` of
+    /// one waiter, for primitives whose releases grant to one waiter.
+    pub fn single_grant(&self) -> Option<&(String, Grant)> {
+        match self {
+            Message::Granted(grants) if grants.len() == 1 => grants.first(),
+            _ => None,
+        }
+    }
+}
+
+/// `g:<name> <grant fields>` lines; malformed lines are left out.
+fn granted(payload: &[u8]) -> Message {
+    let grants: Vec<(String, Grant)> = payload
+        .split(|b| *b == b'\n')
+        .filter_map(grant_line)
+        .collect();
+    if grants.is_empty() {
+        Message::Malformed(b'g')
+    } else {
+        Message::Granted(grants)
+    }
+}
+
+/// One `g:<name> <grant fields>` line ([`Grant::parse`] reads the fields).
+fn grant_line(line: &[u8]) -> Option<(String, Grant)> {
+    let rest = line.strip_prefix(b"g:")?;
+    let i = rest.iter().position(|b| *b == b' ')?;
+    let name = std::str::from_utf8(&rest[..i]).ok()?;
+    let grant = Grant::parse(&rest[i + 1..])?;
+    (!name.is_empty()).then(|| (name.to_string(), grant))
+}
+
+/// `t:<name>` or `t:<name> <ms>`.
+fn turn(rest: &[u8]) -> Message {
+    let (name, after) = match rest.iter().position(|b| *b == b' ') {
+        Some(i) => match parse_u64(&rest[i + 1..]) {
+            Some(ms) => (&rest[..i], Some(Duration::from_millis(ms))),
+            None => return Message::Malformed(b't'),
+        },
+        None => (rest, None),
+    };
+    match std::str::from_utf8(name) {
+        Ok(name) if !name.is_empty() => Message::Turn {
+            name: name.to_string(),
+            after,
+        },
+        _ => Message::Malformed(b't'),
+    }
+}
+
+/// `f:<hold key> <token>` (the key may hold spaces: the token is the last field).
+fn forced(rest: &[u8]) -> Message {
+    let parsed = std::str::from_utf8(rest)
+        .ok()
+        .and_then(|p| p.rsplit_once(' '))
+        .and_then(|(key, token)| Some((key.to_string(), token.parse::<u64>().ok()?)));
+    match parsed {
+        Some((key, token)) => Message::Forced { key, token },
+        None => Message::Malformed(b'f'),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(token: u64, ttl_ms: u64, secret: u64, claim_ms: u64) -> Grant {
+        Grant {
+            token,
+            ttl_ms,
+            claim_ms,
+            secret,
+        }
+    }
+
+    #[test]
+    fn every_kind_round_trips() {
+        let all = [
+            Message::Granted(vec![("a1".into(), grant(7, 350, 9, 300))]),
+            Message::Granted(vec![
+                ("a1".into(), grant(7, 350, 9, 300)),
+                ("b2".into(), grant(0, 300, 4, 300)),
+            ]),
+            Message::Turn {
+                name: "a1".into(),
+                after: None,
+            },
+            Message::Turn {
+                name: "a1".into(),
+                after: Some(Duration::from_millis(25)),
+            },
+            Message::Claimed(Duration::from_millis(40)),
+            Message::ClientFirst("web@0f3a".into()),
+            Message::Leader(12),
+            Message::Forced {
+                key: "ns:{a b}:lock".into(),
+                token: 5,
+            },
+            Message::Notice(b'r'),
+        ];
+        for m in all {
+            let wire = m.encode().expect("a kind with a wire form");
+            assert_eq!(
+                Message::parse(&wire),
+                m,
+                "{}",
+                String::from_utf8_lossy(&wire)
+            );
+        }
+    }
+
+    #[test]
+    fn the_wire_forms_are_the_scripts() {
+        assert_eq!(
+            Message::parse(b"g:a1 7 350 9"),
+            Message::Granted(vec![("a1".into(), grant(7, 350, 9, 350))])
+        );
+        assert_eq!(
+            Message::parse(b"g:a1 7 350 9 300\ng:bad\ng:b2 0 300 4 300"),
+            Message::Granted(vec![
+                ("a1".into(), grant(7, 350, 9, 300)),
+                ("b2".into(), grant(0, 300, 4, 300)),
+            ])
+        );
+        assert_eq!(Message::parse(b"0"), Message::Notice(b'0'));
+        assert_eq!(Message::parse(b"l:3"), Message::Leader(3));
+        assert_eq!(Message::parse(b"c:"), Message::Other);
+        assert_eq!(Message::parse(b"rr"), Message::Other);
+        assert_eq!(Message::parse(b""), Message::Other);
+    }
+
+    #[test]
+    fn bad_fields_are_malformed_never_a_panic() {
+        for (wire, kind) in [
+            (&b"g:bad\ng:"[..], b'g'),
+            (b"g:", b'g'),
+            (b"t:", b't'),
+            (b"t:a x", b't'),
+            (b"h:x", b'h'),
+            (b"l:", b'l'),
+            (b"f:key", b'f'),
+            (b"f:key x", b'f'),
+        ] {
+            assert_eq!(Message::parse(wire), Message::Malformed(kind));
+        }
+        for n in 0..=255u8 {
+            let _ = Message::parse(&[b'g', b':', n, b' ', n]);
+            let _ = Message::parse(&[b't', b':', n, 0xff]);
+        }
+    }
+}
