@@ -217,10 +217,7 @@ pub struct ClientFirst;
 
 impl WakePolicy for ClientFirst {
     fn wake(&self, message: &Message) -> Wake {
-        if let Some(w) = Wake::single_grant(message) {
-            return w;
-        }
-        match message {
+        Wake::single_grant(message).unwrap_or_else(|| match message {
             Message::Claimed(within) => Wake::Soon { within: *within },
             Message::Malformed(b'h') => Wake::Nothing,
             Message::ClientFirst(client) => Wake::ClientFirst {
@@ -228,7 +225,7 @@ impl WakePolicy for ClientFirst {
                 class: None,
             },
             _ => Wake::one(),
-        }
+        })
     }
 }
 

@@ -85,16 +85,13 @@ pub struct HandOff;
 
 impl WakePolicy for HandOff {
     fn wake(&self, message: &Message) -> Wake {
-        if let Some(w) = Wake::single_grant(message) {
-            return w;
-        }
-        match message {
+        Wake::single_grant(message).unwrap_or_else(|| match message {
             Message::Turn { name, after } => Wake::Named {
                 name: name.clone(),
                 signal: after.map_or(Signal::Retry, Signal::SleepFor),
             },
             _ => Wake::Nothing,
-        }
+        })
     }
 }
 

@@ -109,17 +109,14 @@ pub struct PermitsFree;
 
 impl WakePolicy for PermitsFree {
     fn wake(&self, message: &Message) -> Wake {
-        if let Some(w) = Wake::single_grant(message) {
-            return w;
-        }
-        match message {
+        Wake::single_grant(message).unwrap_or_else(|| match message {
             Message::Notice(b'r') => Wake::All { class: None },
             Message::Turn { name, after: None } => Wake::Named {
                 name: name.clone(),
                 signal: Signal::Retry,
             },
             _ => Wake::Nothing,
-        }
+        })
     }
 }
 
