@@ -173,7 +173,7 @@ pub struct Guarded<'a> {
 
 impl<'a> Guarded<'a> {
     /// Over every hold of a guard (one for a lock; each part of a
-    /// MultiLock, which must then all share one hash slot).
+    /// composite, which must then all share one hash slot).
     pub fn over(holds: Vec<&'a Hold>) -> Guarded<'a> {
         Guarded { holds }
     }

@@ -9,13 +9,16 @@
 //!
 //! | wire form | [`Message`] | sent by |
 //! |---|---|---|
-//! | `g:<attempt> <token> <ttl> <secret> [<claim>]`, one line per waiter | [`Granted`](Message::Granted) | a release that grants by name (FairLock, Semaphore, Lock's registered waiter, RwLock's readers) |
-//! | `t:<attempt>` / `t:<attempt> <ms>` | [`Turn`](Message::Turn) | a queue whose head changed (FairLock, Semaphore) |
-//! | `h:<ms>` | [`Claimed`](Message::Claimed) | a Lock release that granted to another client's registered waiter |
-//! | `c:<client id>` | [`ClientFirst`](Message::ClientFirst) | a Lock release that names the client waiting longest |
-//! | `l:<term>` | [`Leader`](Message::Leader) | an election's change of leader |
+//! | `g:<attempt> <token> <ttl> <secret> [<claim>]`, one line per waiter | [`Granted`](Message::Granted) | a release that grants to registered attempts, one or several |
+//! | `t:<attempt>` / `t:<attempt> <ms>` | [`Turn`](Message::Turn) | a queue whose head changed |
+//! | `h:<ms>` | [`Claimed`](Message::Claimed) | a release that granted to another client's registered attempt |
+//! | `c:<client id>` | [`ClientFirst`](Message::ClientFirst) | a release that names the client waiting longest |
+//! | `l:<term>` | [`Term`](Message::Term) | a holder that changes by terms, at a change |
 //! | `f:<hold key> <token>` | [`Forced`](Message::Forced) | a force-unlock, on `<hold key>:watch` |
-//! | one character: `0`, `1`, `r`, `w`, `m` | [`Notice`](Message::Notice) | plain releases; the letter's meaning is the primitive's (docs/architecture.md) |
+//! | one character: `0`, `1`, `r`, `w`, `m` | [`Notice`](Message::Notice) | plain releases; the letter's meaning is the primitive's |
+//!
+//! docs/architecture.md ("The grant protocol") says which primitive sends
+//! which.
 //!
 //! A message of a known kind with bad fields is [`Malformed`](Message::Malformed);
 //! anything else is [`Other`](Message::Other). Anyone allowed to publish on
@@ -46,8 +49,8 @@ pub enum Message {
     /// Released: the waiter of this client (its [`Client::id`](crate::Client::id))
     /// goes first.
     ClientFirst(String),
-    /// An election's leadership changed; the new term.
-    Leader(u64),
+    /// A holder that changes by terms changed; the new term.
+    Term(u64),
     /// A force-unlock removed the hold of `key` with fencing token `token`.
     Forced {
         /// The hold's key.
@@ -80,7 +83,7 @@ impl Message {
                 _ => Message::Other,
             },
             [b'l', b':', rest @ ..] => {
-                parse_u64(rest).map_or(Message::Malformed(b'l'), Message::Leader)
+                parse_u64(rest).map_or(Message::Malformed(b'l'), Message::Term)
             }
             [b'f', b':', rest @ ..] => forced(rest),
             _ => Message::Other,
@@ -109,7 +112,7 @@ impl Message {
             } => format!("t:{name} {}", d.as_millis()).into_bytes(),
             Message::Claimed(d) => format!("h:{}", d.as_millis()).into_bytes(),
             Message::ClientFirst(c) => format!("c:{c}").into_bytes(),
-            Message::Leader(term) => format!("l:{term}").into_bytes(),
+            Message::Term(term) => format!("l:{term}").into_bytes(),
             Message::Forced { key, token } => format!("f:{key} {token}").into_bytes(),
             Message::Notice(c) => vec![*c],
             Message::Malformed(_) | Message::Other => return None,
@@ -209,7 +212,7 @@ mod tests {
             },
             Message::Claimed(Duration::from_millis(40)),
             Message::ClientFirst("web@0f3a".into()),
-            Message::Leader(12),
+            Message::Term(12),
             Message::Forced {
                 key: "ns:{a b}:lock".into(),
                 token: 5,
@@ -241,7 +244,7 @@ mod tests {
             ])
         );
         assert_eq!(Message::parse(b"0"), Message::Notice(b'0'));
-        assert_eq!(Message::parse(b"l:3"), Message::Leader(3));
+        assert_eq!(Message::parse(b"l:3"), Message::Term(3));
         assert_eq!(Message::parse(b"c:"), Message::Other);
         assert_eq!(Message::parse(b"rr"), Message::Other);
         assert_eq!(Message::parse(b""), Message::Other);

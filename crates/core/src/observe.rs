@@ -1,5 +1,5 @@
-//! One observer loop for every stream of changes (an election's leader, a
-//! lock's holder): read, yield what changed, wait for a message or the
+//! One observer loop for every stream of changes (a holder that changes by
+//! terms, a lock's holder): read, yield what changed, wait for a message or the
 //! catch-up bound, read again.
 //!
 //! # Implementation notes

@@ -13,8 +13,8 @@
 //! next wait ends that wait at once.
 //!
 //! Keyspace notifications are off by default in Redis: with
-//! `notify-keyspace-events` holding `K`, `g`, `h`, `x` (and `z` for the
-//! semaphore's and the read-write lock's readers), e.g. `Kghzx`, every
+//! `notify-keyspace-events` holding `K`, `g`, `h`, `x` (and `z` for shared
+//! holds kept in a sorted set), e.g. `Kghzx`, every
 //! change wakes a watch at once; without them a watch still sees each
 //! change within [`CATCH_UP`], and an expiry when the lease ends. On a
 //! Redis Cluster keyspace notifications are node-local and not sharded, so
@@ -64,9 +64,8 @@ pub enum HoldEvent {
     Expired(Holder),
     /// The hold was removed by `force_unlock`.
     ForceUnlocked(Holder),
-    /// The number of shared holds changed (a read-write lock's read holds,
-    /// a semaphore's permits in use); also reported by the first read when
-    /// it is not 0.
+    /// The number of shared holds changed (read holds, permits in use);
+    /// also reported by the first read when it is not 0.
     Shared {
         /// How many there are now.
         holders: u64,
