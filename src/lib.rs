@@ -302,7 +302,7 @@ impl AsRef<deadbolt_core::Client> for Client {
 /// Every primitive of the facade with its scripts: the one list the facade
 /// keeps (each crate it re-exports is here once). Every script is loaded
 /// when a client connects; the test `every_script_in_lua_is_preloaded`
-/// fails when a script of the workspace's `lua/` is not.
+/// fails when a script of a crate's `lua/` is not.
 const PRIMITIVES: &[(&str, &[&deadbolt_core::scripts::LuaScript])] = &[
     ("lock", deadbolt_lock::SCRIPTS),
     ("fair", deadbolt_fair::SCRIPTS),
@@ -328,14 +328,15 @@ impl From<deadbolt_core::Client> for Client {
 
 #[cfg(test)]
 mod tests {
-    /// Every script file of the workspace's `lua/` (all but the libraries,
-    /// `*_lib.lua`, which are prepended to scripts, and those of the
+    /// Every script file of every crate's `lua/` folder (all but the
+    /// libraries, `*_lib.lua`, which are joined before scripts, the bench's
+    /// comparison scripts, which are not deadbolt's, and those of the
     /// example primitive in `examples/`, a crate of its own in spirit) is
     /// preloaded by the facade or by core: a primitive whose scripts the
     /// facade forgot fails here.
     #[test]
     fn every_script_in_lua_is_preloaded() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/lua");
+        let crates = concat!(env!("CARGO_MANIFEST_DIR"), "/crates");
         fn text_under(dir: &std::path::Path, out: &mut String) {
             for e in std::fs::read_dir(dir).expect("a folder") {
                 let path = e.unwrap().path();
@@ -358,16 +359,26 @@ mod tests {
             .collect();
         loaded.sort_unstable();
         let mut missing = Vec::new();
-        for e in std::fs::read_dir(dir).expect("lua/") {
-            let name = e.unwrap().file_name().into_string().unwrap();
-            let Some(stem) = name.strip_suffix(".lua") else {
+        let mut seen = 0;
+        for c in std::fs::read_dir(crates).expect("crates/") {
+            let c = c.unwrap().path();
+            let dir = c.join("lua");
+            if c.ends_with("bench") || !dir.is_dir() {
                 continue;
-            };
-            let example = examples.contains(&format!("\"{stem}\""));
-            if !stem.ends_with("_lib") && !example && loaded.binary_search(&stem).is_err() {
-                missing.push(stem.to_string());
+            }
+            for e in std::fs::read_dir(&dir).expect("a crate's lua/") {
+                let name = e.unwrap().file_name().into_string().unwrap();
+                let Some(stem) = name.strip_suffix(".lua") else {
+                    continue;
+                };
+                seen += 1;
+                let example = examples.contains(&format!("\"{stem}\""));
+                if !stem.ends_with("_lib") && !example && loaded.binary_search(&stem).is_err() {
+                    missing.push(stem.to_string());
+                }
             }
         }
+        assert!(seen >= loaded.len(), "only {seen} Lua files found");
         assert!(missing.is_empty(), "scripts never preloaded: {missing:?}");
     }
 }

@@ -1,1 +1,312 @@
-../../../lua/hold_lib.lua
+-- hold_lib.lua — functions shared by every script that grants or checks holds.
+--
+-- Not a script of its own: the script loader joins it, after msg_lib.lua
+-- (whose msg_grant_line it uses), before the scripts that name HOLD_LIB
+-- (deadbolt_core::scripts), so the rules for key types and fencing tokens
+-- are written once.
+--
+-- Errors these functions produce (the client maps them to typed errors):
+--   WRONGTYPE <key>          a key of another type is in the way
+--   BADVALUE <key> <what>    a key holds a value deadbolt cannot use
+-- Both are raised before the calling script writes anything.
+
+-- Largest integer a Lua number (a double) carries exactly: 2^53 - 1.
+local HOLD_MAX_INT = 9007199254740991
+
+-- The keys of one primitive as a table: names[i] -> KEYS[base + i]. Scripts
+-- that take several primitives' keys (a heartbeat batch) pass each group's
+-- base.
+local function hold_keys(base, names)
+  local K = {}
+  for i, name in ipairs(names) do
+    K[name] = KEYS[base + i]
+  end
+  return K
+end
+
+-- Check that every key in `keys` (a list of {key, type}) is missing or of the
+-- expected type. Returns nil, or an error reply naming the first bad key
+-- and that key's position in `keys`. Scripts call it before their first
+-- write: a script that fails half-way would leave its earlier writes
+-- behind (Redis has no rollback).
+local function hold_check_types(keys)
+  for i, kt in ipairs(keys) do
+    local t = redis.call('TYPE', kt[1]).ok
+    if t ~= 'none' and t ~= kt[2] then
+      return redis.error_reply('WRONGTYPE ' .. kt[1]), i
+    end
+  end
+  return nil
+end
+
+-- The error of a pcall on `key`: a key of another type as WRONGTYPE named
+-- by the key (Redis's own message names none), anything else (OOM) as
+-- Redis gave it.
+local function hold_named_error(key, e)
+  if e.err and string.find(e.err, '^WRONGTYPE') then
+    return redis.error_reply('WRONGTYPE ' .. key)
+  end
+  return e
+end
+
+-- A read of `key` as its first touch in a script (redis.pcall of the
+-- command and its arguments): returns the reply, or nil and the error reply
+-- naming the key (hold_named_error) when it is of another type. A script
+-- that reads each key it will write this way before its first write (or
+-- makes its first write the first touch of its key) refuses a key of
+-- another type with nothing written, without a TYPE call. O(1) beyond the
+-- command itself.
+local function hold_first(key, ...)
+  local v = redis.pcall(...)
+  if type(v) == 'table' and v.err then
+    return nil, hold_named_error(key, v)
+  end
+  return v
+end
+
+-- The fencing counter's value `v` (a string) at `fence` as a number, or nil
+-- and BADVALUE when it is not an integer in 0 .. 2^53-2 (with such a value
+-- the next token could repeat or go backwards in double arithmetic).
+local function hold_fence_value(fence, v)
+  local n = nil
+  if string.match(v, '^%d+$') and #v <= 16 then
+    n = tonumber(v)
+  end
+  if n == nil or n >= HOLD_MAX_INT then
+    return nil, redis.error_reply('BADVALUE ' .. fence .. ' fencing counter '
+      .. string.sub(v, 1, 24) .. ' is not an integer below 2^53-1')
+  end
+  return n
+end
+
+-- Read the fencing counter at `fence`. Returns the counter (0 when
+-- missing), or nil and an error reply: WRONGTYPE for a key of another type,
+-- BADVALUE for a value hold_fence_value refuses, or the server's own error.
+local function hold_read_fence(fence)
+  local v = redis.pcall('GET', fence)
+  if type(v) == 'table' then
+    return nil, hold_named_error(fence, v)
+  end
+  if not v then
+    return 0
+  end
+  return hold_fence_value(fence, v)
+end
+
+-- The next fencing token after counter `last`: max(last + 1, server time in
+-- µs). The clock floor keeps tokens rising when the counter is lost
+-- (restart without persistence, failover, expiry). Returns the token as a
+-- number and as a string (%.0f: tostring would round to 14 digits).
+local function hold_token(last, now_us)
+  local token = now_us
+  if last >= token then
+    token = last + 1
+  end
+  return token, string.format('%.0f', token)
+end
+
+-- hold_token, stored back as the counter. The counter is the slot's
+-- (<ns>:{<slot tag>}:fence, shared by every name in the hash slot: see
+-- keys.rs in deadbolt-core) and has no TTL: at most 16,384 of them per
+-- namespace, however many names were ever used.
+local function hold_next_token(fence, last, now_us)
+  local token, s = hold_token(last, now_us)
+  redis.call('SET', fence, s)
+  return token, s
+end
+
+-- Give each key in `keys` a TTL of at least ttl_ms, never shortening one
+-- (a client with a short waiter_timeout must not cut the life of keys that
+-- a client with a long one still relies on). GT leaves a key without a TTL
+-- alone, so such a key gets its first TTL plainly.
+local function hold_touch(keys, ttl_ms)
+  for _, k in ipairs(keys) do
+    if redis.call('PEXPIRE', k, ttl_ms, 'GT') == 0 and redis.call('PTTL', k) == -1 then
+      redis.call('PEXPIRE', k, ttl_ms)
+    end
+  end
+end
+
+-- Server time as milliseconds and microseconds.
+local function hold_now()
+  local t = redis.call('TIME')
+  local s, us = tonumber(t[1]), tonumber(t[2])
+  return s * 1000 + math.floor(us / 1000), s * 1000000 + us
+end
+
+-- The opening of a script on a primitive's keys: keys(base) as a table,
+-- checked with check(K) (nil, or the error reply naming a key of another
+-- type), and the server time in ms. Returns K, now_ms; or nil, nil and the
+-- error reply (nothing is written before it).
+local function hold_open(keys, check, base)
+  local K = keys(base)
+  local bad = check(K)
+  if bad then
+    return nil, nil, bad
+  end
+  local now_ms = hold_now()
+  return K, now_ms
+end
+
+-- Advance the fencing counter at `fence` to the next token
+-- (hold_token) in one call in the common case: SET ... GET stores the
+-- server time and returns the old counter, which is checked afterwards.
+-- A counter at or ahead of the clock takes a second SET (last + 1); a
+-- value deadbolt cannot use is put back (the script is atomic: nobody sees
+-- the time in between) and reported as BADVALUE. A key of
+-- another type or a refused write (OOM) fails the SET itself, with nothing
+-- written. Returns the token and its string, or nil and an error reply.
+-- For scripts whose first write this is (a later refusal would leave the
+-- counter advanced, which is harmless but wasteful).
+local function hold_advance_fence(fence, now_us)
+  local stoken = string.format('%.0f', now_us)
+  local old = redis.pcall('SET', fence, stoken, 'GET')
+  if type(old) == 'table' then
+    return nil, nil, hold_named_error(fence, old)
+  end
+  if not old then
+    return now_us, stoken
+  end
+  local last, err = hold_fence_value(fence, old)
+  if err then
+    redis.call('SET', fence, old, 'KEEPTTL')
+    return nil, nil, err
+  end
+  if last < now_us then
+    return now_us, stoken
+  end
+  return hold_next_token(fence, last, now_us)
+end
+
+-- A hand-off message to a registered waiter (attempt `attempt`, entry
+-- secret `secret`, registered at `at` on the server clock asking for
+-- `lease` with a claim of `claim` ms): its grant line (msg_grant_line,
+-- msg_lib.lua: 'g:<attempt> <token> <ttl> <secret> <claim>'). The claim is
+-- min(claim, lease): the hold's TTL from the grant on, until its taker
+-- extends it to its lease; ttl = the claim plus how long the registration
+-- waited, because the waiter counts the hold's validity from the request
+-- that registered it. Returns the line and the claim.
+local function hold_grant_message(attempt, stoken, secret, lease, claim, at, now_ms)
+  local c = math.min(tonumber(claim), tonumber(lease))
+  local ttl = c + math.max(0, now_ms - tonumber(at))
+  return msg_grant_line(attempt, stoken, ttl, secret, c), c
+end
+
+-- The sequence number of an attempt id ('<hex>s<number>', drawn by
+-- new_attempt_id in deadbolt-core: a later attempt of a process has a
+-- larger one), 0 for an id without one.
+local function hold_seq(attempt)
+  return tonumber(string.match(attempt, 's(%d+)$')) or 0
+end
+
+-- Write a fresh hold into the (empty) hold hash `key`: owner, token (a
+-- string), a count of 1, the attempt's field, s = the attempt's sequence
+-- number (hold_seq; hold_reenter keeps it the largest of the hash's
+-- attempts, for hold_is_stale), and any further field-value pairs. One HSET.
+local function hold_create(key, owner, stoken, attempt, ...)
+  redis.call('HSET', key, 'o', owner, 't', stoken, 'n', 1, 'a:' .. attempt, 1,
+    's', hold_seq(attempt), ...)
+end
+
+-- A fresh grant on the hold hash `key` (layout in lock_acquire.lua): the
+-- next fencing token from `fence` (hold_advance_fence: checked, and put
+-- back when unusable), the owner, a count of 1, the attempt's field and a
+-- TTL of `lease` ms. Returns the token, or nil and an error reply (nothing
+-- written).
+local function hold_grant(key, fence, owner, attempt, lease)
+  local _, now_us = hold_now()
+  local token, stoken, err = hold_advance_fence(fence, now_us)
+  if err then
+    return nil, err
+  end
+  hold_create(key, owner, stoken, attempt)
+  redis.call('PEXPIRE', key, lease)
+  return token
+end
+
+-- Whether the hold hash `key`, held by `holder`, is a stale hold of `owner`.
+-- `bound` is the acquire's last ARGV (HoldSet::acquire_arg in deadbolt-core;
+-- nil from callers that do not say): '0' when the owner's handle may still
+-- hold the lock or has another acquire in progress, else the sequence
+-- number of this attempt, every older attempt of the handle being over
+-- then. The hold is stale when the hash records neither this attempt (so it
+-- is no replay of this acquire, nor a hand-off to it) nor any attempt newer
+-- than it (s, the largest sequence number of its attempts, is at most the
+-- bound: an acquire of a clone that began after this one may have overtaken
+-- it on the way, and its hold is spared). Such a hold is a grant whose
+-- reply was lost and whose compensating release ran before it (the request
+-- sat in a paused server's buffer on a connection the client gave up), or
+-- one reported lost. Re-entering it would count the acquire on top of a
+-- hold nobody will release, and every later re-entry would keep it alive:
+-- the lock would never be free for anyone else. Callers delete it instead
+-- (a repair) and treat the lock as free. One HMGET, only when holder ==
+-- owner and the bound is a number.
+local function hold_is_stale(key, holder, owner, attempt, bound)
+  local upto = tonumber(bound) or 0
+  if holder ~= owner or upto == 0 then
+    return false
+  end
+  local v = redis.call('HMGET', key, 'a:' .. attempt, 's')
+  return not v[1] and (tonumber(v[2]) or 0) <= upto
+end
+
+-- Re-entry (or replay) by the owner that holds the hold hash `key`
+-- (fields o, t, n, s, a:<attempt>; layout in lock_acquire.lua). A new
+-- attempt is counted once (HSETNX: a retry of the same attempt after an
+-- Indeterminate reply finds its field and is not counted twice) and raises
+-- s to its sequence number when larger (hold_is_stale). Either way the TTL
+-- is stretched to max(current, lease): a longer hold is never shortened,
+-- and a replay of a grant made under a short claim (a hand-off inside a
+-- release) gets the lease its acquire asked for. Returns the acquire
+-- reply {1, token, pttl}.
+local function hold_reenter(key, attempt, lease)
+  local pttl = redis.call('PTTL', key)
+  local v = redis.call('HMGET', key, 't', 's')
+  local token = tonumber(v[1])
+  if redis.call('HSETNX', key, 'a:' .. attempt, 1) == 1 then
+    local seq = hold_seq(attempt)
+    if seq > (tonumber(v[2]) or 0) then
+      redis.call('HSET', key, 's', seq)
+    end
+    redis.call('HINCRBY', key, 'n', 1)
+  end
+  if pttl >= 0 and pttl < tonumber(lease) then
+    redis.call('PEXPIRE', key, lease)
+    pttl = tonumber(lease)
+  end
+  return {1, token, pttl}
+end
+
+-- Release one hold of the hold hash `key` by attempt id, idempotently
+-- (hold_release_checked: a key of another type is nil and the error reply
+-- naming it, for scripts whose first touch of the hash this is; hold_release:
+-- it is 0, as a hold that is not there). Returns 0 when the attempt holds
+-- nothing (expired, taken over, released already), 1 when an inner hold was
+-- released (the outer ones keep their TTL), 2 when it is the last hold: the
+-- caller then deletes the hash or hands it on, after it has published what
+-- it must (publishing first means a refused PUBLISH changes nothing). With
+-- 2 come the values of the `...` fields (false where missing), read in the
+-- same HMGET: one call for the common case.
+local function hold_release_checked(key, attempt, ...)
+  local v = redis.pcall('HMGET', key, 'a:' .. attempt, 'n', ...)
+  if v.err then
+    return nil, hold_named_error(key, v)
+  end
+  if not v[1] then
+    return 0
+  end
+  if tonumber(v[2]) > 1 then
+    redis.call('HDEL', key, 'a:' .. attempt)
+    redis.call('HINCRBY', key, 'n', -1)
+    return 1
+  end
+  return 2, unpack(v, 3)
+end
+
+local function hold_release(key, attempt, ...)
+  local r = {hold_release_checked(key, attempt, ...)}
+  if r[1] == nil then
+    return 0
+  end
+  return unpack(r)
+end

@@ -1,1 +1,46 @@
-../../../lua/hold_watch.lua
+-- hold_watch.lua — what a watch of a primitive reads (deadbolt_core::watch):
+-- the exclusive holder of a hold hash, whether a force-unlock removed a
+-- hold, and how many shared holds there are, in one atomic step.
+--
+-- Works for every hold hash laid out as in lock_acquire.lua (Lock, FairLock,
+-- the write side of RwLock), and for primitives without one.
+--
+-- KEYS[1]  hold hash (layout in lock_acquire.lua); a primitive without an
+--          exclusive hold passes a hash without an owner field (the
+--          semaphore's configuration hash)
+-- KEYS[2]  optional: the ZSET of shared holds (an RwLock's readers, a
+--          semaphore's holds), counted with ZCARD
+-- ARGV[1]  optional (with KEYS[2]): 'permits' when the shared count is
+--          the sum of the holds' permits, kept in the hash KEYS[3]
+-- KEYS[3]  optional (with ARGV[1]): a hash whose field '#t' holds that sum
+--          (a semaphore's K.hn)
+--
+-- Reply: {owner or '', token, pttl, 0, shared}  (the fourth field is
+--   kept for the reply's shape: force-unlocks are announced on the hold's
+--   ':watch' channel, not stored)
+--   error WRONGTYPE <key>  a key of another type
+--
+-- O(1). Read-only.
+
+local f = redis.pcall('HMGET', KEYS[1], 'o', 't')
+if f.err then
+  return redis.error_reply('WRONGTYPE ' .. KEYS[1])
+end
+local pttl = -2
+if f[1] then
+  pttl = redis.call('PTTL', KEYS[1])
+end
+local shared = 0
+if KEYS[2] then
+  if ARGV[1] == 'permits' and KEYS[3] then
+    local n = redis.pcall('HGET', KEYS[3], '#t')
+    shared = type(n) == 'string' and tonumber(n) or 0
+  else
+    local n = redis.pcall('ZCARD', KEYS[2])
+    if type(n) == 'table' then
+      return redis.error_reply('WRONGTYPE ' .. KEYS[2])
+    end
+    shared = n
+  end
+end
+return {f[1] or '', tonumber(f[2] or '0') or 0, pttl, 0, shared}

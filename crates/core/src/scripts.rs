@@ -1,6 +1,13 @@
-//! The Lua script loader. Each crate declares its own scripts with
-//! [`lua_scripts!`](crate::lua_scripts), compiled in from its `lua/` folder
-//! (symlinks into the workspace's one `lua/`).
+//! The Lua script loader, and the Lua libraries core exports.
+//!
+//! Each crate declares its own scripts with
+//! [`lua_scripts!`](crate::lua_scripts), compiled in from its own `lua/`
+//! folder. Shared Lua lives once, in core's `lua/`, and is exported here as
+//! the library constants ([`HOLD_LIB`], ...): a script names the libraries
+//! it needs and [`LuaScript`] joins their text and its own on first use, so
+//! a primitive crate outside this repository builds its scripts from the
+//! same libraries as the shipped ones (each crate's package carries only
+//! its own files).
 //!
 //! Scripts run with EVALSHA; on NOSCRIPT (after a restart or a SCRIPT FLUSH)
 //! the script is loaded once with SCRIPT LOAD and the call is retried, so a
@@ -16,10 +23,49 @@
 use std::fmt;
 use std::sync::OnceLock;
 
-/// One Lua script from `lua/`, loaded lazily into a [`redis::Script`].
+/// Functions shared by every script that grants or checks holds: key-type
+/// errors named by key, the fencing counter's range check and next token,
+/// server time, the hold hash's create, re-entry and release by attempt
+/// (`crates/core/lua/hold_lib.lua`).
+pub const HOLD_LIB: &str = include_str!("../lua/hold_lib.lua");
+
+/// Every message the scripts publish, one function per kind
+/// (`msg_grant_line`, `msg_turn`, `msg_notice`, ...), and `msg_publish`, the
+/// one `redis.call('PUBLISH', ...)` of the scripts that use it
+/// (`crates/core/lua/msg_lib.lua`). Joined first: [`HOLD_LIB`] uses it.
+pub const MSG_LIB: &str = include_str!("../lua/msg_lib.lua");
+
+/// The rules of a queue of waiters: a waiter's client, the first live
+/// waiter, the heartbeat of a client's waiters (`crates/core/lua/queue_lib.lua`;
+/// after [`HOLD_LIB`]).
+pub const QUEUE_LIB: &str = include_str!("../lua/queue_lib.lua");
+
+/// Holds that each keep their own lease in a ZSET and a companion hash:
+/// replay, renewal (one hold, or the renew contract's batch), purge
+/// (`crates/core/lua/lease_lib.lua`; after [`HOLD_LIB`]).
+pub const LEASE_LIB: &str = include_str!("../lua/lease_lib.lua");
+
+/// The check in front of every guarded write (`crates/core/lua/guard_lib.lua`;
+/// see [`guarded`](crate::guarded)).
+pub const GUARD_LIB: &str = include_str!("../lua/guard_lib.lua");
+
+/// Every library core exports, by file name without `.lua`, for tests and
+/// tools that look a library up by name.
+pub const LIBRARIES: &[(&str, &str)] = &[
+    ("msg_lib", MSG_LIB),
+    ("hold_lib", HOLD_LIB),
+    ("queue_lib", QUEUE_LIB),
+    ("lease_lib", LEASE_LIB),
+    ("guard_lib", GUARD_LIB),
+];
+
+/// One Lua script: its own text after the libraries it uses, joined on first
+/// use and loaded lazily into a [`redis::Script`].
 pub struct LuaScript {
     name: &'static str,
-    source: &'static str,
+    libs: &'static [&'static str],
+    body: &'static str,
+    source: OnceLock<String>,
     script: OnceLock<redis::Script>,
     sharded: OnceLock<(String, redis::Script)>,
 }
@@ -30,11 +76,24 @@ const PUBLISH: &str = "redis.call('PUBLISH',";
 const SHARDED: &str = "redis.call('SPUBLISH',";
 
 impl LuaScript {
-    /// Declare a script; `source` is its text (use `include_str!`).
+    /// Declare a script of one text, `source` (use `include_str!`).
     pub const fn new(name: &'static str, source: &'static str) -> LuaScript {
+        LuaScript::with_libs(name, &[], source)
+    }
+
+    /// Declare a script whose source is the texts of `libs` (library
+    /// sources such as [`HOLD_LIB`], in that order) followed by `body`, each
+    /// ended by a newline; joined on first use.
+    pub const fn with_libs(
+        name: &'static str,
+        libs: &'static [&'static str],
+        body: &'static str,
+    ) -> LuaScript {
         LuaScript {
             name,
-            source,
+            libs,
+            body,
+            source: OnceLock::new(),
             script: OnceLock::new(),
             sharded: OnceLock::new(),
         }
@@ -50,13 +109,31 @@ impl LuaScript {
         self.script().get_hash()
     }
 
-    /// The Lua source.
-    pub fn source(&self) -> &'static str {
-        self.source
+    /// The Lua source the server runs: the libraries, then the script's own
+    /// text.
+    pub fn source(&self) -> &str {
+        if self.libs.is_empty() {
+            return self.body;
+        }
+        self.source.get_or_init(|| {
+            let mut text = String::new();
+            for lib in self.libs {
+                text.push_str(lib);
+                text.push('\n');
+            }
+            text.push_str(self.body);
+            text
+        })
+    }
+
+    /// The script's own text, without the libraries (its file).
+    pub fn body(&self) -> &'static str {
+        self.body
     }
 
     pub(crate) fn script(&self) -> &redis::Script {
-        self.script.get_or_init(|| redis::Script::new(self.source))
+        self.script
+            .get_or_init(|| redis::Script::new(self.source()))
     }
 
     /// The script a client runs: this one, or on a sharded server (Redis
@@ -74,42 +151,46 @@ impl LuaScript {
         if sharded {
             &self.sharded_variant().0
         } else {
-            self.source
+            self.source()
         }
     }
 
     fn sharded_variant(&self) -> &(String, redis::Script) {
         self.sharded.get_or_init(|| {
-            let text = self.source.replace(PUBLISH, SHARDED);
+            let text = self.source().replace(PUBLISH, SHARDED);
             let script = redis::Script::new(&text);
             (text, script)
         })
     }
 }
 
-/// Check that a script's file starts with its contract (a `KEYS` and a
-/// `Reply` section, as every file in `lua/` must). For primitive crates'
-/// tests.
+/// Check that a script's own file starts with its contract (a `KEYS` and a
+/// `Reply` section, as every script file must; the libraries before it do
+/// not count) and publishes only in the form the sharded variant rewrites.
+/// For primitive crates' tests.
 ///
 /// # Panics
-/// When a section is missing.
+/// When a section is missing, or a PUBLISH is written in another form.
 pub fn check_header(s: &LuaScript) {
-    assert!(
-        s.source.contains("KEYS"),
-        "{} lacks a KEYS contract",
-        s.name
-    );
-    assert!(
-        s.source.contains("Reply"),
-        "{} lacks a Reply section",
-        s.name
-    );
+    assert!(s.body.contains("KEYS"), "{} lacks a KEYS contract", s.name);
+    assert!(s.body.contains("Reply"), "{} lacks a Reply section", s.name);
     assert_eq!(s.sha().len(), 40);
+    let source = s.source();
     assert!(
-        !s.source.contains("redis.call(\"PUBLISH\"") && !s.source.contains("redis.call('PUBLISH' "),
+        !source.contains("redis.call(\"PUBLISH\"")
+            && !source.contains("redis.call('PUBLISH' ")
+            && !source.contains("redis.pcall('PUBLISH'")
+            && !source.contains("redis.pcall(\"PUBLISH\""),
         "{} publishes in a form the sharded variant does not rewrite; write redis.call('PUBLISH', ...)",
         s.name
     );
+    if source.contains("PUBLISH") {
+        assert!(
+            s.source_for(true).contains(SHARDED) && !s.source_for(true).contains(PUBLISH),
+            "{}: the sharded variant still publishes with PUBLISH",
+            s.name
+        );
+    }
 }
 
 /// [`check_header`] of every script of `list` (a primitive crate's
@@ -131,40 +212,70 @@ impl fmt::Debug for LuaScript {
 
 /// Declare `static` [`LuaScript`]s from the calling crate's `lua/` folder.
 ///
-/// Every script lives once, in the workspace's top-level `lua/`; each crate
-/// has a `lua/` folder of symlinks to the files it uses, so that `cargo
-/// package` puts them in the crate (it copies the files a symlink points
-/// to). `with "a", "b"` prepends library files (shared Lua functions) to the
-/// script, in that order.
+/// Each script's file lives in its own crate's `lua/` (`<file>.lua`), so
+/// that `cargo package` puts it in that crate. `with` names the libraries
+/// joined before the script, in that order: an identifier is a library core
+/// exports (a constant of [`deadbolt_core::scripts`](crate::scripts), such as
+/// `HOLD_LIB`), a string literal a library file of the calling crate's own
+/// `lua/` (`"fair_lib"` for `lua/fair_lib.lua`).
 ///
 /// A leading `list pub NAME;` also declares `NAME: &[&LuaScript]` with every
 /// script of the block, for [`ClientBuilder::preload`](crate::ClientBuilder::preload).
+/// A leading `dir "path";` (after the list, if any) reads the crate's files
+/// from `path`, relative to its manifest, instead of `lua` (an example
+/// primitive inside another package).
 ///
 /// ```ignore
 /// deadbolt_core::lua_scripts! {
 ///     list pub SCRIPTS;
 ///     /// Take a lock.
-///     pub LOCK_ACQUIRE = "lock_acquire" with "hold_lib";
+///     pub LOCK_ACQUIRE = "lock_acquire" with MSG_LIB, HOLD_LIB;
+///     /// Take a fair lock.
+///     pub FAIR_ACQUIRE = "fair_acquire" with MSG_LIB, HOLD_LIB, QUEUE_LIB, "fair_lib";
 /// }
 /// ```
 #[macro_export]
 macro_rules! lua_scripts {
-    (list $lvis:vis $list:ident; $($(#[$doc:meta])* $vis:vis $ident:ident = $file:literal $(with $($lib:literal),+)?;)*) => {
-        $crate::lua_scripts! { $($(#[$doc])* $vis $ident = $file $(with $($lib),+)?;)* }
+    (list $lvis:vis $list:ident; dir $dir:literal; $($(#[$doc:meta])* $vis:vis $ident:ident = $file:literal $(with $($lib:tt),+)?;)*) => {
+        $crate::lua_scripts! { dir $dir; $($(#[$doc])* $vis $ident = $file $(with $($lib),+)?;)* }
         /// Every script of this block, for `ClientBuilder::preload`.
         $lvis static $list: &[&$crate::scripts::LuaScript] = &[$(&$ident),*];
     };
-    ($($(#[$doc:meta])* $vis:vis $ident:ident = $file:literal $(with $($lib:literal),+)?;)*) => {
+    (list $lvis:vis $list:ident; $($(#[$doc:meta])* $vis:vis $ident:ident = $file:literal $(with $($lib:tt),+)?;)*) => {
+        $crate::lua_scripts! { list $lvis $list; dir "lua"; $($(#[$doc])* $vis $ident = $file $(with $($lib),+)?;)* }
+    };
+    (dir $dir:literal; $($(#[$doc:meta])* $vis:vis $ident:ident = $file:literal $(with $($lib:tt),+)?;)*) => {
         $(
             $(#[$doc])*
-            $vis static $ident: $crate::scripts::LuaScript = $crate::scripts::LuaScript::new(
+            $vis static $ident: $crate::scripts::LuaScript = $crate::scripts::LuaScript::with_libs(
                 $file,
-                concat!(
-                    $($(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $lib, ".lua")), "\n",)+)?
-                    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $file, ".lua"))
-                ),
+                &[$($($crate::__lua_library!($dir, $lib)),+)?],
+                include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/", $dir, "/", $file, ".lua")),
             );
         )*
+    };
+    ($($(#[$doc:meta])* $vis:vis $ident:ident = $file:literal $(with $($lib:tt),+)?;)*) => {
+        $crate::lua_scripts! { dir "lua"; $($(#[$doc])* $vis $ident = $file $(with $($lib),+)?;)* }
+    };
+}
+
+/// One library of a [`lua_scripts!`](crate::lua_scripts) `with` list: core's
+/// exported constant, or a file of the calling crate's own folder.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __lua_library {
+    ($dir:literal, $lib:ident) => {
+        $crate::scripts::$lib
+    };
+    ($dir:literal, $lib:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/",
+            $dir,
+            "/",
+            $lib,
+            ".lua"
+        ))
     };
 }
 
@@ -178,7 +289,7 @@ crate::lua_scripts! {
     /// What a watch reads of a hold-hash primitive (`deadbolt_core::watch`).
     pub HOLD_WATCH = "hold_watch";
     /// Writes under a guard's check (`deadbolt_core::guarded`).
-    pub GUARD_WRITE = "guard_write" with "guard_lib";
+    pub GUARD_WRITE = "guard_write" with GUARD_LIB;
     /// A fenced value's writes and read (`deadbolt_core::fence`).
     pub FENCE_WRITE = "fence_write";
 }
@@ -216,5 +327,43 @@ mod tests {
         for s in ALL {
             check_header(s);
         }
+    }
+
+    /// Every file of core's `lua/` is one of its scripts or an exported
+    /// library (a library left out of `LIBRARIES` would be one no crate
+    /// outside core can use), and every library is that file's text.
+    #[test]
+    fn every_file_of_lua_is_a_script_or_an_exported_library() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/lua");
+        let mut seen = 0;
+        for e in std::fs::read_dir(dir).expect("core's lua/") {
+            let path = e.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap().to_string();
+            let Some(stem) = name.strip_suffix(".lua") else {
+                continue;
+            };
+            assert!(!path.is_symlink(), "{name} is a symlink");
+            let text = std::fs::read_to_string(&path).unwrap();
+            if let Some((_, lib)) = LIBRARIES.iter().find(|(n, _)| *n == stem) {
+                assert_eq!(*lib, text, "{stem}");
+            } else {
+                let s = ALL.iter().find(|s| s.name() == stem);
+                let s = s.unwrap_or_else(|| panic!("{name} is neither a script nor a library"));
+                assert_eq!(s.body(), text, "{stem}");
+            }
+            seen += 1;
+        }
+        assert_eq!(seen, LIBRARIES.len() + ALL.len());
+    }
+
+    /// A script's source is its libraries and its own text, each ended by
+    /// a newline, joined once.
+    #[test]
+    fn a_script_is_its_libraries_then_its_body() {
+        static S: LuaScript = LuaScript::with_libs("s", &["-- a", "-- b"], "-- KEYS Reply");
+        assert_eq!(S.source(), "-- a\n-- b\n-- KEYS Reply");
+        assert!(std::ptr::eq(S.source(), S.source()));
+        assert_eq!(S.body(), "-- KEYS Reply");
+        assert_eq!(HOLD_RENEW.source(), HOLD_RENEW.body());
     }
 }

@@ -38,9 +38,9 @@ pub mod scripts {
     deadbolt_core::lua_scripts! {
         list pub SCRIPTS;
         /// One try of a candidate to lead.
-        pub ELECT_CAMPAIGN = "elect_campaign" with "hold_lib";
+        pub ELECT_CAMPAIGN = "elect_campaign" with MSG_LIB, HOLD_LIB;
         /// End a leadership by attempt id.
-        pub ELECT_RESIGN = "elect_resign" with "hold_lib";
+        pub ELECT_RESIGN = "elect_resign" with MSG_LIB, HOLD_LIB;
         /// Who leads now.
         pub ELECT_LEADER = "elect_leader";
         /// Has the leadership changed since a term (an observer's check).

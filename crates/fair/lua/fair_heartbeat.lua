@@ -1,1 +1,26 @@
-../../../lua/fair_heartbeat.lua
+-- fair_heartbeat.lua — keep one client's waiters alive on many fair locks.
+-- (msg_lib.lua, hold_lib.lua, queue_lib.lua and fair_lib.lua come first.)
+--
+-- Sent by each client every waiter_timeout/3 while it has queued waiters:
+-- one liveness record per (client, name), refreshed for all of that client's
+-- waiters at once, on the server clock.
+--
+-- KEYS  six keys per fair lock (hold, fence, q, qo, alive, seq), repeated
+-- ARGV[1]  client uuid
+-- ARGV[2]  waiter timeout in ms
+--
+-- Reply: the number of locks refreshed. A lock with a key of another type
+-- is skipped (nothing written there); its waiters' own tries report it.
+--
+-- Besides refreshing, each lock whose hold ran out (a holder or a claimed
+-- head that died) while waiters queue is handed to its live head: nobody
+-- else would notice, so the queue moves on within waiter_timeout/3.
+-- The loop is queue_heartbeat (queue_lib.lua): the liveness record, the
+-- records of clients silent for a whole window dropped, the queue's TTLs
+-- (fair_touch); then the hand-off of a lock whose hold ran out.
+return queue_heartbeat(6, fair_keys, 'alive', fair_check_types, fair_touch,
+  function(K, now_ms, now_us, wt)
+    if redis.call('EXISTS', K.hold) == 0 and redis.call('ZCARD', K.q) > 0 then
+      fair_pass_on(K, now_ms, now_us, wt)
+    end
+  end)

@@ -1,1 +1,198 @@
-../../../lua/fair_lib.lua
+-- fair_lib.lua — functions shared by the fair lock's scripts.
+--
+-- Not a script of its own: the script loader joins msg_lib.lua,
+-- hold_lib.lua, queue_lib.lua (deadbolt-core's) and this file before
+-- fair_acquire.lua, fair_release.lua, fair_force_unlock.lua,
+-- fair_heartbeat.lua and fair_queue.lua, so the queue rules live in one
+-- place (the walk to the live head and the heartbeat are queue_lib.lua's).
+--
+-- Keys of one fair lock (all under the hash tag {name}), as a table K:
+--   K.hold   <ns>:{name}:fair          hold hash: o owner, t token, n count,
+--                                      a:<attempt> per hold, s newest
+--                                      attempt's number (hold_is_stale),
+--                                      c = attempt holding an unclaimed
+--                                      hand-off
+--   K.fence  <ns>:{<slot tag>}:fence   the slot's fencing counter (string,
+--                                      no TTL; see hold_next_token)
+--   K.q      <ns>:{name}:fair:q        queue ZSET: attempt -> enqueue seq
+--   K.qo     <ns>:{name}:fair:qo       hash: attempt ->
+--                                      '<owner id> <lease ms> <waiter timeout ms> <secret>'
+--   K.alive  <ns>:{name}:fair:alive    ZSET: client uuid -> liveness deadline
+--                                      (server clock, ms)
+--   K.seq    <ns>:{name}:fair:seq      enqueue counter (server order)
+-- Channel of a client's waiters: <hold>:ch:<client uuid>; messages
+-- (msg_lib.lua builds each)
+--   g:<attempt> <token> <ttl> <secret>
+--                              hand-off: the lock is yours with this token
+--                              under a claim lease of ttl ms. The secret is
+--                              the one stored with the queue entry: the
+--                              waiter accepts only a grant for its current
+--                              entry (not a late one for an entry it already
+--                              lost), and a client that may PUBLISH but not
+--                              read the queue cannot forge one.
+--   t:<attempt> <pttl>         you are next; the holder's lease ends in pttl ms
+--   t:<attempt>                try again now
+--
+-- Every function is O(log n) in the queue length, except fair_live_head,
+-- which removes up to 64 dead heads (O(log n) each) per call.
+
+local function fair_keys(base)
+  return hold_keys(base, {'hold', 'fence', 'q', 'qo', 'alive', 'seq'})
+end
+
+-- Every key of one fair lock is missing or of its type (hold_check_types).
+-- For the scripts off the hot path (force-unlock, the queue's listing) and
+-- the heartbeat, which skips a lock with a bad key, before their first
+-- write; fair_acquire.lua and fair_release.lua read each key they touch
+-- with pcall instead (hold_first), with no TYPE call.
+local function fair_check_types(K)
+  return hold_check_types({
+    {K.hold, 'hash'}, {K.fence, 'string'}, {K.q, 'zset'},
+    {K.qo, 'hash'}, {K.alive, 'zset'}, {K.seq, 'string'},
+  })
+end
+
+-- The client of an owner id (queue_client).
+local fair_client = queue_client
+
+-- A queue entry's value: owner id, requested lease, the waiter's own
+-- waiter_timeout (its claim lease on a hand-off) and the entry's secret.
+local function fair_entry(v)
+  local owner, lease, wt, secret = string.match(v, '^(%S+) (%d+) (%d+) (%d+)$')
+  if owner then
+    return owner, tonumber(lease), tonumber(wt), secret
+  end
+  return v, nil, nil, '0'
+end
+
+-- The first live waiter (queue_live_head): drops heads whose client's
+-- liveness record is missing or past its deadline. Returns attempt and its
+-- entry (owner, lease, waiter timeout, secret); or nil; or nil and true
+-- when more dead heads remain than one call may remove; or nil, nil and
+-- the error reply naming a key of another type (q, qo or alive: read
+-- before anything is dropped).
+local function fair_live_head(K, now_ms)
+  local head, v, _, err = queue_live_head(K.q, K.qo, K.alive, now_ms, function(_, e)
+    return fair_client(fair_entry(e))
+  end)
+  if not head then
+    return nil, v, err
+  end
+  return head, {fair_entry(v)}
+end
+
+-- Tell the waiter now first in line when the new holder's lease ends
+-- (`t:<attempt> <pttl>`): it may be sleeping on a claim lease or on the
+-- previous holder's lease. It moves its sleep bound without a round trip.
+-- One waiter, one message. Sent when a waiter took the lock by its own
+-- call (a lease ran out, or it picked up a hand-off that came too late),
+-- which is rare; a hand-off does without it (fair_handoff). Returns nil,
+-- or the error reply naming q or qo when one is of another type (read
+-- first: nothing is published then).
+local function fair_wake_next(K, pttl)
+  local top, err = hold_first(K.q, 'ZRANGE', K.q, 0, 0)
+  if err then
+    return err
+  end
+  local head = top[1]
+  if head then
+    local v
+    v, err = hold_first(K.qo, 'HGET', K.qo, head)
+    if err then
+      return err
+    end
+    if v then
+      msg_publish(K.hold .. ':ch:' .. fair_client(fair_entry(v)), msg_turn(head, pttl))
+    end
+  end
+end
+
+-- Hand the free lock to waiter `head` (entry e) under a claim lease:
+-- min(its lease, its own waiter_timeout), so a dead head blocks the queue
+-- for at most its waiter_timeout. Only that waiter's client is told, with
+-- the token, the claim lease and the entry's secret: the waiter holds the
+-- lock from that message on and extends the claim to its own lease in the
+-- background (or, if the message came too late to trust, picks it up with
+-- fair_acquire). Nobody else is told: the next waiter in line sleeps on,
+-- and the hand-off that ends this hold reaches it. Should the head die
+-- with its claim, the claim runs out and the next heartbeat of any client
+-- with a waiter in the queue (every third of its waiter_timeout;
+-- fair_heartbeat.lua) hands the free lock on: the queue is blocked for at
+-- most the claim plus that period. (Telling the next waiter when the claim
+-- ends would save that period after a crash, at one more message on every
+-- hand-off; measured, that message cost about a tenth of the contended
+-- throughput.)
+-- `last` is the fencing counter, already read and checked. Callers have
+-- written before (a script's first write is the only one maxmemory
+-- refuses: a refused write after the message would leave a waiter told it
+-- holds a lock whose hold was never recorded).
+local function fair_handoff(K, head, e, last, now_us, wt_ms)
+  local owner, lease, wt, secret = e[1], e[2], e[3] or wt_ms, e[4]
+  local _, stoken = hold_token(last, now_us)
+  local ttl = wt
+  if lease and lease < wt then
+    ttl = lease
+  end
+  -- Published before the writes (the script is atomic, so nobody sees the
+  -- order): a user whose ACL forbids the channel gets NOPERM with nothing
+  -- changed.
+  msg_publish(K.hold .. ':ch:' .. fair_client(owner), msg_grant_line(head, stoken, ttl, secret))
+  redis.call('SET', K.fence, stoken)
+  redis.call('ZREM', K.q, head)
+  redis.call('HDEL', K.qo, head)
+  redis.call('DEL', K.hold)
+  hold_create(K.hold, owner, stoken, head, 'c', head)
+  redis.call('PEXPIRE', K.hold, ttl)
+end
+
+-- Hand off to the live head if the lock is free and someone waits. When
+-- the fencing counter is unusable (BADVALUE) nobody can be granted the
+-- lock: the head is told to try again, and its acquire reports the error.
+-- Returns true when it handed the lock on (the old hold hash is replaced),
+-- false when it did not, or nil and the error reply naming a key of
+-- another type (the counter, q, qo or alive): the counter is read first
+-- and the queue's keys before any dead head is dropped, so nothing is
+-- written then.
+local function fair_pass_on(K, now_ms, now_us, wt_ms)
+  local last, ferr = hold_read_fence(K.fence)
+  if ferr and string.find(ferr.err, '^WRONGTYPE') then
+    return nil, ferr
+  end
+  local head, e, err = fair_live_head(K, now_ms)
+  if err then
+    return nil, err
+  end
+  if not head or e == true then
+    return false
+  end
+  if ferr then
+    msg_publish(K.hold .. ':ch:' .. fair_client(e[1]), msg_turn(head))
+    return false
+  end
+  fair_handoff(K, head, e, last, now_us, wt_ms)
+  return true
+end
+
+-- Queue keys live while waiters keep them alive, then expire. Only ever
+-- lengthened: a client with a short waiter_timeout must not cut the life
+-- of a queue that a client with a long one still waits in. (GT leaves a key
+-- without a TTL alone, so a fresh key gets its first TTL plainly.)
+--
+-- Every try of a waiter and every heartbeat touches them, so most touches
+-- find them with plenty of life left: when the queue still has at least
+-- half of ttl_ms to live, the touch is skipped (one PTTL instead of four
+-- PEXPIREs and their PTTLs). That is enough for all four keys because
+-- they are always touched together, and none of them can lack a TTL while
+-- the queue has one: qo is filled and emptied with q, alive only loses
+-- records beside the caller's own (fair_heartbeat.lua), and seq is never
+-- deleted; so alive and seq are at least as old as q and got every TTL q
+-- got. A queue created afresh has no TTL (PTTL -1) and is touched in full.
+local function fair_touch_due(K, ttl_ms)
+  return redis.call('PTTL', K.q) < ttl_ms / 2
+end
+
+local function fair_touch(K, ttl_ms)
+  if fair_touch_due(K, ttl_ms) then
+    hold_touch({K.q, K.qo, K.alive, K.seq}, ttl_ms)
+  end
+end

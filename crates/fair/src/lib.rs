@@ -32,15 +32,15 @@ pub mod scripts {
     deadbolt_core::lua_scripts! {
         list pub SCRIPTS;
         /// Take, re-enter, pick up or queue for a fair lock.
-        pub FAIR_ACQUIRE = "fair_acquire" with "hold_lib", "fair_lib";
+        pub FAIR_ACQUIRE = "fair_acquire" with MSG_LIB, HOLD_LIB, QUEUE_LIB, "fair_lib";
         /// Leave a fair lock's queue or release a hold, passing the lock on.
-        pub FAIR_RELEASE = "fair_release" with "hold_lib", "fair_lib";
+        pub FAIR_RELEASE = "fair_release" with MSG_LIB, HOLD_LIB, QUEUE_LIB, "fair_lib";
         /// Delete a fair lock whoever holds it, passing it on.
-        pub FAIR_FORCE_UNLOCK = "fair_force_unlock" with "hold_lib", "fair_lib";
+        pub FAIR_FORCE_UNLOCK = "fair_force_unlock" with MSG_LIB, HOLD_LIB, QUEUE_LIB, "fair_lib";
         /// Keep one client's fair-lock waiters alive; hand off expired holds.
-        pub FAIR_HEARTBEAT = "fair_heartbeat" with "hold_lib", "fair_lib";
+        pub FAIR_HEARTBEAT = "fair_heartbeat" with MSG_LIB, HOLD_LIB, QUEUE_LIB, "fair_lib";
         /// List the head of a fair lock's queue (read-only).
-        pub FAIR_QUEUE = "fair_queue" with "hold_lib", "fair_lib";
+        pub FAIR_QUEUE = "fair_queue" with MSG_LIB, HOLD_LIB, QUEUE_LIB, "fair_lib";
     }
 }
 pub use scripts::SCRIPTS;

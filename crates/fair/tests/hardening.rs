@@ -278,6 +278,12 @@ async fn wrong_type_queue_keys_write_nothing() {
         matches!(&err, Error::WrongType { key } if *key == bad),
         "{err:?}"
     );
+    // A release with nobody queued never touches the liveness records (it
+    // reads the queue and the hold, with no TYPE call): it is refused by a
+    // bad key it does touch, the queue, by name and with the hold untouched.
+    let _: () = cmd(&srv, &["DEL", &bad]).await;
+    let bad = format!("{key}:q");
+    let _: () = cmd(&srv, &["RPUSH", &bad, "x"]).await;
     let err = g.unlock().await.unwrap_err();
     assert!(
         matches!(&err, Error::WrongType { key } if *key == bad),

@@ -1,1 +1,30 @@
-../../../lua/lock_force_unlock.lua
+-- lock_force_unlock.lua — delete a lock whoever holds it, and wake a waiter.
+-- (msg_lib.lua comes first: the messages.)
+--
+-- KEYS[1]  hold hash
+-- ARGV[1]  unlock channel (and '<hold hash>:watch' gets 'f:<hold hash>
+--          <token>', the removed hold's token, for watches)
+-- Reply: 1 when a hold was removed, 0 when the lock was free;
+--   error WRONGTYPE <key> when the key holds another type (nothing deleted:
+--   force-unlock removes locks, not whatever sits at the key).
+-- The previous holder's next renewal or unlock finds its attempt gone and
+-- reports the hold Lost / NotHeld.
+--
+-- O(1) (the hash holds at most one field per re-entry).
+
+local t = redis.call('TYPE', KEYS[1]).ok
+if t ~= 'none' and t ~= 'hash' then
+  return redis.error_reply('WRONGTYPE ' .. KEYS[1])
+end
+local token = t == 'hash' and redis.call('HGET', KEYS[1], 't')
+-- For watches (deadbolt_core::watch): this hold is force-unlocked, not
+-- released; on a channel of its own, which no waiter hears. Before the
+-- delete, so a watch hears it before the key's own notification.
+if token then
+  msg_publish(KEYS[1] .. ':watch', msg_forced(KEYS[1], token))
+end
+if redis.call('DEL', KEYS[1]) == 1 then
+  msg_publish(ARGV[1], msg_notice('1'))
+  return 1
+end
+return 0

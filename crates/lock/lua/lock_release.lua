@@ -1,1 +1,183 @@
-../../../lua/lock_release.lua
+-- lock_release.lua — release one hold of a reentrant lock, named by its attempt id.
+-- (msg_lib.lua and hold_lib.lua come first: messages, holds.)
+--
+-- Used by unlock, by the background releaser for dropped guards, and for acquire
+-- attempts that were cancelled or ended Indeterminate. Idempotent: the attempt's
+-- field is removed on the first run, so a replay finds nothing to release.
+--
+-- KEYS[1]  hold hash  <ns>:{name}:lock  (layout in lock_acquire.lua)
+-- KEYS[2]  optional: waiting clients  <ns>:{name}:lock:waiters (ZSET, layout
+--          in lock_acquire.lua); composites that release plain locks in
+--          their own scripts leave it out and wake one waiter per client
+-- KEYS[3]  optional (with KEYS[2]): reservation  <ns>:{name}:lock:next
+-- KEYS[4]  optional (with KEYS[3]): fencing counter of the name's slot
+--          <ns>:{<slot tag>}:fence, for a grant to a registered waiter
+-- ARGV[1]  attempt id of the hold
+-- ARGV[2]  unlock channel  <ns>:{name}:lock:ch (a client's own channel
+--          is this and ':<client id>')
+-- ARGV[3]  optional (with KEYS[3]): how long a reservation lasts, in ms
+-- ARGV[4]  optional (with KEYS[4]): the id of the attempt's client, whose
+--          registration (d:<client>, lock_acquire.lua) and place in the
+--          waiting clients go when the attempt leaves without the lock
+--
+-- Reply:
+--   0  nothing released: the hold expired, was taken over, or was already released
+--   1  an inner hold released; the lock is still held (its TTL is left alone)
+--   2  the last hold released: key deleted, and '1' published (one waiter
+--      per client tries) when a waiter marked the hold (x, w or m, see
+--      lock_acquire.lua); an unmarked hold had nobody waiting for it, and
+--      its release sends nothing
+--   4  the last hold released, and the lock went to the waiter
+--      registered by the client that has waited longest (other than the
+--      releasing one), inside this call: the hash now records that
+--      waiter's hold (owner, attempt, a fresh token, count 1) with the TTL
+--      of its claim, 'g:<attempt> <token> <ttl> <secret> <claim>' is
+--      published on that client's channel ARGV[2]:<client id> (ttl = claim
+--      + how long the registration waited: the waiter counts it from the
+--      request that registered it), and 'h:<claim>' on the channel of the
+--      client queued next (its registered waiter tries when the claim ends
+--      at the latest: the taker may be gone). The releasing client is told
+--      nothing: its unlock wakes one of its own waiters (if any) to try,
+--      which registers it
+--   3  the last hold released: key deleted, 'c:<client id>' published: a
+--      client other than the releasing one is queued, and the one that has
+--      waited longest goes first: the lock is reserved for it for ARGV[3]
+--      ms (lock_acquire.lua refuses the others' waiting tries meanwhile;
+--      they, the releasing client's new acquires included, hold back as
+--      long), and its waiter's try takes the lock and ends the reservation
+--
+-- A queued client whose registration is older than its claim and whose
+-- channel nobody hears (PUBLISH's count is 0) is gone: it is passed over
+-- (its registration deleted) for the next one, at most four clients a
+-- release, instead of a grant that holds the lock for a claim.
+--
+-- O(log n) in the waiting clients.
+
+local r, marked, holder, waited, multi = hold_release(KEYS[1], ARGV[1], 'x', 'o', 'w', 'm')
+if r ~= 2 then
+  -- 0: not our hold (expired, taken over, never granted, released already);
+  -- 1: an inner unlock of a re-entered lock (the outer holds keep their TTL).
+  if r == 0 and ARGV[4] then
+    -- An attempt that leaves without the lock takes its client's
+    -- registration with it, or the next release would grant to nobody,
+    -- and its client's place in the queue: the client's other waiters
+    -- do not listen where a grant's hint (h:) would reach them; the next
+    -- of them queues and registers anew on its try.
+    local field = 'd:' .. ARGV[4]
+    local e = redis.pcall('HGET', KEYS[1], field)
+    if type(e) == 'string' and string.match(e, '^%S+ (%S+) ') == ARGV[1] then
+      redis.call('HDEL', KEYS[1], field)
+      if KEYS[2] then
+        redis.pcall('ZREM', KEYS[2], ARGV[4])
+      end
+    end
+  end
+  return r
+end
+-- The last hold.
+local msg, named = msg_notice('1'), nil
+-- The registration (d:<client>) of a waiting client: owner, attempt,
+-- lease, claim, secret and the server ms it registered at; nil without one.
+local function registration(c)
+  local e = redis.pcall('HGET', KEYS[1], 'd:' .. c)
+  if type(e) == 'string' then
+    return string.match(e, '^(%S+) (%S+) (%d+) (%d+) (%d+) (%d+)$')
+  end
+end
+-- Grant the lock to the registered waiter (owner o, attempt a) of the
+-- named client, whose grant message was just published: the client that
+-- waits next hears when the claim ends at the latest, in case the taker
+-- is gone; the hash records the new hold with the claim's TTL.
+local function grant_to(o, a, stoken, claim)
+  local after = redis.pcall('ZRANGE', KEYS[2], 0, 0)
+  local next_client = type(after) == 'table' and after[1]
+  if next_client then
+    msg_publish(ARGV[2] .. ':' .. next_client, msg_claimed(claim))
+  end
+  -- A waiting MultiLock listens on the unlock channel alone: it tries
+  -- (and marks the new hold again if it is still busy for it).
+  if multi then
+    msg_publish(ARGV[2], msg_notice('1'))
+  end
+  -- x stays while other clients wait (one is queued next, or the
+  -- releasing client's own waiters, w: they are another client's now).
+  local more = waited or next_client
+  redis.call('HDEL', KEYS[1], 'a:' .. ARGV[1], 'd:' .. named, 'w', 'm', more and 'w' or 'x')
+  redis.call('HSET', KEYS[1], 'o', o, 't', stoken, 'n', 1, 'a:' .. a, 1, 's', hold_seq(a))
+  redis.call('PEXPIRE', KEYS[1], claim)
+end
+-- Only a hold that a waiter of another client found busy (x) looks at the
+-- queue of clients: an uncontended release does not. The releasing client
+-- is skipped (its waiters were served by local hand-offs; they queue
+-- again if they still wait), and so is a gone one (below): at most four
+-- clients are looked at, O(log n) each.
+if KEYS[2] and marked then
+  local me = string.match(holder, '^(.*):')
+  local now_ms, now_us, stoken
+  for _ = 1, 4 do
+    local head = redis.pcall('ZPOPMIN', KEYS[2])
+    if type(head) ~= 'table' or head.err or not head[1] then
+      break
+    end
+    if head[1] ~= me then
+      named = head[1]
+      msg = msg_client_first(named)
+      -- The named client registered a waiter: the lock is its now, in
+      -- place of a message, the reservation and that waiter's try (one
+      -- hop, not two). The fencing counter is advanced first, once, the
+      -- first write: when it cannot be (a key of another type, a value out
+      -- of range, OOM) the release goes on as without a registration. The
+      -- other clients' registrations stay in the hash. Published before
+      -- the writes, as below.
+      local o, a, lease, claim, secret, at
+      if KEYS[4] then
+        o, a, lease, claim, secret, at = registration(named)
+      end
+      if not o then
+        break
+      end
+      if not stoken then
+        local err
+        now_ms, now_us = hold_now()
+        _, stoken, err = hold_advance_fence(KEYS[4], now_us)
+        if err then
+          break
+        end
+      end
+      local gmsg, c = hold_grant_message(a, stoken, secret, lease, claim, at, now_ms)
+      -- To the waiter's client alone (its channel: the unlock channel and
+      -- ':<client id>'). PUBLISH says how many connections heard it.
+      local heard = msg_publish(ARGV[2] .. ':' .. named, gmsg)
+      -- Nobody heard it, and the registration is older than its claim: the
+      -- client is gone (a live waiter subscribes to its channel within a
+      -- round trip of registering, and listens while it waits). Its
+      -- registration goes, and the next client is looked at, instead of a
+      -- grant nobody takes that holds the lock for a claim. A younger
+      -- registration is granted as before: its waiter may be subscribing
+      -- still, and finds its hold on its next try.
+      if heard ~= 0 or now_ms - tonumber(at) < tonumber(claim) then
+        grant_to(o, a, stoken, c)
+        return 4
+      end
+      redis.call('HDEL', KEYS[1], 'd:' .. named)
+      named, msg = nil, msg_notice('1')
+    end
+  end
+end
+-- Published before the delete (the script is atomic, so no waiter can look
+-- in between): a user whose ACL forbids the channel gets NOPERM with the
+-- hold untouched, instead of a hold deleted with nobody woken. Only for a
+-- marked hold: every waiter marks the hold it fails a try on (a waiter
+-- that finds the lock free takes it), so an unmarked one has nobody to
+-- wake, and a PUBLISH costs the server (and each replica, and the AOF).
+if marked or waited or multi then
+  msg_publish(ARGV[2], msg)
+end
+redis.call('DEL', KEYS[1])
+if not named then
+  return 2
+end
+if KEYS[3] and ARGV[3] then
+  redis.call('SET', KEYS[3], named, 'PX', ARGV[3])
+end
+return 3

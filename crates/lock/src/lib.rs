@@ -27,13 +27,13 @@ pub mod scripts {
     deadbolt_core::lua_scripts! {
         list pub SCRIPTS;
         /// Take, re-enter or replay an attempt on a reentrant lock.
-        pub LOCK_ACQUIRE = "lock_acquire" with "hold_lib";
+        pub LOCK_ACQUIRE = "lock_acquire" with MSG_LIB, HOLD_LIB;
         /// Release one hold of a reentrant lock by attempt id.
-        pub LOCK_RELEASE = "lock_release" with "hold_lib";
+        pub LOCK_RELEASE = "lock_release" with MSG_LIB, HOLD_LIB;
         /// Hand the last hold straight to a waiter of the same client.
-        pub LOCK_PASS = "lock_pass" with "hold_lib";
+        pub LOCK_PASS = "lock_pass" with MSG_LIB, HOLD_LIB;
         /// Delete a lock whoever holds it.
-        pub LOCK_FORCE_UNLOCK = "lock_force_unlock";
+        pub LOCK_FORCE_UNLOCK = "lock_force_unlock" with MSG_LIB;
     }
 }
 pub use scripts::SCRIPTS;

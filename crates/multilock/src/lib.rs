@@ -41,9 +41,9 @@ pub mod scripts {
     deadbolt_core::lua_scripts! {
         list pub SCRIPTS;
         /// Take several plain locks of one client at once, all or none.
-        pub MULTI_ACQUIRE = "multi_acquire" with "hold_lib";
+        pub MULTI_ACQUIRE = "multi_acquire" with MSG_LIB, HOLD_LIB;
         /// Release one attempt's holds on several plain locks.
-        pub MULTI_RELEASE = "multi_release" with "hold_lib";
+        pub MULTI_RELEASE = "multi_release" with MSG_LIB, HOLD_LIB;
     }
 }
 use futures::future::join_all;
@@ -161,35 +161,10 @@ impl MultiLock {
             .filter_map(|p| p.live.as_ref().map(|s| s.enter()))
             .collect();
         let attempt = new_attempt_id();
-        let call = ScriptCall::new(
-            &MULTI_ACQUIRE,
-            plain
-                .iter()
-                .flat_map(|p| [p.key.clone(), p.fence.clone()])
-                .collect(),
-            [attempt.clone(), ms.to_string()]
-                .into_iter()
-                .chain(plain.iter().map(|p| p.owner.clone()))
-                // Per part: `0` when its handle may still hold it (a
-                // re-entry is expected), else the attempt's number: a hold
-                // of that owner from older attempts only is stale. A part
-                // whose holds are not known keeps re-entering.
-                .chain(plain.iter().map(|p| {
-                    p.live
-                        .as_ref()
-                        .map_or_else(|| "0".to_string(), |s| s.acquire_arg(&attempt))
-                }))
-                .collect(),
-        );
+        let call = Self::one_script_call(plain, &attempt, ms);
         let mut undo = Undo {
             client,
-            call: Some(ScriptCall::new(
-                &MULTI_RELEASE,
-                plain.iter().map(|p| p.key.clone()).collect(),
-                std::iter::once(attempt.clone())
-                    .chain(plain.iter().map(|p| p.channel.clone()))
-                    .collect(),
-            )),
+            call: Some(Self::one_script_undo(plain, &attempt)),
         };
         let sent = Instant::now();
         let reply = match client.run::<Vec<i64>>(&call).await {
@@ -212,32 +187,7 @@ impl MultiLock {
                 let holds = plain
                     .iter()
                     .zip(rest.chunks(2))
-                    .map(|(p, tp)| {
-                        let hold = Hold::new(
-                            client,
-                            HoldSpec {
-                                kind: "lock",
-                                key: p.key.clone(),
-                                renew: &HOLD_RENEW,
-                                renew_keys: vec![p.key.clone()],
-                                release: ScriptCall::new(
-                                    &LOCK_RELEASE,
-                                    vec![p.key.clone()],
-                                    vec![attempt.clone(), p.channel.clone()],
-                                ),
-                                pass: None,
-                            },
-                            attempt.clone(),
-                            tp[0].unsigned_abs(),
-                            lease,
-                            sent,
-                            tp[1].unsigned_abs(),
-                        );
-                        if let Some(set) = &p.live {
-                            set.add(&hold);
-                        }
-                        hold
-                    })
+                    .map(|(p, tp)| Self::part_hold(client, p, &attempt, lease, sent, tp))
                     .collect();
                 Ok(Ok(MultiGuard::new(holds)))
             }
@@ -246,6 +196,77 @@ impl MultiLock {
                 "unexpected multi-lock reply {other:?}"
             ))),
         }
+    }
+
+    /// The one-script acquire of every part for `attempt`.
+    fn one_script_call(plain: &[PlainLock], attempt: &str, ms: u64) -> ScriptCall {
+        ScriptCall::new(
+            &MULTI_ACQUIRE,
+            plain
+                .iter()
+                .flat_map(|p| [p.key.clone(), p.fence.clone()])
+                .collect(),
+            [attempt.to_string(), ms.to_string()]
+                .into_iter()
+                .chain(plain.iter().map(|p| p.owner.clone()))
+                // Per part: `0` when its handle may still hold it (a
+                // re-entry is expected), else the attempt's number: a hold
+                // of that owner from older attempts only is stale. A part
+                // whose holds are not known keeps re-entering.
+                .chain(plain.iter().map(|p| {
+                    p.live
+                        .as_ref()
+                        .map_or_else(|| "0".to_string(), |s| s.acquire_arg(attempt))
+                }))
+                .collect(),
+        )
+    }
+
+    /// The release of every part's hold of `attempt` (the undo of a
+    /// one-script acquire whose outcome is not known).
+    fn one_script_undo(plain: &[PlainLock], attempt: &str) -> ScriptCall {
+        ScriptCall::new(
+            &MULTI_RELEASE,
+            plain.iter().map(|p| p.key.clone()).collect(),
+            std::iter::once(attempt.to_string())
+                .chain(plain.iter().map(|p| p.channel.clone()))
+                .collect(),
+        )
+    }
+
+    /// The hold of part `p` granted to `attempt` (`tp`: its token and TTL).
+    fn part_hold(
+        client: &Client,
+        p: &PlainLock,
+        attempt: &str,
+        lease: LeaseMode,
+        sent: Instant,
+        tp: &[i64],
+    ) -> Hold {
+        let hold = Hold::new(
+            client,
+            HoldSpec {
+                kind: "lock",
+                key: p.key.clone(),
+                renew: &HOLD_RENEW,
+                renew_keys: vec![p.key.clone()],
+                release: ScriptCall::new(
+                    &LOCK_RELEASE,
+                    vec![p.key.clone()],
+                    vec![attempt.to_string(), p.channel.clone()],
+                ),
+                pass: None,
+            },
+            attempt.to_string(),
+            tp[0].unsigned_abs(),
+            lease,
+            sent,
+            tp[1].unsigned_abs(),
+        );
+        if let Some(set) = &p.live {
+            set.add(&hold);
+        }
+        hold
     }
 
     /// A multi-lock over plain `Lock`s of `names` on one client (each a new

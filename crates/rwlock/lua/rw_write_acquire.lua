@@ -1,1 +1,84 @@
-../../../lua/rw_write_acquire.lua
+-- rw_write_acquire.lua — take, re-enter or replay the write hold, or mark a
+-- waiting writer.
+-- (msg_lib.lua, hold_lib.lua, queue_lib.lua, lease_lib.lua and rw_lib.lua
+-- come first: key layout in rw_lib.lua.)
+--
+-- KEYS[1..6]  w, fence, r, ro, ww, alive  (see rw_lib.lua)
+-- ARGV[1]  owner id <client uuid>:<handle id>
+-- ARGV[2]  attempt id
+-- ARGV[3]  lease in ms
+-- ARGV[4]  mode: 'try' (one attempt, no mark) | 'wait' (mark as waiting)
+-- ARGV[5]  waiter timeout in ms (how long the mark outlives its client's
+--          last heartbeat)
+-- ARGV[6]  optional: the handle's stale-hold bound (hold_is_stale in
+--          hold_lib.lua): '0' when it may hold the write side (a re-entry
+--          is expected), else this attempt's sequence number
+--
+-- Reply:
+--   {1, token, pttl}    granted: fresh, a re-entry by the writer, or a replay
+--   {0, pttl}           busy ('try'): another writer (pttl = its lease left)
+--                       or live readers (pttl = the longest read lease left)
+--   {2, pttl, fresh, 0} busy ('wait'): marked as a waiting writer (fresh = 1
+--                       when this call added the mark); new readers now wait
+--                       (write preference); the mark is removed by the
+--                       release script when the writer gives up, and expires
+--                       with its client's liveness if the client dies
+--   error UPGRADE <key>    this owner holds read holds and no write hold:
+--                       an upgrade could deadlock against another reader
+--                       doing the same, so it is refused at once
+--   error WRONGTYPE <key>  a key of another type; checked before any write
+--   error BADVALUE <key> ...  unusable fencing counter; nothing written
+--
+-- O(log n) in the readers and waiting writers (plus expired ones removed).
+local K = rw_keys(0)
+local owner, attempt, lease, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local wt = tonumber(ARGV[5])
+local bad = rw_check_types(K)
+if bad then
+  return bad
+end
+local now_ms, now_us = hold_now()
+local client = queue_client(owner)
+local mark = client .. ':' .. attempt
+
+local function busy(pttl)
+  if mode == 'try' then
+    return {0, pttl}
+  end
+  local fresh = redis.call('ZADD', K.ww, 'NX', now_ms, mark)
+  redis.call('ZADD', K.alive, now_ms + wt, client)
+  hold_touch({K.ww, K.alive}, wt * 3)
+  return {2, pttl, fresh, 0}
+end
+
+local writer = redis.call('HGET', K.w, 'o')
+-- A stale write hold of this owner (hold_is_stale) is dropped, not
+-- re-entered, and the write side is free.
+if hold_is_stale(K.w, writer, owner, attempt, ARGV[6]) then
+  redis.call('DEL', K.w)
+  writer = false
+end
+if writer then
+  if writer == owner then
+    redis.call('ZREM', K.ww, mark)
+    return hold_reenter(K.w, attempt, lease)
+  end
+  return busy(redis.call('PTTL', K.w))
+end
+rw_purge_readers(K, now_ms)
+if (tonumber(redis.call('HGET', K.ro, '#' .. owner)) or 0) > 0 then
+  return redis.error_reply('UPGRADE ' .. K.w)
+end
+local readers, left = rw_readers(K, now_ms)
+if readers > 0 then
+  return busy(left)
+end
+local last, err = hold_read_fence(K.fence)
+if err then
+  return err
+end
+local token, stoken = hold_next_token(K.fence, last, now_us)
+hold_create(K.w, owner, stoken, attempt)
+redis.call('PEXPIRE', K.w, lease)
+redis.call('ZREM', K.ww, mark)
+return {1, token, tonumber(lease)}

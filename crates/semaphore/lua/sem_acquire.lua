@@ -1,1 +1,96 @@
-../../../lua/sem_acquire.lua
+-- sem_acquire.lua — take n permits, replay an attempt, or queue for them.
+-- (msg_lib.lua, hold_lib.lua, queue_lib.lua, lease_lib.lua and sem_lib.lua
+-- come first: key layout and the policy in sem_lib.lua.)
+--
+-- KEYS[1..6]  s, h, hn, q, qo, alive  (see sem_lib.lua)
+-- ARGV[1]  owner id <client uuid>:<handle id>
+-- ARGV[2]  attempt id
+-- ARGV[3]  lease in ms
+-- ARGV[4]  mode: 'try' (one attempt, never queues) | 'wait'
+-- ARGV[5]  waiter timeout in ms (the waiter's liveness window)
+-- ARGV[6]  n, the permits wanted (1 .. 2^53-1, checked by the client)
+-- ARGV[7]  the call's entry secret (added by the acquire loop): stored with
+--          the queue entry this call creates, echoed by a grant to it
+--
+-- Reply:
+--   {1, 0, pttl}         granted n permits under their own lease (permits
+--                        carry no fencing token), or a replay of a granted
+--                        attempt (pttl = its lease left; a grant made
+--                        inside a release, still under its claim, is
+--                        stretched to the lease asked for)
+--   {0, pttl}            not enough ('try'); pttl = until the earliest lease
+--                        ends (-1 without holders)
+--   {2, pttl, fresh, secret}  queued ('wait'): fresh = 1 when this call
+--                        added the entry (with this call's secret), else
+--                        the entry's secret; its permits are granted to it
+--                        inside a release (g:<attempt> ..., sem_lib.lua)
+--   error WRONGTYPE <key>  a key of another type; checked before any write
+--
+-- Why each branch: expired holds are purged first, so an ended lease never
+-- counts as taken; the head waiter's demand is reserved (see sem_lib.lua);
+-- a waiter of an older version that was woken but finds its permits taken
+-- (another request got there first within the policy) is queued again in
+-- the current form, and sleeps.
+--
+-- O(log n).
+local K = sem_keys(0)
+local owner, attempt, lease, mode = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local wt, n = tonumber(ARGV[5]), tonumber(ARGV[6])
+local bad = sem_check_types(K)
+if bad then
+  return bad
+end
+local now_ms = hold_now()
+-- A replay of a granted attempt (lease_replay: a grant made under a
+-- claim is stretched to the lease asked for).
+local replay = lease_replay(K.h, K.hn, attempt, redis.call('ZSCORE', K.h, attempt), lease, now_ms)
+if replay then
+  return replay
+end
+sem_purge(K, now_ms)
+local avail = sem_available(K)
+local head, head_n = sem_live_head(K, now_ms)
+local reserve = 0
+if head and head ~= attempt then
+  reserve = head_n
+end
+if avail - reserve >= n then
+  redis.call('ZADD', K.h, now_ms + lease, attempt)
+  redis.call('HSET', K.hn, attempt, owner .. ' ' .. ARGV[6])
+  redis.call('HINCRBY', K.hn, '#t', ARGV[6])
+  lease_added(K.h, K.hn, now_ms + lease)
+  if redis.call('ZREM', K.q, attempt) == 1 then
+    redis.call('HDEL', K.qo, attempt)
+    if head == attempt then
+      -- The head is served: what is left may serve those behind it.
+      sem_wake(K, now_ms, avail - n)
+    end
+  end
+  return {1, 0, lease}
+end
+local wait_ms = sem_next_expiry(K, now_ms)
+if mode == 'try' then
+  return {0, wait_ms}
+end
+local fresh, secret = 0, ARGV[7]
+local entry = table.concat({owner, ARGV[6], ARGV[3], ARGV[5], ARGV[7],
+  string.format('%.0f', now_ms)}, ' ')
+if redis.call('ZSCORE', K.q, attempt) then
+  local _, _, _, l, _, s = sem_entry(redis.call('HGET', K.qo, attempt))
+  if l then
+    secret = s
+  else
+    -- An entry of an older version (woken, its permits went elsewhere):
+    -- queued again in the current form, keeping its place.
+    redis.call('HSET', K.qo, attempt, entry)
+    fresh = 1
+  end
+else
+  local seq = redis.call('HINCRBY', K.s, 'seq', 1)
+  redis.call('ZADD', K.q, seq, attempt)
+  redis.call('HSET', K.qo, attempt, entry)
+  fresh = 1
+end
+redis.call('ZADD', K.alive, now_ms + wt, sem_client(owner))
+hold_touch({K.q, K.qo, K.alive}, wt * 3)
+return {2, wait_ms, fresh, tonumber(secret)}

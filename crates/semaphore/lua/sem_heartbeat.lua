@@ -1,1 +1,28 @@
-../../../lua/sem_heartbeat.lua
+-- sem_heartbeat.lua — keep one client's waiters alive on many semaphores.
+-- (The libraries come first, as for every sem script: see sem_lib.lua.)
+--
+-- Sent by each client every waiter_timeout/3 while it has queued waiters:
+-- one liveness record per (client, semaphore), on the server clock.
+--
+-- KEYS  six keys per semaphore (s, h, hn, q, qo, alive), repeated
+-- ARGV[1]  client uuid
+-- ARGV[2]  waiter timeout in ms
+--
+-- Reply: the number of semaphores refreshed (one with a key of another type
+-- is skipped; its waiters' own tries report it).
+--
+-- Besides refreshing, it purges ended leases and wakes the waiters that
+-- the permits they gave back serve (nobody else would notice), dropping
+-- dead waiters on the way: a dead head keeps its reservation for at most
+-- waiter_timeout.
+--
+-- O(log n) per semaphore, plus purged and woken entries.
+-- The loop is queue_heartbeat (queue_lib.lua): the liveness record, the
+-- records of clients silent for a whole window dropped, the queue's TTLs;
+-- then ended leases purged and the waiters they serve woken.
+return queue_heartbeat(6, sem_keys, 'alive', sem_check_types, function(K, ttl)
+  hold_touch({K.q, K.qo, K.alive}, ttl)
+end, function(K, now_ms)
+  sem_purge(K, now_ms)
+  sem_wake(K, now_ms, sem_available(K))
+end)

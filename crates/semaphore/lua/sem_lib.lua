@@ -1,1 +1,192 @@
-../../../lua/sem_lib.lua
+-- sem_lib.lua — functions shared by the semaphore's scripts.
+--
+-- Not a script of its own: the script loader joins msg_lib.lua,
+-- hold_lib.lua, queue_lib.lua, lease_lib.lua (deadbolt-core's) and this
+-- file before every sem_*.lua script. Each hold keeps its own lease
+-- (lease_lib.lua); the waiters are a queue (queue_lib.lua).
+--
+-- Keys of one semaphore (all under the hash tag {name}), as a table K:
+--   K.s      <ns>:{name}:sem         hash: p = permits set (absent: never
+--                                    set), seq = enqueue counter. No TTL:
+--                                    the configuration outlives its holders.
+--   K.h      <ns>:{name}:sem:h       ZSET hold attempt -> lease deadline
+--                                    (server ms): every hold its own lease
+--   K.hn     <ns>:{name}:sem:hn      hash hold attempt -> '<owner id> <n>',
+--                                    and '#t' -> permits taken by the holds
+--                                    in K.h. Kept beside the holds, not in
+--                                    K.s: when the last lease ends, Redis
+--                                    expires K.h and K.hn together, and the
+--                                    count goes with the holds it counted.
+--   K.q      <ns>:{name}:sem:q       ZSET waiting attempt -> enqueue seq
+--   K.qo     <ns>:{name}:sem:qo      hash waiting attempt -> '<owner id> <n>
+--                                    <lease> <claim> <secret> <ms>' (its
+--                                    lease and claim in ms, the entry
+--                                    secret, the server ms it queued);
+--                                    entries of older versions read
+--                                    '<owner id> <n>', with ' w' once woken
+--   K.alive  <ns>:{name}:sem:alive   ZSET client uuid -> liveness deadline of
+--                                    its waiters (server ms)
+-- K.h/K.hn live as long as the longest lease; K.q/K.qo/K.alive 3 ×
+-- waiter_timeout past the last heartbeat.
+-- Channel of a client's waiters: <ns>:{name}:sem:ch:<client uuid>
+-- (msg_lib.lua builds each message);
+--   g:<attempt> 0 <ttl> <secret> <claim>
+--                 the permits are yours (granted inside the release), under
+--                 a claim lease of <claim> ms that the waiter extends to its
+--                 lease; ttl = claim + how long the entry waited, the
+--                 validity counted from the request that queued it
+--   t:<attempt>   try again now: permits for you are free (an entry of an
+--                 older version, which carries no secret to grant with)
+--   r             every waiter of the client on this semaphore tries again
+--                 now: the semaphore was deleted with their queue entries
+--                 (sem_delete.lua), so they queue anew
+--
+-- The policy (written here once): the oldest live waiter's demand is
+-- reserved. A request is granted when available − (the head waiter's n,
+-- unless it is the head) ≥ n. So single-permit requests can use permits
+-- beyond what the head needs, but never the head's share: a request for
+-- many permits is served once enough come back, however many small
+-- requests arrive. A release (or added permits) grants the permits to
+-- exactly the waiters, from the head on, whose demands fit in what is
+-- available, and no more, inside the release (one hop: the waiter takes
+-- them from the message, without a try of its own).
+--
+-- O(log n) per holder or waiter touched; purges and wakes handle at most 64
+-- entries per call.
+
+local function sem_keys(base)
+  return hold_keys(base, {'s', 'h', 'hn', 'q', 'qo', 'alive'})
+end
+
+local function sem_check_types(K)
+  return hold_check_types({
+    {K.s, 'hash'}, {K.h, 'zset'}, {K.hn, 'hash'},
+    {K.q, 'zset'}, {K.qo, 'hash'}, {K.alive, 'zset'},
+  })
+end
+
+-- The client of an owner id (queue_client).
+local sem_client = queue_client
+
+-- A queue entry (or a hold's '<owner> <n>'): owner, n, woken (older
+-- entries), and for a current queue entry its lease, claim, secret (a
+-- string) and the server ms it queued.
+local function sem_entry(v)
+  local owner, n, lease, claim, secret, ms = string.match(v or '',
+    '^(%S+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
+  if owner then
+    return owner, tonumber(n), false, tonumber(lease), tonumber(claim), secret, tonumber(ms)
+  end
+  local w
+  owner, n, w = string.match(v or '', '^(%S+) (%d+)( ?w?)$')
+  return owner, tonumber(n) or 0, w == ' w'
+end
+
+-- Forget hold `a` and give its permits back.
+local function sem_drop_hold(K, a)
+  local _, n = sem_entry(redis.call('HGET', K.hn, a))
+  redis.call('ZREM', K.h, a)
+  redis.call('HDEL', K.hn, a)
+  if n > 0 then
+    redis.call('HINCRBY', K.hn, '#t', string.format('%.0f', -n))
+  end
+end
+
+-- Holds whose lease ended give their permits back (up to 64 per call).
+local function sem_purge(K, now_ms)
+  lease_purge(K.h, K.hn, now_ms, function(a) sem_drop_hold(K, a) end)
+end
+
+-- Permits free now (may be negative after reduce_permits while holders
+-- still hold more than the new total), and whether the semaphore was set.
+local function sem_available(K)
+  local p = redis.call('HGET', K.s, 'p')
+  local t = redis.call('HGET', K.hn, '#t')
+  return (tonumber(p) or 0) - (tonumber(t) or 0), p ~= false
+end
+
+-- Until the earliest lease ends (a waiter's sleep bound: its permits come
+-- back then), or -1 without holders.
+local function sem_next_expiry(K, now_ms)
+  local first = redis.call('ZRANGE', K.h, 0, 0, 'WITHSCORES')
+  if first[2] == nil then
+    return -1
+  end
+  return math.max(tonumber(first[2]) - now_ms, 1)
+end
+
+local function sem_alive(K, owner, now_ms)
+  local alive = owner and redis.call('ZSCORE', K.alive, sem_client(owner))
+  return alive and tonumber(alive) >= now_ms
+end
+
+local function sem_drop_waiter(K, a)
+  redis.call('ZREM', K.q, a)
+  redis.call('HDEL', K.qo, a)
+end
+
+-- The first live waiter and its demand; drops dead ones on the way (64).
+local function sem_live_head(K, now_ms)
+  local head, v = queue_live_head(K.q, K.qo, K.alive, now_ms, function(_, e)
+    local owner = sem_entry(e)
+    return owner and sem_client(owner)
+  end)
+  if not head then
+    return nil, 0
+  end
+  local _, n = sem_entry(v)
+  return head, n
+end
+
+-- Grant waiter `a` (entry fields as sem_entry gives them) its n permits
+-- under its claim, min(claim, lease), and tell it (published first: a
+-- refused PUBLISH leaves everything as it was).
+local function sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms)
+  local msg, c = hold_grant_message(a, '0', secret, lease, claim, ms, now_ms)
+  msg_publish(K.s .. ':ch:' .. sem_client(owner), msg)
+  local sn = string.format('%.0f', n)
+  redis.call('ZADD', K.h, now_ms + c, a)
+  redis.call('HSET', K.hn, a, owner .. ' ' .. sn)
+  redis.call('HINCRBY', K.hn, '#t', sn)
+  lease_added(K.h, K.hn, now_ms + c)
+  sem_drop_waiter(K, a)
+end
+
+-- Serve the waiters, from the head on, whose demands fit in `avail`: each
+-- is granted its permits (sem_grant); an entry of an older version is
+-- woken to try instead (and counts as taken until it does). The first
+-- that does not fit stops the walk (it is the one the permits are kept
+-- for). Dead waiters met on the way are dropped.
+local function sem_wake(K, now_ms, avail)
+  if avail <= 0 then
+    return
+  end
+  local used = 0
+  for _, a in ipairs(redis.call('ZRANGE', K.q, 0, 63)) do
+    local v = redis.call('HGET', K.qo, a)
+    local owner, n, woken, lease, claim, secret, ms = sem_entry(v)
+    if not sem_alive(K, owner, now_ms) then
+      sem_drop_waiter(K, a)
+    elseif woken then
+      used = used + n
+    elseif used + n <= avail then
+      used = used + n
+      if lease then
+        sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms)
+      else
+        redis.call('HSET', K.qo, a, owner .. ' ' .. string.format('%.0f', n) .. ' w')
+        msg_publish(K.s .. ':ch:' .. sem_client(owner), msg_turn(a))
+      end
+    else
+      return
+    end
+    if used >= avail then
+      return
+    end
+  end
+end
+
+-- The opening of most scripts: hold_open with this lock's keys and checks.
+local function sem_open(base)
+  return hold_open(sem_keys, sem_check_types, base)
+end

@@ -49,25 +49,25 @@ pub mod scripts {
     deadbolt_core::lua_scripts! {
         list pub SCRIPTS;
         /// Take n permits, replay, or queue for them.
-        pub SEM_ACQUIRE = "sem_acquire" with "hold_lib", "sem_lib";
+        pub SEM_ACQUIRE = "sem_acquire" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "sem_lib";
         /// Give permits back or leave the queue.
-        pub SEM_RELEASE = "sem_release" with "hold_lib", "sem_lib";
+        pub SEM_RELEASE = "sem_release" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "sem_lib";
         /// Give back part of one hold's permits, keeping the rest.
-        pub SEM_RELEASE_PART = "sem_release_part" with "hold_lib", "sem_lib";
+        pub SEM_RELEASE_PART = "sem_release_part" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "sem_lib";
         /// Delete a semaphore; its waiters try again (and queue anew).
-        pub SEM_DELETE = "sem_delete" with "hold_lib", "sem_lib";
+        pub SEM_DELETE = "sem_delete" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "sem_lib";
         /// Renew many permit holds (each its own lease).
-        pub SEM_RENEW = "sem_renew" with "hold_lib", "sem_lib";
+        pub SEM_RENEW = "sem_renew" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "sem_lib";
         /// Set, add, reduce, drain or read the permits.
-        pub SEM_PERMITS = "sem_permits" with "hold_lib", "sem_lib";
+        pub SEM_PERMITS = "sem_permits" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "sem_lib";
         /// Keep one client's waiters alive; give back ended leases.
-        pub SEM_HEARTBEAT = "sem_heartbeat" with "hold_lib", "sem_lib";
+        pub SEM_HEARTBEAT = "sem_heartbeat" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "sem_lib";
         /// Read the semaphore's state.
-        pub SEM_INSPECT = "sem_inspect" with "hold_lib", "sem_lib";
+        pub SEM_INSPECT = "sem_inspect" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "sem_lib";
         /// Set, count down, read or delete a latch.
-        pub LATCH_OP = "latch_op" with "hold_lib", "latch_lib";
+        pub LATCH_OP = "latch_op" with MSG_LIB, HOLD_LIB, "latch_lib";
         /// Has the latch reached zero? (The try of a wait.)
-        pub LATCH_WAIT = "latch_wait" with "hold_lib", "latch_lib";
+        pub LATCH_WAIT = "latch_wait" with MSG_LIB, HOLD_LIB, "latch_lib";
     }
 }
 pub use scripts::SCRIPTS;

@@ -1,0 +1,110 @@
+-- lease_lib.lua — holds that each keep their own lease: a ZSET of holds
+-- (member -> lease deadline, server ms) and a companion hash (the read-write
+-- lock's readers K.r / K.ro, the semaphore's holds K.h / K.hn).
+--
+-- Not a script of its own: the script loader joins it after hold_lib.lua
+-- (LEASE_LIB in deadbolt_core::scripts) for the scripts that keep such
+-- holds, so replaying, renewing and forgetting a lease are written once.
+--
+-- Every function is O(log n) per hold it touches; purges handle at most 64.
+
+-- Leased holds kept in a ZSET (member -> lease deadline, server ms) and a
+-- companion hash. Both keys expire no earlier than the longest lease:
+-- a hold added or extended to `at` pushes their expiry out to `at` (GT: never
+-- shortened; a key without a TTL gets its first one plainly). Usually two
+-- commands.
+local function lease_added(zkey, hkey, at)
+  local s = string.format('%.0f', at)
+  for _, k in ipairs({zkey, hkey}) do
+    if redis.call('PEXPIREAT', k, s, 'GT') == 0 and redis.call('PTTL', k) == -1 then
+      redis.call('PEXPIREAT', k, s)
+    end
+  end
+end
+
+-- After holds were removed: when none is left, both keys go at once.
+-- Otherwise their expiry stays (at most the removed holds' leases longer
+-- than needed), which saves finding the new longest lease on every release.
+local function lease_removed(zkey, hkey)
+  if redis.call('ZCARD', zkey) == 0 then
+    redis.call('DEL', zkey, hkey)
+  end
+end
+
+-- Forget leased holds whose lease ended (up to 64 per call, oldest first),
+-- each through `drop(attempt)`, which gives back what the hold took.
+local function lease_purge(zkey, hkey, now_ms, drop)
+  local gone = redis.call('ZRANGEBYSCORE', zkey, '-inf', now_ms, 'LIMIT', 0, 64)
+  for _, a in ipairs(gone) do
+    drop(a)
+  end
+  if gone[1] then
+    lease_removed(zkey, hkey)
+  end
+end
+
+-- Renew leased hold `attempt` (ZSET zkey, companion hash hkey) to at least
+-- now + lease: returns the ms left of its lease after the call (never
+-- shortened), or -1 when it is gone; an ended lease is forgotten through
+-- `drop(attempt)` (which gives back what the hold took). O(log n).
+local function lease_renew(zkey, hkey, attempt, lease, now_ms, drop)
+  local dl = redis.call('ZSCORE', zkey, attempt)
+  if not dl then
+    return -1
+  end
+  if tonumber(dl) <= now_ms then
+    drop(attempt)
+    lease_removed(zkey, hkey)
+    return -1
+  end
+  local want = now_ms + lease
+  if tonumber(dl) < want then
+    redis.call('ZADD', zkey, want, attempt)
+    lease_added(zkey, hkey, want)
+    dl = want
+  end
+  return tonumber(dl) - now_ms
+end
+
+-- A replay of attempt `attempt`, already granted and its lease not ended
+-- (dl, its deadline, is past now_ms): counted once, and a grant made under
+-- a claim (inside a release) is stretched to the lease asked for. Returns
+-- the acquire's reply {1, 0, pttl}, or nil when the attempt holds nothing
+-- live. O(log n).
+local function lease_replay(zkey, hkey, attempt, dl, lease, now_ms)
+  if not dl or tonumber(dl) <= now_ms then
+    return nil
+  end
+  if tonumber(dl) < now_ms + lease then
+    redis.call('ZADD', zkey, now_ms + lease, attempt)
+    lease_added(zkey, hkey, now_ms + lease)
+    return {1, 0, lease}
+  end
+  return {1, 0, tonumber(dl) - now_ms}
+end
+
+-- The renew contract of leased holds (the watchdog's batches, `extend`):
+-- ARGV[1] the lease in ms to guarantee from now, ARGV[1+i] the i-th hold's
+-- attempt, its keys the i-th group of `width` in KEYS, as the table
+-- keys(i). `refused(K)` is nil when the hold may be renewed, or the
+-- position (1-based, in the group) of a key of another type: that hold
+-- gets -2 - position with nothing written, so one bad key does not fail a
+-- watchdog round for the holds of others. `drop(K, attempt)` forgets an
+-- ended hold. Returns one integer per hold: ms of lease left after the
+-- call (never shortened), -1 gone, or -2 - j. O(log n) per hold.
+local function lease_renew_batch(width, keys, refused, drop)
+  local lease = tonumber(ARGV[1])
+  local now_ms = hold_now()
+  local out = {}
+  for i = 1, #KEYS / width do
+    local K, z, h = keys(i)
+    local j = refused(K)
+    if j then
+      out[i] = -2 - j
+    else
+      out[i] = lease_renew(z, h, ARGV[i + 1], lease, now_ms,
+        function(a) drop(K, a) end)
+    end
+  end
+  return out
+end

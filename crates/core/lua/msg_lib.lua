@@ -1,0 +1,83 @@
+-- msg_lib.lua — every message deadbolt's scripts publish, built in one
+-- place, and the one PUBLISH that sends them.
+--
+-- Not a script of its own: the script loader joins it before the scripts
+-- that publish (MSG_LIB in deadbolt_core::scripts), ahead of the other
+-- libraries, which use it. One function per message kind; the wire forms
+-- are those deadbolt-core's message module reads (Message::parse), byte for
+-- byte:
+--   g:<attempt> <token> <ttl> <secret> [<claim>]   msg_grant_line, one line
+--                          per waiter; several joined by msg_granted
+--   t:<attempt> [<ms>]     msg_turn
+--   h:<ms>                 msg_claimed
+--   c:<client id>          msg_client_first
+--   l:<term>               msg_term
+--   f:<hold key> <token>   msg_forced (on '<hold key>:watch')
+--   0, 1, r, w, m          msg_notice (the letter's meaning is the
+--                          primitive's: see its script's header)
+--
+-- msg_publish holds the only redis.call('PUBLISH', ...) of the scripts that
+-- use this library: on a Redis Cluster the loader rewrites that call to
+-- SPUBLISH in the script's text (crates/core/src/scripts.rs), so every
+-- message of such a script goes out sharded. Nothing here reads or writes a
+-- key.
+
+-- Publish `payload` on `channel`; returns how many connections heard it.
+-- An error (NOPERM under an ACL) fails the script there: callers publish
+-- before they write, so nothing is changed then.
+local function msg_publish(channel, payload)
+  return redis.call('PUBLISH', channel, payload)
+end
+
+-- One grant line: the primitive is `attempt`'s with fencing token `stoken`
+-- (a string; '0' for holds without one), valid for `ttl` ms counted from the
+-- request that registered it, for the entry whose secret is `secret`, under
+-- a claim of `claim` ms (left out by the fair lock, whose claim is the ttl).
+local function msg_grant_line(attempt, stoken, ttl, secret, claim)
+  local line = 'g:' .. attempt .. ' ' .. stoken .. ' ' .. string.format('%.0f', ttl) .. ' '
+    .. secret
+  if claim then
+    line = line .. ' ' .. string.format('%.0f', claim)
+  end
+  return line
+end
+
+-- Several grant lines (msg_grant_line) in one message.
+local function msg_granted(lines)
+  return table.concat(lines, '\n')
+end
+
+-- `attempt` is at the head of its queue: try now, or (with `ms`) not
+-- before the holder's lease ends, `ms` from now.
+local function msg_turn(attempt, ms)
+  if ms then
+    return 't:' .. attempt .. ' ' .. string.format('%.0f', ms)
+  end
+  return 't:' .. attempt
+end
+
+-- Another client's waiter was granted the lock under a claim of `claim` ms
+-- (a number, written as Lua writes it).
+local function msg_claimed(claim)
+  return 'h:' .. claim
+end
+
+-- Released: the waiter of client `client` goes first.
+local function msg_client_first(client)
+  return 'c:' .. client
+end
+
+-- A holder that changes by terms changed; `sterm` (a string) is the new term.
+local function msg_term(sterm)
+  return 'l:' .. sterm
+end
+
+-- A force-unlock removed the hold of `key` whose fencing token was `token`.
+local function msg_forced(key, token)
+  return 'f:' .. key .. ' ' .. token
+end
+
+-- A one-character notice: '0', '1', 'r', 'w' or 'm'.
+local function msg_notice(c)
+  return c
+end

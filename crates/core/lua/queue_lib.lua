@@ -1,0 +1,101 @@
+-- queue_lib.lua — the rules every queue of waiters shares: whose a waiter
+-- is, the first live waiter, and the heartbeat that keeps a client's
+-- waiters alive.
+--
+-- Not a script of its own: the script loader joins it after hold_lib.lua
+-- (QUEUE_LIB in deadbolt_core::scripts) for the scripts of queued
+-- primitives (the fair lock, the read-write lock's waiting writers, the
+-- semaphore).
+--
+-- A queue is a ZSET of waiters in order (member -> score), an optional
+-- hash of their entries (member -> entry text), and a liveness ZSET
+-- (client id -> deadline, server ms) that each client's heartbeat keeps
+-- fresh for all of its waiters at once (one record per client and queue).
+--
+-- Every function is O(log n) per waiter it looks at; queue_live_head looks
+-- at up to 64.
+
+-- The client id of an owner id '<client uuid>:<handle id>' (or of a queue
+-- member '<client uuid>:<attempt>').
+local function queue_client(owner)
+  return string.match(owner, '^([^:]+)')
+end
+
+-- The first live waiter of queue `q` (entries in hash `qo`, or nil for a
+-- queue without entries), whose client's record in `alive` is at or past
+-- `now_ms`: waiters of silent clients (and entries gone missing) are
+-- dropped on the way, up to 64. `client_of(member, entry)` names a waiter's
+-- client (nil: drop it). Returns the member, its entry and its client's
+-- liveness deadline; nil when the queue is empty; nil and true when more
+-- dead waiters remain than one call may remove; or nil, nil, nil and the
+-- error reply naming a key of another type. Each key is read (hold_first)
+-- before the first waiter is dropped, so that error comes with nothing
+-- written.
+local function queue_live_head(q, qo, alive, now_ms, client_of)
+  for _ = 1, 64 do
+    local top, err = hold_first(q, 'ZRANGE', q, 0, 0)
+    if err then
+      return nil, nil, nil, err
+    end
+    local head = top[1]
+    if not head then
+      return nil
+    end
+    local v = nil
+    if qo then
+      v, err = hold_first(qo, 'HGET', qo, head)
+      if err then
+        return nil, nil, nil, err
+      end
+    end
+    local c = (v or not qo) and client_of(head, v)
+    local dl = nil
+    if c then
+      dl, err = hold_first(alive, 'ZSCORE', alive, c)
+    else
+      -- No client to look up: the liveness key is still read once, so
+      -- that its type is known before the drop below writes.
+      local _; _, err = hold_first(alive, 'ZCARD', alive)
+    end
+    if err then
+      return nil, nil, nil, err
+    end
+    if dl and tonumber(dl) >= now_ms then
+      return head, v, tonumber(dl)
+    end
+    redis.call('ZREM', q, head)
+    if qo then
+      redis.call('HDEL', qo, head)
+    end
+  end
+  return nil, true
+end
+
+-- The heartbeat of client ARGV[1] with waiter timeout ARGV[2] (ms) over
+-- every group of `width` keys in KEYS (one queued primitive each): for
+-- each group K = keys(base) that `refused(K)` lets through (nil; an error
+-- reply, for a key of another type, skips the group with nothing written
+-- there: its waiters' own tries report it), the client's liveness record in
+-- K[alive] is set to now + waiter timeout, records of clients silent for a
+-- whole window go, `touch(K, ttl)` keeps the queue's keys alive for three
+-- windows, and `after(K, now_ms, now_us, wt)` does the primitive's own
+-- work (a hand-off nobody else would notice). Returns how many groups were
+-- refreshed.
+local function queue_heartbeat(width, keys, alive, refused, touch, after)
+  local wt = tonumber(ARGV[2])
+  local now_ms, now_us = hold_now()
+  local done = 0
+  for i = 0, #KEYS / width - 1 do
+    local K = keys(i * width)
+    if not refused(K) then
+      redis.call('ZADD', K[alive], now_ms + wt, ARGV[1])
+      redis.call('ZREMRANGEBYSCORE', K[alive], '-inf', now_ms - wt)
+      touch(K, wt * 3)
+      if after then
+        after(K, now_ms, now_us, wt)
+      end
+      done = done + 1
+    end
+  end
+  return done
+end

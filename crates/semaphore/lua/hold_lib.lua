@@ -1,1 +1,0 @@
-../../../lua/hold_lib.lua
