@@ -319,8 +319,36 @@ pub struct ReaderEntry {
 /// How many queue entries `deadbolt inspect` lists.
 pub const QUEUE_LISTED: usize = 20;
 
-/// One waiter in a fair lock's queue: core's own description of it.
-pub type QueueEntry = deadbolt_core::QueuedWaiter;
+/// One waiter in a fair lock's queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueEntry {
+    /// The waiting acquire's attempt id.
+    pub attempt: String,
+    /// Owner id `<client uuid>:<handle id>` of the waiter.
+    pub owner: String,
+    /// The lease it asked for; `None` when not recorded.
+    pub lease: Option<Duration>,
+    /// How long its client counts as alive without another heartbeat;
+    /// `None` when its client is past its deadline or has no liveness record
+    /// (it will be skipped).
+    pub alive_for: Option<Duration>,
+    /// How long ago its client's liveness deadline passed; `None` when it is
+    /// alive or has no liveness record.
+    pub expired_ago: Option<Duration>,
+}
+
+impl From<deadbolt_core::QueuedWaiter> for QueueEntry {
+    fn from(w: deadbolt_core::QueuedWaiter) -> QueueEntry {
+        QueueEntry {
+            attempt: w.attempt,
+            owner: w.owner,
+            lease: w.lease,
+            alive_for: w.alive_for,
+            expired_ago: w.expired_ago,
+        }
+    }
+}
 
 impl From<deadbolt_semaphore::HolderInfo> for PermitHolder {
     fn from(h: deadbolt_semaphore::HolderInfo) -> PermitHolder {
