@@ -35,7 +35,7 @@ use futures::Stream;
 
 /// The election's Lua scripts (files in the workspace's `lua/`).
 pub mod scripts {
-    deadbolt_core::lua_scripts! {
+    deadbolt_core::primitive::lua_scripts! {
         list pub SCRIPTS;
         /// One try of a candidate to lead.
         pub ELECT_CAMPAIGN = "elect_campaign" with MSG_LIB, HOLD_LIB;
@@ -353,6 +353,6 @@ fn leader_of(v: &[String]) -> Option<Leader> {
 mod tests {
     #[test]
     fn every_script_has_a_header_contract() {
-        deadbolt_core::scripts::check_headers(super::SCRIPTS);
+        deadbolt_core::primitive::check_headers(super::SCRIPTS);
     }
 }

@@ -29,7 +29,7 @@ use deadbolt_core::primitive::{
 /// The fair lock's Lua scripts (files in the workspace's `lua/`; the queue
 /// rules are in `fair_lib.lua`, prepended to each).
 pub mod scripts {
-    deadbolt_core::lua_scripts! {
+    deadbolt_core::primitive::lua_scripts! {
         list pub SCRIPTS;
         /// Take, re-enter, pick up or queue for a fair lock.
         pub FAIR_ACQUIRE = "fair_acquire" with MSG_LIB, HOLD_LIB, QUEUE_LIB, "fair_lib";
@@ -143,7 +143,7 @@ mod tests {
 
     #[test]
     fn every_script_has_a_header_contract() {
-        deadbolt_core::scripts::check_headers(SCRIPTS);
+        deadbolt_core::primitive::check_headers(SCRIPTS);
     }
 
     #[test]

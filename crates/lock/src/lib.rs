@@ -24,7 +24,7 @@ use deadbolt_core::primitive::{
 
 /// The lock's Lua scripts (files in the workspace's `lua/`).
 pub mod scripts {
-    deadbolt_core::lua_scripts! {
+    deadbolt_core::primitive::lua_scripts! {
         list pub SCRIPTS;
         /// Take, re-enter or replay an attempt on a reentrant lock.
         pub LOCK_ACQUIRE = "lock_acquire" with MSG_LIB, HOLD_LIB;
@@ -109,6 +109,6 @@ impl ExclusiveKind for Reentrant {
 mod tests {
     #[test]
     fn every_script_has_a_header_contract() {
-        deadbolt_core::scripts::check_headers(super::SCRIPTS);
+        deadbolt_core::primitive::check_headers(super::SCRIPTS);
     }
 }

@@ -38,7 +38,7 @@ use deadbolt_lock::Lock;
 
 /// The multi-lock's Lua scripts (files in the workspace's `lua/`).
 pub mod scripts {
-    deadbolt_core::lua_scripts! {
+    deadbolt_core::primitive::lua_scripts! {
         list pub SCRIPTS;
         /// Take several plain locks of one client at once, all or none.
         pub MULTI_ACQUIRE = "multi_acquire" with MSG_LIB, HOLD_LIB;
@@ -877,6 +877,6 @@ impl Acquire for Redlock {
 mod tests {
     #[test]
     fn every_script_has_a_header_contract() {
-        deadbolt_core::scripts::check_headers(super::SCRIPTS);
+        deadbolt_core::primitive::check_headers(super::SCRIPTS);
     }
 }

@@ -44,7 +44,7 @@ use futures::future::BoxFuture;
 /// The read-write lock's Lua scripts (files in the workspace's `lua/`; the
 /// key layout and shared rules are in `rw_lib.lua`, prepended to each).
 pub mod scripts {
-    deadbolt_core::lua_scripts! {
+    deadbolt_core::primitive::lua_scripts! {
         list pub SCRIPTS;
         /// Take, re-enter or replay a read hold.
         pub RW_READ_ACQUIRE = "rw_read_acquire" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "rw_lib";
@@ -715,7 +715,7 @@ mod tests {
 
     #[test]
     fn every_script_has_a_header_contract() {
-        deadbolt_core::scripts::check_headers(SCRIPTS);
+        deadbolt_core::primitive::check_headers(SCRIPTS);
     }
 
     #[test]

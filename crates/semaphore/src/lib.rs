@@ -46,7 +46,7 @@ pub use permits::Permits;
 /// The semaphore's and the latch's Lua scripts (files in the workspace's
 /// `lua/`; the semaphore's layout and policy are in `sem_lib.lua`).
 pub mod scripts {
-    deadbolt_core::lua_scripts! {
+    deadbolt_core::primitive::lua_scripts! {
         list pub SCRIPTS;
         /// Take n permits, replay, or queue for them.
         pub SEM_ACQUIRE = "sem_acquire" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "sem_lib";
@@ -717,7 +717,7 @@ mod tests {
 
     #[test]
     fn every_script_has_a_header_contract() {
-        deadbolt_core::scripts::check_headers(SCRIPTS);
+        deadbolt_core::primitive::check_headers(SCRIPTS);
     }
 
     #[test]
