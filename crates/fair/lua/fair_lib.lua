@@ -122,11 +122,16 @@ end
 -- ends would save that period after a crash, at one more message on every
 -- hand-off; measured, that message cost about a tenth of the contended
 -- throughput.)
--- `last` is the fencing counter, already read and checked. Callers have
--- written before (a script's first write is the only one maxmemory
--- refuses: a refused write after the message would leave a waiter told it
--- holds a lock whose hold was never recorded).
+-- `last` is the fencing counter, already read and checked (and K.hold
+-- checked for its type).
 local function fair_handoff(K, head, e, last, now_us, wt_ms)
+  -- A write that changes nothing, before the message: under maxmemory a
+  -- script's first write is the only one refused, so with this one made,
+  -- the writes after the message are not refused, and a waiter is never
+  -- told it holds a lock whose hold was then not recorded (the release's
+  -- first touch of the queue is a read since its type checks went, so
+  -- nothing else has written by now; tests/oom.rs caught it).
+  redis.call('HDEL', K.hold, '-')
   local owner, lease, wt, secret = e[1], e[2], e[3] or wt_ms, e[4]
   local _, stoken = hold_token(last, now_us)
   local ttl = wt
