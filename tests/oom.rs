@@ -197,3 +197,105 @@ async fn hand_offs_under_out_of_memory_stay_consistent() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// Set memory full, run `release` (the holder's unlock), wait for the
+/// waiter, give memory back, and hand the waiter's outcome to `check`,
+/// which asserts that a waiter told it holds really does on the server.
+async fn release_under_oom<G: std::fmt::Debug, R: std::fmt::Debug>(
+    srv: &RedisServer,
+    release: impl Future<Output = R>,
+    waiter: tokio::task::JoinHandle<deadbolt::Result<Option<G>>>,
+) -> deadbolt::Result<Option<G>> {
+    let _: () = cmd(srv, &["CONFIG", "SET", "maxmemory", "1"]).await;
+    let released = release.await;
+    let got = within("waiter", waiter).await.unwrap();
+    let _: () = cmd(srv, &["CONFIG", "SET", "maxmemory", "0"]).await;
+    println!("release: {released:?}; waiter: {got:?}");
+    got
+}
+
+/// The Lock's release grants to another client's registered waiter inside
+/// the release: under OOM either nothing changes (the release is refused)
+/// or the grant is recorded before the waiter is told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_grants_under_out_of_memory_stay_consistent() {
+    let srv = noeviction_server().await;
+    let a = Client::connect(&srv.url()).await.unwrap();
+    let b = Client::connect(&srv.url()).await.unwrap();
+    let g = a.lock("l").lock().await.unwrap();
+    let l = b.lock("l");
+    let probe = b.lock("l");
+    let waiter = tokio::spawn(async move { l.try_lock_for(Duration::from_secs(4)).await });
+    // The waiter's failed try registers it before it sleeps.
+    until("registration", || async {
+        let fields: Vec<String> = cmd(&srv, &["HKEYS", "deadbolt:{l}:lock"]).await;
+        fields.iter().any(|f| f.starts_with("d:"))
+    })
+    .await;
+    if let Ok(Some(w)) = release_under_oom(&srv, g.unlock(), waiter).await {
+        assert_eq!(w.state(), deadbolt::LeaseState::Active);
+        let info = probe.inspect().await.unwrap();
+        assert!(
+            info.holder.is_some_and(|o| o.starts_with(b.id())),
+            "granted without a hold"
+        );
+    }
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// The Semaphore's release grants the freed permit to the head of its
+/// queue inside the release: a waiter told it holds it must be recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_grants_under_out_of_memory_stay_consistent() {
+    let srv = noeviction_server().await;
+    let a = Client::connect(&srv.url()).await.unwrap();
+    let b = Client::connect(&srv.url()).await.unwrap();
+    let sem = a.semaphore("s");
+    sem.set_permits(1).await.unwrap();
+    let p = sem.acquire(1).await.unwrap();
+    let s = b.semaphore("s");
+    let waiter = tokio::spawn(async move { s.try_acquire_for(1, Duration::from_secs(4)).await });
+    until("queued", || async {
+        a.semaphore("s").inspect().await.unwrap().waiting == 1
+    })
+    .await;
+    if let Ok(Some(w)) = release_under_oom(&srv, p.release(), waiter).await {
+        assert_eq!(w.state(), deadbolt::LeaseState::Active);
+        let info = sem.inspect().await.unwrap();
+        assert!(
+            info.holders.iter().any(|h| h.owner.starts_with(b.id())),
+            "granted without a hold: {info:?}"
+        );
+    }
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// The RwLock's write release admits the registered readers inside the
+/// release: a reader told it holds must be recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rwlock_grants_under_out_of_memory_stay_consistent() {
+    let srv = noeviction_server().await;
+    let a = Client::connect(&srv.url()).await.unwrap();
+    let b = Client::connect(&srv.url()).await.unwrap();
+    let rw = a.rw_lock("rw");
+    let w = rw.write_lock().lock().await.unwrap();
+    let r = b.rw_lock("rw").read_lock();
+    let waiter = tokio::spawn(async move { r.try_lock_for(Duration::from_secs(4)).await });
+    until("registration", || async {
+        let fields: Vec<String> = cmd(&srv, &["HKEYS", "deadbolt:{rw}:rw"]).await;
+        fields.iter().any(|f| f.starts_with("q:"))
+    })
+    .await;
+    if let Ok(Some(g)) = release_under_oom(&srv, w.unlock(), waiter).await {
+        assert_eq!(g.state(), deadbolt::LeaseState::Active);
+        let info = rw.inspect().await.unwrap();
+        assert!(
+            info.reader_list.iter().any(|h| h.owner.starts_with(b.id())),
+            "granted without a hold: {info:?}"
+        );
+    }
+    a.shutdown().await;
+    b.shutdown().await;
+}
