@@ -33,7 +33,7 @@ use deadbolt_core::primitive::{
 };
 use futures::Stream;
 
-/// The election's Lua scripts (files in the workspace's `lua/`).
+/// The election's Lua scripts (files in this crate's `lua/`).
 pub mod scripts {
     deadbolt_core::primitive::lua_scripts! {
         list pub SCRIPTS;

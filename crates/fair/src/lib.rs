@@ -26,8 +26,8 @@ use deadbolt_core::primitive::{
     Signal, Wake, WakePolicy,
 };
 
-/// The fair lock's Lua scripts (files in the workspace's `lua/`; the queue
-/// rules are in `fair_lib.lua`, prepended to each).
+/// The fair lock's Lua scripts (files in this crate's `lua/`; the queue
+/// rules are in `fair_lib.lua`, joined to each after core's libraries).
 pub mod scripts {
     deadbolt_core::primitive::lua_scripts! {
         list pub SCRIPTS;

@@ -22,7 +22,7 @@ use deadbolt_core::primitive::{
     NAMED_CLIENT_FIRST,
 };
 
-/// The lock's Lua scripts (files in the workspace's `lua/`).
+/// The lock's Lua scripts (files in this crate's `lua/`).
 pub mod scripts {
     deadbolt_core::primitive::lua_scripts! {
         list pub SCRIPTS;

@@ -36,7 +36,7 @@ use deadbolt_core::primitive::{
 use deadbolt_lock::scripts::LOCK_RELEASE;
 use deadbolt_lock::Lock;
 
-/// The multi-lock's Lua scripts (files in the workspace's `lua/`).
+/// The multi-lock's Lua scripts (files in this crate's `lua/`).
 pub mod scripts {
     deadbolt_core::primitive::lua_scripts! {
         list pub SCRIPTS;

@@ -41,8 +41,8 @@ use deadbolt_core::primitive::{
 };
 use futures::future::BoxFuture;
 
-/// The read-write lock's Lua scripts (files in the workspace's `lua/`; the
-/// key layout and shared rules are in `rw_lib.lua`, prepended to each).
+/// The read-write lock's Lua scripts (files in this crate's `lua/`; the
+/// key layout and shared rules are in `rw_lib.lua`, joined to each after core's libraries).
 pub mod scripts {
     deadbolt_core::primitive::lua_scripts! {
         list pub SCRIPTS;

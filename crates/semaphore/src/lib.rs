@@ -43,7 +43,7 @@ use deadbolt_core::primitive::{
 mod permits;
 pub use permits::Permits;
 
-/// The semaphore's and the latch's Lua scripts (files in the workspace's
+/// The semaphore's and the latch's Lua scripts (files in this crate's
 /// `lua/`; the semaphore's layout and policy are in `sem_lib.lua`).
 pub mod scripts {
     deadbolt_core::primitive::lua_scripts! {
