@@ -40,8 +40,7 @@ use anyhow::{bail, Context as _};
 use futures::future::BoxFuture;
 use redis::aio::MultiplexedConnection;
 
-use crate::args::ContenderKind;
-use crate::Target;
+use crate::model::{ContenderKind, MULTI_PARTS, REDLOCK_SERVERS};
 
 mod lock_write;
 mod redisson;
@@ -61,12 +60,6 @@ pub(crate) struct ContenderOptions {
     /// Redlock contenders can run.
     pub(crate) servers: usize,
 }
-
-/// The servers a Redlock contender spreads its lock over.
-pub(crate) const REDLOCK_SERVERS: usize = 3;
-
-/// The names a `multi` contender's `MultiLock` holds together.
-pub(crate) const MULTI_PARTS: usize = 3;
 
 /// One lock implementation under test.
 pub(crate) trait Contender: Send + Sync {
@@ -384,15 +377,14 @@ pub(crate) const DEADBOLT_TOPOLOGY_COMMANDS: &[&str] = &[
     "ping",
 ];
 
-/// One client of deadbolt `Lock`s on `target` (the `lock` contender's
+/// One client of deadbolt `Lock`s from `builder` (the `lock` contender's
 /// handles, on any topology), with the Lock's scripts loaded at connect.
 pub(crate) async fn connect_lock(
-    target: &Target,
+    builder: deadbolt_core::ClientBuilder,
     namespace: &str,
     lease: Duration,
 ) -> anyhow::Result<Box<dyn ContenderClient>> {
-    let client = target
-        .builder()
+    let client = builder
         .preload(deadbolt_lock::SCRIPTS)
         .namespace(namespace)
         .watchdog_timeout(lease)

@@ -28,50 +28,55 @@
 //! Sentinel-managed master (`--topology`) beside server 1: started and
 //! stopped with it, or given with `--redis` (server 1 is then embedded).
 //!
-//! It connects through deadbolt-cli's [`Topology`] and `Target` (the same
-//! code as `deadbolt inspect`). Tests drive it in-process: parse a
+//! Its modules are layered, each importing only those below it: `model`
+//! (the shared data: kinds, flags, report rows; a leaf), then `stats`,
+//! `progress`, `table`, `contender`, `site`, `scenario` (the `Scenario`
+//! trait and the machinery the runs share), `scenarios` (one file each, and
+//! the registry), `plot`, and at the top `plan` and `output`, which with
+//! this file are the only ones that look scenarios up in the registry.
+//! [`Topology`] comes from deadbolt-testkit, shared there with deadbolt-cli.
+//! Tests drive it in-process: parse a
 //! [`BenchCli`] (or build [`BenchArgs`]) and call [`run`], [`bench()`] or
 //! [`bench_with`].
 
-mod args;
 mod contender;
+mod model;
+mod output;
+mod plan;
 mod plot;
 mod progress;
-mod report;
 mod scenario;
 mod scenarios;
+mod site;
 mod stats;
-mod topology;
+mod table;
 
 use std::ffi::OsString;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
-use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use clap::Parser;
-use deadbolt_testkit::{redis_server_path, RedisServer};
+use deadbolt_testkit::{redact, redis_server_path, RedisServer};
+use redis::aio::MultiplexedConnection;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::time::Instant;
 
-pub use args::{
-    parse_duration, parse_ratio, BenchArgs, ContenderKind, ScenarioKind, TOPOLOGY_NAMES_PER_TASK,
-};
-pub use deadbolt_cli::Topology;
-pub use report::{
-    Commands, CpuSource, Fairness, HostInfo, Latency, Left, ReadWrite, RedisInfo, Report,
-    RunResult, Settings, Skipped, SweepPoint, TopologyInfo, TopologyMeasure, TopologyRow,
-    VsStandalone, Work, REPORT_SCHEMA,
+pub use deadbolt_testkit::Topology;
+pub use model::{
+    parse_duration, parse_ratio, BenchArgs, Commands, ContenderKind, CpuSource, Fairness, HostInfo,
+    Latency, Left, ReadWrite, RedisInfo, Report, RunResult, ScenarioKind, Settings, Skipped,
+    SweepPoint, TopologyInfo, TopologyMeasure, TopologyRow, VsStandalone, Work, REPORT_SCHEMA,
+    TOPOLOGY_NAMES_PER_TASK,
 };
 
-pub(crate) use deadbolt_cli::{redact, split_urls, Target};
-
-use contender::{Contender, ContenderOptions, REDLOCK_SERVERS};
+use model::{plural, REDLOCK_SERVERS};
+use plan::Plan;
 use progress::Progress;
-use report::plural;
 use scenario::Env;
-use topology::{Embedded, Site};
+use site::{cleanup, Embedded, Site};
+use stats::stats_connection;
 
 /// Exit code after an interrupted bench (128 + SIGINT, as shells report it).
 pub const EXIT_INTERRUPTED: u8 = 130;
@@ -207,33 +212,12 @@ pub async fn bench_with(
     args: &BenchArgs,
     on_ready: impl FnOnce(&str) + Send,
 ) -> anyhow::Result<Report> {
-    args.validate()?;
-    args.check_outputs()?;
-    let (mut contenders, mut skipped) = resolve_contenders(args)?;
-    let kinds: Vec<ContenderKind> = contenders.iter().map(|c| c.kind()).collect();
-    let scenarios = args.scenarios_for(&kinds)?;
-    let measures_topology = scenarios.iter().any(|s| scenarios::get(*s).uses_topology());
-    if args.topology != Topology::Standalone && !measures_topology {
-        bail!(
-            "--topology {} is measured by the topology scenario only, which {}",
-            args.topology.name(),
-            if args.scenarios.is_empty() {
-                "measures the lock contender only: add --contender lock"
-            } else {
-                "is not selected: add --scenario topology"
-            }
-        );
-    }
-    // A contender no selected scenario measures is not run (nor listed), and
-    // one left out is only noted when a selected scenario measures it.
-    contenders.retain(|c| scenarios.iter().any(|s| s.measures(c.kind())));
-    skipped.retain(|s| scenarios.iter().any(|sc| sc.measures(s.contender)));
-    let kinds: Vec<ContenderKind> = contenders.iter().map(|c| c.kind()).collect();
-    let progress = Progress::new(args.quiet, planned_runs(args, &scenarios, &kinds));
-    let plan = Plan {
-        scenarios,
-        contenders,
-    };
+    let (plan, skipped) = plan::make(args)?;
+    let kinds: Vec<ContenderKind> = plan.contenders.iter().map(|c| c.kind()).collect();
+    let progress = Progress::new(
+        args.quiet,
+        plan::planned_runs(args, &plan.scenarios, &kinds),
+    );
     // Registered now, before the server exists: tokio's `ctrl_c()` only
     // registers its handler when first polled, and a SIGINT before that would
     // kill the process and orphan redis-server.
@@ -311,81 +295,6 @@ impl Interrupt {
     }
 }
 
-/// The planned length of every run, in run order: each scenario for each
-/// contender it measures, then (with `--plot`) the sweep: each
-/// `--plot-waiters` count over at most `--clients` clients, and each count
-/// above `--clients` again with one client per waiter.
-fn planned_runs(
-    args: &BenchArgs,
-    scenarios: &[ScenarioKind],
-    contenders: &[ContenderKind],
-) -> Vec<Duration> {
-    let measured = |s: ScenarioKind| contenders.iter().filter(|c| s.measures(**c)).count();
-    let mut runs = Vec::new();
-    if scenarios.iter().any(|s| scenarios::get(*s).shows_ceiling()) {
-        runs.push(scenario::FLOOR_RUN);
-    }
-    for &kind in scenarios {
-        let scenario = scenarios::get(kind);
-        let n = measured(kind) * scenario.planned_runs(args);
-        runs.extend(std::iter::repeat_n(scenario.planned(args), n));
-    }
-    if args.plot.is_some() {
-        runs.extend(std::iter::repeat_n(
-            args.duration,
-            measured(ScenarioKind::Contended) * scenarios::contended::sweep_runs(args),
-        ));
-    }
-    runs
-}
-
-/// The contenders of a run, in run order.
-type Contenders = Vec<Box<dyn Contender>>;
-
-/// What a bench runs: each scenario, in order, for each contender it
-/// measures.
-struct Plan {
-    /// The scenarios, each measuring at least one of the contenders.
-    scenarios: Vec<ScenarioKind>,
-    /// The contenders, in run order.
-    contenders: Contenders,
-}
-
-/// The contenders to run, and those left out with the reason. A contender
-/// asked for by name that this build lacks is an error.
-fn resolve_contenders(args: &BenchArgs) -> anyhow::Result<(Contenders, Vec<Skipped>)> {
-    let opts = ContenderOptions {
-        namespace: args.namespace.clone(),
-        lease: args.lease,
-        poll_interval: args.poll_interval,
-        permits: args.permits,
-        servers: if args.standalone_redis().is_some() {
-            1 + args.redlock_redis.len()
-        } else {
-            REDLOCK_SERVERS
-        },
-    };
-    let mut run = Vec::new();
-    let mut skipped = Vec::new();
-    for kind in ContenderKind::ALL {
-        let asked = args.contenders.contains(&kind);
-        if !args.contenders.is_empty() && !asked {
-            continue;
-        }
-        match contender::make(kind, &opts) {
-            Ok(c) => run.push(c),
-            Err(reason) if asked => {
-                bail!("contender {} is not available: {reason}", kind.name())
-            }
-            Err(reason) => skipped.push(Skipped {
-                contender: kind,
-                reason,
-            }),
-        }
-    }
-    Ok((run, skipped))
-}
-
 /// Start the embedded redis-server, or say how to install it.
 async fn start_server(args: &BenchArgs) -> anyhow::Result<RedisServer> {
     if redis_server_path().is_none() {
@@ -455,101 +364,6 @@ fn pin(server_pids: &[u32], cpus: u32, progress: &Progress) -> bool {
     }
 }
 
-/// Best effort: delete this run's keys from a server (or one cluster
-/// master) that is not ours, one DEL per key (a cluster refuses a DEL of
-/// keys in different slots), and the fencing counters of the bench's
-/// namespace (deadbolt keeps one per hash slot that its names used; the
-/// namespace is the bench's own, and tokens drawn after a counter is gone
-/// still rise: they have the server clock as their floor).
-async fn cleanup(conn: &mut redis::aio::MultiplexedConnection, namespace: &str, run_id: &str) {
-    delete_matching(conn, &format!("{namespace}:*{run_id}*"), |_| true).await;
-    // The redisson contenders' keys around a lock name (unlock latches, the
-    // fair lock's queue and timeouts) put a prefix of Redisson's first.
-    delete_matching(
-        conn,
-        &format!("redisson_*:{{{namespace}:*{run_id}*}}*"),
-        |_| true,
-    )
-    .await;
-    delete_matching(conn, &format!("{namespace}:{{*}}:fence"), |k| {
-        deadbolt_core::is_fence_key(namespace, k)
-    })
-    .await;
-}
-
-/// Best effort: delete the keys that match the SCAN `pattern` and `keep`.
-async fn delete_matching(
-    conn: &mut redis::aio::MultiplexedConnection,
-    pattern: &str,
-    keep: impl Fn(&str) -> bool,
-) {
-    let mut cursor: u64 = 0;
-    loop {
-        let Ok((next, keys)): redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(conn)
-            .await
-        else {
-            return;
-        };
-        let keys: Vec<&String> = keys.iter().filter(|k| keep(k)).collect();
-        if !keys.is_empty() {
-            let mut pipe = redis::pipe();
-            for key in &keys {
-                pipe.cmd("DEL").arg(key).ignore();
-            }
-            let _: redis::RedisResult<()> = pipe.query_async(conn).await;
-        }
-        if next == 0 {
-            return;
-        }
-        cursor = next;
-    }
-}
-
-fn settings(args: &BenchArgs, plan: &Plan) -> Settings {
-    Settings {
-        scenarios: plan.scenarios.clone(),
-        contenders: plan.contenders.iter().map(|c| c.kind()).collect(),
-        duration_s: args.duration.as_secs_f64(),
-        tasks: args.tasks,
-        waiters: args.waiters,
-        clients: args.clients,
-        hold_ms: args.hold.as_secs_f64() * 1e3,
-        think_ms: args.think.as_secs_f64() * 1e3,
-        names: args.names,
-        service: Work::service(args),
-        write_ratio: args.write_ratio,
-        permits: args.permits,
-        rounds: args.rounds,
-        idle_waiters: args.idle_waiters,
-        idle_s: args.idle_time.as_secs_f64(),
-        poll_interval_ms: args.poll_interval.as_secs_f64() * 1e3,
-        lease_ms: args.lease.as_secs_f64() * 1e3,
-        plot_waiters: if args.plot.is_some() {
-            args.plot_waiters.clone()
-        } else {
-            Vec::new()
-        },
-        topology: args.topology,
-    }
-}
-
-/// The bench's own connection to `url`, for INFO.
-pub(crate) async fn stats_connection(
-    url: &str,
-) -> anyhow::Result<redis::aio::MultiplexedConnection> {
-    redis::Client::open(url)
-        .with_context(|| format!("bad Redis URL {}", redact(url)))?
-        .get_multiplexed_async_connection()
-        .await
-        .with_context(|| format!("connecting to {}", redact(url)))
-}
-
 /// Where [`run_plan`] leaves what must survive an interrupt: the servers it
 /// started (server 1 first), the cluster or Sentinel set it started, and the
 /// report it made.
@@ -557,6 +371,20 @@ struct Slots<'a> {
     servers: &'a mut Vec<RedisServer>,
     deployment: &'a mut Option<Embedded>,
     report: &'a mut Option<Report>,
+}
+
+/// The run's servers as [`servers`] found or started them.
+struct Servers {
+    /// Server 1 first, then the Redlock rows' servers (when they run).
+    urls: Vec<String>,
+    /// True when the bench started them.
+    embedded: bool,
+    /// Server 1's `redis_version`.
+    version: String,
+    /// The bench's own connection to server 1, for INFO.
+    stats: MultiplexedConnection,
+    /// The bench's own connections to the other servers.
+    redlock_stats: Vec<MultiplexedConnection>,
 }
 
 /// The body of [`bench_with`]: what it starts and makes goes into `slots`.
@@ -573,60 +401,8 @@ async fn run_plan(
         deployment: deployment_slot,
         report: report_slot,
     } = slots;
-    let first = match args.standalone_redis() {
-        Some(url) => url.to_string(),
-        None => {
-            let server = start_server(args).await?;
-            let url = server.url();
-            servers_slot.push(server);
-            url
-        }
-    };
-    let embedded = !servers_slot.is_empty();
-    let mut stats_conn = stats_connection(&first).await?;
-    let version = stats::redis_version(&mut stats_conn).await?;
-    if embedded {
-        progress.note(&format!(
-            "started redis-server {version} on 127.0.0.1:{} (no persistence; stopped at the end)",
-            servers_slot[0].port()
-        ));
-    }
-    let mut urls = vec![first];
-    // The other servers are only needed (and started) when a Redlock
-    // contender runs; `resolve_contenders` left those out when --redis came
-    // without them.
-    if plan.contenders.iter().any(|c| c.servers() > 1) {
-        if embedded {
-            for _ in 1..REDLOCK_SERVERS {
-                let server = start_server(args).await?;
-                urls.push(server.url());
-                servers_slot.push(server);
-            }
-            let ports: Vec<String> = servers_slot[1..]
-                .iter()
-                .map(|s| format!("127.0.0.1:{}", s.port()))
-                .collect();
-            progress.note(&format!(
-                "started {} more redis-servers for the Redlock rows on {}",
-                ports.len(),
-                ports.join(", ")
-            ));
-        } else {
-            urls.extend(args.redlock_redis.iter().cloned());
-        }
-    }
-    let mut redlock_stats = Vec::new();
-    for url in &urls[1..] {
-        redlock_stats.push(
-            stats_connection(url)
-                .await
-                .context("a server of the Redlock rows")?,
-        );
-    }
-    let site = if plan
-        .scenarios
-        .iter()
-        .any(|s| scenarios::get(*s).uses_topology())
+    let servers = servers(args, plan, &progress, servers_slot).await?;
+    let site = if plan.scenarios.iter().any(|s| s.uses_topology())
         && args.topology != Topology::Standalone
     {
         Some(topology_site(args, &progress, deployment_slot).await?)
@@ -640,62 +416,158 @@ async fn run_plan(
     let mut server_pids: Vec<u32> = servers_slot.iter().filter_map(RedisServer::pid).collect();
     server_pids.extend(deployment_slot.iter().flat_map(Embedded::pids));
     let pinned = args.pin && pin(&server_pids, cpus, &progress);
-    on_ready(&urls[0]);
-
-    let report = report_slot.insert(Report {
-        schema: REPORT_SCHEMA,
-        deadbolt_version: env!("CARGO_PKG_VERSION").to_string(),
-        elapsed_s: 0.0,
-        interrupted: false,
-        redis: RedisInfo {
-            version,
-            url: redact(&urls[0]),
-            embedded,
-            redlock_urls: urls[1..].iter().map(|u| redact(u)).collect(),
-            topology: site.as_ref().map(|s| s.info.clone()),
-        },
-        host: HostInfo { cpus, pinned },
-        settings: settings(args, plan),
-        ping: None,
-        results: Vec::new(),
-        sweep: Vec::new(),
-        skipped,
-        handoff_floor_us: None,
-    });
-    let run_id = format!("run{:08x}", rand::random::<u32>());
+    on_ready(&servers.urls[0]);
+    let report = report_slot.insert(new_report(args, plan, &servers, site.as_ref(), skipped));
+    report.host = HostInfo { cpus, pinned };
     let mut env = Env {
-        urls,
+        urls: servers.urls,
         args,
-        stats: stats_conn,
-        redlock_stats,
+        stats: servers.stats,
+        redlock_stats: servers.redlock_stats,
         progress,
-        run_id,
+        run_id: format!("run{:08x}", rand::random::<u32>()),
         all_pings: stats::histogram(),
         topology: site,
-        embedded,
+        embedded: servers.embedded,
         work: Work::flags(args),
         floor_us: None,
     };
-    if plan
-        .scenarios
-        .iter()
-        .any(|s| scenarios::get(*s).shows_ceiling())
-    {
+    if plan.scenarios.iter().any(|s| s.shows_ceiling()) {
         env.measure_floor().await?;
         report.handoff_floor_us = env.floor_us;
     }
     let outcome = run_scenarios(&mut env, plan, report).await;
     report.ping = stats::summarize(&env.all_pings, None);
-    if !embedded {
-        cleanup(&mut env.stats, &args.namespace, &env.run_id).await;
+    clean_up(&mut env).await;
+    outcome
+}
+
+/// Server 1 (`--redis`, or started now) and, when a Redlock contender
+/// runs, the two more servers of its rows (`--redlock-redis`, or started
+/// now); those started are left in `started`, so that they are stopped
+/// whatever happens next.
+async fn servers(
+    args: &BenchArgs,
+    plan: &Plan,
+    progress: &Progress,
+    started: &mut Vec<RedisServer>,
+) -> anyhow::Result<Servers> {
+    let first = match args.standalone_redis() {
+        Some(url) => url.to_string(),
+        None => {
+            let server = start_server(args).await?;
+            let url = server.url();
+            started.push(server);
+            url
+        }
+    };
+    let embedded = !started.is_empty();
+    let mut stats = stats_connection(&first).await?;
+    let version = stats::redis_version(&mut stats).await?;
+    if embedded {
+        progress.note(&format!(
+            "started redis-server {version} on 127.0.0.1:{} (no persistence; stopped at the end)",
+            started[0].port()
+        ));
+    }
+    let mut urls = vec![first];
+    // The other servers are only needed (and started) when a Redlock
+    // contender runs; `resolve_contenders` left those out when --redis came
+    // without them.
+    if plan.contenders.iter().any(|c| c.servers() > 1) {
+        if embedded {
+            urls.extend(start_redlock_servers(args, progress, started).await?);
+        } else {
+            urls.extend(args.redlock_redis.iter().cloned());
+        }
+    }
+    let mut redlock_stats = Vec::new();
+    for url in &urls[1..] {
+        redlock_stats.push(
+            stats_connection(url)
+                .await
+                .context("a server of the Redlock rows")?,
+        );
+    }
+    Ok(Servers {
+        urls,
+        embedded,
+        version,
+        stats,
+        redlock_stats,
+    })
+}
+
+/// Start the Redlock rows' two more servers beside server 1 (left in
+/// `started`); their URLs.
+async fn start_redlock_servers(
+    args: &BenchArgs,
+    progress: &Progress,
+    started: &mut Vec<RedisServer>,
+) -> anyhow::Result<Vec<String>> {
+    let mut urls = Vec::new();
+    for _ in 1..REDLOCK_SERVERS {
+        let server = start_server(args).await?;
+        urls.push(server.url());
+        started.push(server);
+    }
+    let ports: Vec<String> = started[1..]
+        .iter()
+        .map(|s| format!("127.0.0.1:{}", s.port()))
+        .collect();
+    progress.note(&format!(
+        "started {} more redis-servers for the Redlock rows on {}",
+        ports.len(),
+        ports.join(", ")
+    ));
+    Ok(urls)
+}
+
+/// The report before any run: the servers, the settings, no results yet.
+fn new_report(
+    args: &BenchArgs,
+    plan: &Plan,
+    servers: &Servers,
+    site: Option<&Site>,
+    skipped: Vec<Skipped>,
+) -> Report {
+    Report {
+        schema: REPORT_SCHEMA,
+        deadbolt_version: env!("CARGO_PKG_VERSION").to_string(),
+        elapsed_s: 0.0,
+        interrupted: false,
+        redis: RedisInfo {
+            version: servers.version.clone(),
+            url: redact(&servers.urls[0]),
+            embedded: servers.embedded,
+            redlock_urls: servers.urls[1..].iter().map(|u| redact(u)).collect(),
+            topology: site.map(|s| s.info.clone()),
+        },
+        host: HostInfo {
+            cpus: 1,
+            pinned: false,
+        },
+        settings: plan::settings(args, plan),
+        ping: None,
+        results: Vec::new(),
+        sweep: Vec::new(),
+        skipped,
+        handoff_floor_us: None,
+    }
+}
+
+/// Best effort: delete this run's keys from the servers that are not ours.
+async fn clean_up(env: &mut Env<'_>) {
+    let namespace = &env.args.namespace;
+    if !env.embedded {
+        cleanup(&mut env.stats, namespace, &env.run_id).await;
         for conn in &mut env.redlock_stats {
-            cleanup(conn, &args.namespace, &env.run_id).await;
+            cleanup(conn, namespace, &env.run_id).await;
         }
     }
     if let Some(site) = env.topology.as_ref().filter(|s| !s.info.embedded) {
-        site.cleanup(&args.namespace, &env.run_id).await;
+        site.cleanup(namespace, &env.run_id).await;
     }
-    outcome
 }
 
 /// The cluster or Sentinel-managed master of `--topology`: the one `--redis`
@@ -736,50 +608,12 @@ async fn topology_site(
 /// Every scenario of `plan` in turn, then (with `--plot`) the sweep; each
 /// result goes into `report` as it ends.
 async fn run_scenarios(env: &mut Env<'_>, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
-    for &kind in &plan.scenarios {
-        scenarios::get(kind)
-            .run(env, &plan.contenders, report)
-            .await?;
+    for scenario in &plan.scenarios {
+        scenario.run(env, &plan.contenders, report).await?;
     }
     if env.args.plot.is_some() {
         env.work = Work::flags(env.args);
         scenarios::contended::sweep(env, &plan.contenders, report).await?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_plan_counts_both_sweeps() {
-        let args = |extra: &[&str]| {
-            let all = [
-                "deadbolt-bench",
-                "--scenario",
-                "contended",
-                "--clients",
-                "2",
-            ];
-            match crate::BenchCli::try_parse_from(all.iter().chain(extra)) {
-                Ok(crate::BenchCli { args: b }) => b,
-                other => panic!("expected bench arguments, got {other:?}"),
-            }
-        };
-        let kinds = [ContenderKind::Lock, ContenderKind::Fair];
-        let scenarios = [ScenarioKind::Contended];
-        let plain = args(&[]);
-        // The hand-off floor, then each contender at --hold and in the
-        // service rows.
-        assert_eq!(planned_runs(&plain, &scenarios, &kinds).len(), 1 + 2 * 2);
-        let alone = args(&["--no-service"]);
-        assert_eq!(planned_runs(&alone, &scenarios, &kinds).len(), 1 + 2);
-        // 1, 2, 4 and 8 over at most 2 clients, then 4 and 8 over 4 and 8.
-        let plot = args(&["--plot", "x.svg", "--plot-waiters", "1,2,4,8"]);
-        assert_eq!(
-            planned_runs(&plot, &scenarios, &kinds).len(),
-            1 + 2 * 2 + 2 * 6
-        );
-    }
 }

@@ -12,28 +12,23 @@ use std::path::Path;
 
 use anyhow::anyhow;
 use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
-use crate::args::ContenderKind;
-use crate::report::{Report, Sweep};
+use crate::model::{require_svg, ContenderKind, Report, Sweep};
 
-/// Refuse a plot file whose name does not end in `.svg` (any case): plotters
-/// is built here with its SVG backend only, and writing SVG into `x.png`
-/// would only confuse.
-pub(crate) fn require_svg(path: &Path) -> Result<(), String> {
-    let svg = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
-    if svg {
-        Ok(())
-    } else {
-        Err(
-            "only SVG plots can be written (deadbolt draws with plotters' SVG backend, \
-             built without bitmap or font libraries); give a file name ending in .svg"
-                .to_string(),
-        )
+impl Report {
+    /// Draw the throughput sweep (acquisitions/s against waiters, one colour
+    /// per contender: a solid line over `--clients` clients, a dashed one
+    /// with one client per waiter) as SVG to `path`. Without a sweep, the
+    /// contended results are drawn as single points.
+    ///
+    /// # Errors
+    /// When `path` does not end in `.svg` (only SVG can be drawn: no bitmap
+    /// or font libraries are built in), or the file cannot be written.
+    pub fn write_plot(&self, path: &Path) -> anyhow::Result<()> {
+        draw(self, path)
     }
 }
 
@@ -76,7 +71,7 @@ fn series(report: &Report) -> Series {
     if report.sweep.is_empty() {
         for r in &report.results {
             if let Some(rate) = r.acquisitions_per_s {
-                if r.scenario == crate::args::ScenarioKind::Contended {
+                if r.scenario == crate::model::ScenarioKind::Contended {
                     let lm = r.fairness.as_ref().map_or(0.0, |f| f.min_max_ratio);
                     add(r.contender, Sweep::Spread, r.workers, rate, lm);
                 }
@@ -151,99 +146,136 @@ fn draw_line<DB: DrawingBackend>(
 /// labels are drawn only at whole powers of two.
 pub(crate) fn draw(report: &Report, path: &Path) -> anyhow::Result<()> {
     require_svg(path).map_err(|reason| anyhow!("{}: {reason}", path.display()))?;
-    let series: Series = series(report)
-        .into_iter()
-        .map(|(k, sweep, points)| {
-            (
-                k,
-                sweep,
-                points
+    let frame = Frame::of(report);
+    let err = |e: String| anyhow!("drawing {}: {e}", path.display());
+    let root = SVGBackend::new(path, (900, 820)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+    let (top, bottom) = root.split_vertically(540);
+    draw_throughput(&top, report, &frame).map_err(err)?;
+    draw_fairness(&bottom, &frame).map_err(err)?;
+    root.present().map_err(|e| err(e.to_string()))?;
+    Ok(())
+}
+
+/// What both panels share: the series (x on a log2 scale), the axes'
+/// ranges.
+struct Frame {
+    series: Series,
+    /// Up to this x (--clients waiters) the two sweeps share their runs.
+    shared_up_to: f64,
+    /// Whether the one-client-per-waiter sweep is drawn too.
+    two_sweeps: bool,
+    /// The x range, with a margin.
+    x: std::ops::Range<f64>,
+    /// The throughput panel's top, with room for the legend.
+    y_max: f64,
+}
+
+impl Frame {
+    fn of(report: &Report) -> Frame {
+        let series: Series = series(report)
+            .into_iter()
+            .map(|(k, sweep, points)| {
+                let points = points
                     .into_iter()
                     .map(|(w, r, lm)| (w.log2(), r, lm))
-                    .collect(),
-            )
-        })
-        .collect();
-    // Up to --clients waiters the two sweeps share their runs.
-    let shared_up_to = f64::from(report.settings.clients.max(1)).log2();
-    let two_sweeps = series.iter().any(|(_, s, _)| *s == Sweep::OwnClient);
-    let xs = series.iter().flat_map(|(_, _, p)| p.iter().map(|q| q.0));
-    let x_max = xs.clone().fold(0.0_f64, f64::max).max(1.0);
-    let x_min = xs.fold(x_max, f64::min).min(x_max - 1.0).max(0.0);
-    // Headroom above the highest point for the legend in the upper right:
-    // about 3.5% of the panel per entry (a contender, and solid and dashed).
-    let entries: f64 = series
-        .iter()
-        .filter(|(_, s, _)| *s == Sweep::Spread)
-        .map(|_| 1.0)
-        .sum::<f64>()
-        + if two_sweeps { 2.0 } else { 0.0 };
-    let legend_share = 0.055 + 0.035 * entries;
-    let y_max = series
-        .iter()
-        .flat_map(|(_, _, p)| p.iter().map(|q| q.1))
-        .fold(0.0_f64, f64::max)
-        .max(1.0)
-        * (1.0 / (1.0 - legend_share.min(0.5))).max(1.15);
-    let err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
+                    .collect();
+                (k, sweep, points)
+            })
+            .collect();
+        let two_sweeps = series.iter().any(|(_, s, _)| *s == Sweep::OwnClient);
+        let xs = series.iter().flat_map(|(_, _, p)| p.iter().map(|q| q.0));
+        let x_max = xs.clone().fold(0.0_f64, f64::max).max(1.0);
+        let x_min = xs.fold(x_max, f64::min).min(x_max - 1.0).max(0.0);
+        // Headroom above the highest point for the legend in the upper
+        // right: about 3.5% of the panel per entry (a contender, and solid
+        // and dashed).
+        let entries: f64 = series
+            .iter()
+            .filter(|(_, s, _)| *s == Sweep::Spread)
+            .map(|_| 1.0)
+            .sum::<f64>()
+            + if two_sweeps { 2.0 } else { 0.0 };
+        let legend_share = 0.055 + 0.035 * entries;
+        let y_max = series
+            .iter()
+            .flat_map(|(_, _, p)| p.iter().map(|q| q.1))
+            .fold(0.0_f64, f64::max)
+            .max(1.0)
+            * (1.0 / (1.0 - legend_share.min(0.5))).max(1.15);
+        Frame {
+            series,
+            shared_up_to: f64::from(report.settings.clients.max(1)).log2(),
+            two_sweeps,
+            x: (x_min - 0.2)..(x_max + 0.2),
+            y_max,
+        }
+    }
+}
 
-    let root = SVGBackend::new(path, (900, 820)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let (top, bottom) = root.split_vertically(540);
+/// An x label: the waiter count at whole powers of two, else nothing.
+fn x_label(x: &f64) -> String {
+    if (x - x.round()).abs() < 1e-6 {
+        format!("{}", x.round().exp2())
+    } else {
+        String::new()
+    }
+}
+
+/// The upper panel: acquisitions/s against waiters, with the legend.
+fn draw_throughput(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    report: &Report,
+    frame: &Frame,
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<_>| e.to_string();
     let caption = format!(
         "deadbolt bench: contended throughput (Redis {}, {} CPUs{})",
         report.redis.version,
         report.host.cpus,
         if report.host.pinned { ", pinned" } else { "" }
     );
-    let x_labels = |x: &f64| {
-        if (x - x.round()).abs() < 1e-6 {
-            format!("{}", x.round().exp2())
-        } else {
-            String::new()
-        }
-    };
-    let mut chart = ChartBuilder::on(&top)
+    let mut chart = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", 20))
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(72)
-        .build_cartesian_2d((x_min - 0.2)..(x_max + 0.2), 0.0..y_max)
-        .map_err(|e| err(&e))?;
+        .build_cartesian_2d(frame.x.clone(), 0.0..frame.y_max)
+        .map_err(e)?;
     chart
         .configure_mesh()
         .x_desc("waiters on one name")
         .y_desc("acquisitions / s")
         .disable_x_mesh()
         .x_labels(24)
-        .x_label_formatter(&x_labels)
+        .x_label_formatter(&x_label)
         .y_label_formatter(&|y| format!("{y:.0}"))
         .draw()
-        .map_err(|e| err(&e))?;
-    for (kind, sweep, points) in &series {
+        .map_err(e)?;
+    for (kind, sweep, points) in &frame.series {
         let c = colour(*kind);
-        draw_line(&mut chart, (*sweep, c, points), |p| p.1, shared_up_to).map_err(|e| err(&e))?;
+        draw_line(&mut chart, (*sweep, c, points), |p| p.1, frame.shared_up_to).map_err(e)?;
         if *sweep == Sweep::Spread {
             // The legend: one entry per contender, by its colour.
             chart
                 .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
-                .map_err(|e| err(&e))?
+                .map_err(e)?
                 .label(kind.name())
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
                 });
         }
     }
-    if two_sweeps {
+    if frame.two_sweeps {
         // And what solid and dashed mean.
         chart
             .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
-            .map_err(|e| err(&e))?
+            .map_err(e)?
             .label(format!("solid: {}", report.sweep_label(Sweep::Spread)))
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(2)));
         chart
             .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
-            .map_err(|e| err(&e))?
+            .map_err(e)?
             .label("dashed: one client per waiter")
             .legend(|(x, y)| {
                 DashedPathElement::new(vec![(x, y), (x + 20, y)], 5, 3, BLACK.stroke_width(2))
@@ -255,11 +287,14 @@ pub(crate) fn draw(report: &Report, path: &Path) -> anyhow::Result<()> {
         .border_style(BLACK)
         .position(SeriesLabelPosition::UpperRight)
         .draw()
-        .map_err(|e| err(&e))?;
+        .map_err(e)
+}
 
-    // What the throughput costs: 1 = every waiter served alike, 0 = one
-    // starved.
-    let mut fair = ChartBuilder::on(&bottom)
+/// The lower panel, what the throughput costs: least-served over
+/// most-served waiter (1 = every waiter served alike, 0 = one starved).
+fn draw_fairness(area: &DrawingArea<SVGBackend<'_>, Shift>, frame: &Frame) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+    let mut fair = ChartBuilder::on(area)
         .caption(
             "least-served waiter / most-served (higher is fairer)",
             ("sans-serif", 16),
@@ -267,26 +302,25 @@ pub(crate) fn draw(report: &Report, path: &Path) -> anyhow::Result<()> {
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(72)
-        .build_cartesian_2d((x_min - 0.2)..(x_max + 0.2), 0.0..1.05)
-        .map_err(|e| err(&e))?;
+        .build_cartesian_2d(frame.x.clone(), 0.0..1.05)
+        .map_err(e)?;
     fair.configure_mesh()
         .x_desc("waiters on one name")
         .y_desc("least / most")
         .disable_x_mesh()
         .x_labels(24)
-        .x_label_formatter(&x_labels)
+        .x_label_formatter(&x_label)
         .y_label_formatter(&|y| format!("{y:.1}"))
         .draw()
-        .map_err(|e| err(&e))?;
-    for (kind, sweep, points) in &series {
+        .map_err(e)?;
+    for (kind, sweep, points) in &frame.series {
         draw_line(
             &mut fair,
             (*sweep, colour(*kind), points),
             |p| p.2,
-            shared_up_to,
+            frame.shared_up_to,
         )
-        .map_err(|e| err(&e))?;
+        .map_err(e)?;
     }
-    root.present().map_err(|e| err(&e))?;
     Ok(())
 }

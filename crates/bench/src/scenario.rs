@@ -1,7 +1,8 @@
 //! The machinery the scenarios (`crate::scenarios`) share: the run's
-//! [`Env`], worker tallies, exclusion checks, and the runs more than one
-//! scenario makes (distinct names, many waiters on one name, hand-off
-//! rounds).
+//! [`Scenario`] trait, the run's [`Env`], exclusion checks, bounded
+//! acquires, command counts. The runs
+//! themselves (distinct names, many waiters on one name, hand-off rounds)
+//! are in `scenarios/`, each in its own file.
 //!
 //! Every run opens its own clients, takes an `INFO commandstats` snapshot
 //! before and after its window (the multi scenario: of every server, added
@@ -15,37 +16,29 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
+use deadbolt_testkit::Topology;
 use futures::future::BoxFuture;
 use hdrhistogram::Histogram;
 use redis::aio::MultiplexedConnection;
 use tokio::task::JoinSet;
-use tokio::time::{timeout, timeout_at, Instant};
+use tokio::time::{timeout_at, Instant};
 
-use crate::args::{BenchArgs, ScenarioKind};
-use crate::contender::{Contender, ContenderClient, Held, LockHandle};
+use crate::contender::{Contender, ContenderClient, Held};
+use crate::model::{
+    float, BenchArgs, Commands, ContenderKind, CpuSource, Fairness, Latency, Report, RunResult,
+    ScenarioKind, Settings, Tally, Work,
+};
 use crate::progress::Progress;
-use crate::report::{fmt_rate, fmt_us, Commands, CpuSource, Fairness, Latency, RunResult, Work};
-use crate::scenarios;
-use crate::stats::{self, float, histogram, record, summarize, Pinger, Snapshot};
-use crate::topology::Site;
+use crate::site::Site;
+use crate::stats::{self, Pinger, Snapshot};
+use crate::table::{fmt_us, Entry};
 
 /// Bound on any wait beyond the planned time: catches hangs, never speed.
 pub(crate) const HANG: Duration = Duration::from_secs(20);
-/// Errors in a row after which a worker gives up and the run fails.
-const MAX_ERRORS_IN_A_ROW: u32 = 50;
-/// Hand-off: the holder holds at least this long after the waiter started,
-/// so the waiter is waiting when the release comes.
-const HANDOFF_HOLD: Duration = Duration::from_millis(3);
 /// How long the hand-off floor is measured.
 pub(crate) const FLOOR_RUN: Duration = Duration::from_secs(1);
 /// Hand-off: random extra hold for contenders that do not poll.
 pub(crate) const EVENT_JITTER: Duration = Duration::from_millis(2);
-
-/// How long a run of `scenario` is planned to take (for progress and its
-/// ETA); the hand-off scenario may end sooner, after `--rounds`.
-pub(crate) fn planned(args: &BenchArgs, scenario: ScenarioKind) -> Duration {
-    scenarios::get(scenario).planned(args)
-}
 
 /// What every run needs: the servers, the flags, and where results go.
 #[derive(Debug)]
@@ -155,10 +148,12 @@ impl Env<'_> {
         Ok(total)
     }
 
-    /// The commands `scenario` counts: server 1's, or (multi) every
-    /// server's.
-    async fn snapshot_for(&mut self, scenario: ScenarioKind) -> anyhow::Result<Snapshot> {
-        if scenarios::get(scenario).counts_every_server() {
+    /// The commands a run counts: server 1's, or with `every_server` (the
+    /// multi scenario's, [`Scenario::counts_every_server`]) every server's.
+    ///
+    /// [`Scenario::counts_every_server`]: crate::scenarios::Scenario::counts_every_server
+    pub(crate) async fn snapshot_for(&mut self, every_server: bool) -> anyhow::Result<Snapshot> {
+        if every_server {
             self.snapshot_all().await
         } else {
             self.snapshot().await
@@ -185,13 +180,13 @@ impl Env<'_> {
         Ok(clients)
     }
 
-    /// End a timed run of `scenario`: wait for its workers, read the
-    /// commands counters, stop the pinger and the clients. Returns the
-    /// workers' results, the elapsed time since `start`, the counters after,
-    /// and the PING p50 and count.
+    /// End a timed run: wait for its workers, read the commands counters
+    /// (every server's with `every_server`, as [`Env::snapshot_for`]), stop
+    /// the pinger and the clients. Returns the workers' results, the elapsed
+    /// time since `start`, the counters after, and the PING p50 and count.
     pub(crate) async fn finish_run<T: 'static>(
         &mut self,
-        scenario: ScenarioKind,
+        every_server: bool,
         set: JoinSet<anyhow::Result<T>>,
         start: Instant,
         pinger: Pinger,
@@ -199,7 +194,7 @@ impl Env<'_> {
     ) -> anyhow::Result<(Vec<T>, std::time::Duration, Snapshot, (Option<f64>, u64))> {
         let workers = join_all(set).await;
         let elapsed = start.elapsed();
-        let after = self.snapshot_for(scenario).await;
+        let after = self.snapshot_for(every_server).await;
         let pings = self.finish_pinger(pinger).await;
         shutdown(clients).await;
         Ok((workers?, elapsed, after?, pings?))
@@ -216,43 +211,6 @@ impl Env<'_> {
             .add(&h)
             .map_err(|e| anyhow!("merging PING samples: {e}"))?;
         Ok((p50, sent))
-    }
-}
-
-/// One worker's counts.
-#[derive(Debug, Default)]
-pub(crate) struct Tally {
-    pub(crate) acquisitions: u64,
-    pub(crate) errors: u64,
-    in_a_row: u32,
-    pub(crate) first_error: Option<String>,
-}
-
-impl Tally {
-    pub(crate) fn ok(&mut self) {
-        self.acquisitions += 1;
-        self.in_a_row = 0;
-    }
-
-    /// Count an error; fail when there were too many in a row.
-    pub(crate) fn error(&mut self, e: anyhow::Error) -> anyhow::Result<()> {
-        self.errors += 1;
-        self.in_a_row += 1;
-        if self.first_error.is_none() {
-            self.first_error = Some(format!("{e:#}"));
-        }
-        if self.in_a_row >= MAX_ERRORS_IN_A_ROW {
-            return Err(e.context(format!("{MAX_ERRORS_IN_A_ROW} errors in a row")));
-        }
-        Ok(())
-    }
-
-    pub(crate) fn merge(&mut self, other: &Tally) {
-        self.acquisitions += other.acquisitions;
-        self.errors += other.errors;
-        if self.first_error.is_none() {
-            self.first_error.clone_from(&other.first_error);
-        }
     }
 }
 
@@ -309,32 +267,143 @@ impl Exclusion {
     }
 }
 
-/// Watches one name for more holders at once than it allows (`limit`: 1
-/// for a lock, the permits for a semaphore).
-#[derive(Debug, Clone)]
-struct Capacity(Arc<(AtomicU64, AtomicU64)>, u64);
+/// One scenario of the bench: how it runs and how it is shown.
+pub(crate) trait Scenario: Send + Sync {
+    /// Which scenario this is (its value in the JSON report).
+    fn kind(&self) -> ScenarioKind;
 
-impl Capacity {
-    fn new(limit: u64) -> Capacity {
-        Capacity(Arc::default(), limit)
+    /// The name used on the command line, in the JSON report and in the
+    /// table: its kind's.
+    fn name(&self) -> &'static str {
+        self.kind().name()
     }
 
-    /// A holder got in.
-    fn enter(&self) {
-        if self.0 .0.fetch_add(1, Ordering::SeqCst) >= self.1 {
-            self.0 .1.fetch_add(1, Ordering::SeqCst);
-        }
+    /// Whether this scenario measures `contender`. By default the lock
+    /// contenders that take part in every general scenario
+    /// ([`general`]).
+    fn measures(&self, contender: ContenderKind) -> bool {
+        general(contender)
     }
 
-    /// A holder is about to give its place back (before the release is
-    /// sent).
-    fn leave(&self) {
-        self.0 .0.fetch_sub(1, Ordering::SeqCst);
+    /// Whether it runs when no `--scenario` is given, with `--topology
+    /// topology`. By default always.
+    fn in_default_selection(&self, topology: Topology) -> bool {
+        let _ = topology;
+        true
     }
 
-    fn violations(&self) -> u64 {
-        self.0 .1.load(Ordering::SeqCst)
+    /// Whether it measures the `--topology` deployment (which is then
+    /// found, or started, before the first run).
+    fn uses_topology(&self) -> bool {
+        false
     }
+
+    /// Whether its commands are counted on every server of the run (the
+    /// Redlock rows' too), not on server 1 only.
+    fn counts_every_server(&self) -> bool {
+        false
+    }
+
+    /// Check the flags for this scenario, once it is selected.
+    fn validate(&self, args: &BenchArgs) -> anyhow::Result<()> {
+        let _ = args;
+        Ok(())
+    }
+
+    /// How long one of its runs is planned to take (for progress and its
+    /// ETA).
+    fn planned(&self, args: &BenchArgs) -> Duration {
+        args.duration
+    }
+
+    /// The workloads its many-waiter runs go through, one run per
+    /// contender each: by default the rows of `--hold` and `--think` alone.
+    fn workloads(&self, args: &BenchArgs) -> Vec<Work> {
+        vec![Work::flags(args)]
+    }
+
+    /// Whether its rows show a ceiling (the bench then measures the
+    /// hand-off floor first).
+    fn shows_ceiling(&self) -> bool {
+        false
+    }
+
+    /// Runs it makes per contender it measures.
+    fn planned_runs(&self, args: &BenchArgs) -> usize {
+        self.workloads(args).len()
+    }
+
+    /// Run it for contender `c` with the sizes of the flags.
+    ///
+    /// Cancel safety: dropping it drops the run's workers and clients;
+    /// holds they had end by their contender's own means.
+    fn run_one<'a>(
+        &'a self,
+        env: &'a mut Env<'_>,
+        c: &'a dyn Contender,
+    ) -> BoxFuture<'a, anyhow::Result<RunResult>>;
+
+    /// Run it for each of `contenders` it measures, in order, once per
+    /// workload ([`Scenario::workloads`], set in [`Env::work`]), adding each
+    /// result to `report` as it ends (so an interrupted bench keeps the runs
+    /// done).
+    fn run<'a>(
+        &'a self,
+        env: &'a mut Env<'_>,
+        contenders: &'a [Box<dyn Contender>],
+        report: &'a mut Report,
+    ) -> BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(async move {
+            for work in self.workloads(env.args) {
+                env.work = work;
+                for c in contenders.iter().filter(|c| self.measures(c.kind())) {
+                    let r = self.run_one(env, c.as_ref()).await.with_context(|| {
+                        format!(
+                            "{} / {} ({})",
+                            self.name(),
+                            c.kind().name(),
+                            work.describe()
+                        )
+                    })?;
+                    report.results.push(r);
+                    report.ping = stats::summarize(&env.all_pings, None);
+                }
+            }
+            env.work = Work::flags(env.args);
+            Ok(())
+        })
+    }
+
+    /// Its section of the table: a title, a table of `rows` (its results,
+    /// in run order) and any summary lines under it.
+    fn section(&self, report: &Report, rows: &[&RunResult]) -> String;
+
+    /// The legend entries of the columns and summaries its section shows.
+    fn legend(&self) -> &'static [&'static Entry];
+
+    /// What an exclusion violation of one of its runs means, for the notes
+    /// under the table.
+    fn violation(&self, settings: &Settings) -> String {
+        let _ = settings;
+        "mutual exclusion violated".to_string()
+    }
+
+    /// Whether its section notes the contenders left out that only it
+    /// measures (they then get no note of their own under the table).
+    fn notes_own_skipped(&self) -> bool {
+        false
+    }
+}
+
+/// Whether `contender` takes part in every general scenario: not the
+/// read-write lock, the semaphores, the `MultiLock`, the Redlocks nor the
+/// `Lock` with a write under each hold (`lock-incr`, `lock-guarded`).
+pub(crate) fn general(contender: ContenderKind) -> bool {
+    use ContenderKind::{LockGuarded, LockIncr, Multi, Redlock, Rslock3, Rw, Sem, SemPoll};
+    !matches!(
+        contender,
+        Rw | Sem | SemPoll | Multi | Redlock | Rslock3 | LockIncr | LockGuarded
+    )
 }
 
 /// One acquire of a worker (`acquire`: a handle's `acquire()` or
@@ -428,366 +497,6 @@ pub(crate) async fn shutdown(clients: &[Arc<dyn ContenderClient>]) {
     }
 }
 
-/// What one lock-and-unlock worker (or all of them, merged) measured.
-#[derive(Debug)]
-pub(crate) struct LockUnlock {
-    pub(crate) tally: Tally,
-    /// Time in acquire.
-    pub(crate) acquire: Histogram<u64>,
-    /// Time of acquire plus release.
-    pub(crate) total: Histogram<u64>,
-}
-
-impl LockUnlock {
-    /// Every worker's figures together.
-    pub(crate) fn merge(workers: &[LockUnlock]) -> anyhow::Result<LockUnlock> {
-        let mut all = LockUnlock {
-            tally: Tally::default(),
-            acquire: histogram(),
-            total: histogram(),
-        };
-        for w in workers {
-            all.tally.merge(&w.tally);
-            all.acquire.add(&w.acquire).map_err(|e| anyhow!("{e}"))?;
-            all.total.add(&w.total).map_err(|e| anyhow!("{e}"))?;
-        }
-        Ok(all)
-    }
-
-    /// The result of a lock+unlock run over distinct names on one client:
-    /// `workers` tasks for `elapsed`, the commands counted, and the PING p50
-    /// timed during the run. Also returns the acquisition rate.
-    pub(crate) fn result(
-        self,
-        scenario: ScenarioKind,
-        contender: crate::args::ContenderKind,
-        workers: u32,
-        elapsed: std::time::Duration,
-        ping_p50: Option<f64>,
-        mut cmds: Commands,
-    ) -> (RunResult, f64) {
-        cmds.per_acquisitions(self.tally.acquisitions);
-        let rate = float(self.tally.acquisitions) / elapsed.as_secs_f64();
-        let result = RunResult {
-            acquisitions_per_s: Some(rate),
-            ping_p50_us: ping_p50,
-            acquire: summarize(&self.acquire, ping_p50),
-            acquire_release: summarize(&self.total, ping_p50),
-            ..RunResult::of(scenario, contender, (workers, 1), elapsed, self.tally, cmds)
-        };
-        (result, rate)
-    }
-}
-
-/// One worker of the distinct-names scenarios: until `deadline`, take and
-/// give back each of `handles` in turn (all of them owners of names no other
-/// worker uses), timing the acquire and the acquire plus release.
-pub(crate) async fn lock_unlock(
-    handles: Vec<Arc<dyn LockHandle>>,
-    deadline: Instant,
-) -> anyhow::Result<LockUnlock> {
-    let mut w = LockUnlock {
-        tally: Tally::default(),
-        acquire: histogram(),
-        total: histogram(),
-    };
-    for h in handles.iter().cycle() {
-        if Instant::now() >= deadline {
-            break;
-        }
-        let t0 = Instant::now();
-        let Some(held) = acquire_bounded(h.acquire(), deadline, &mut w.tally).await? else {
-            continue;
-        };
-        let t1 = Instant::now();
-        let released = held.release().await;
-        let t2 = Instant::now();
-        match released {
-            Ok(()) => {
-                record(&mut w.acquire, t1 - t0);
-                record(&mut w.total, t2 - t0);
-                w.tally.ok();
-            }
-            Err(e) => w.tally.error(e)?,
-        }
-    }
-    Ok(w)
-}
-
-/// T tasks, one name each, on one client: the uncontended path (scenario
-/// uncontended), or the same with locks over many keys or servers (multi:
-/// a name is a `MultiLock`'s three names, or one name on each of a Redlock's
-/// servers).
-pub(crate) async fn distinct_names(
-    env: &mut Env<'_>,
-    c: &dyn Contender,
-    scenario: ScenarioKind,
-) -> anyhow::Result<RunResult> {
-    let args = env.args;
-    let clients = env.connect(c, 1).await?;
-    let handles: Vec<_> = (0..args.tasks)
-        .map(|i| clients[0].handle(&env.name(scenario, c, i)))
-        .collect();
-    let pinger = Pinger::start(env.url()).await?;
-    let before = env.snapshot_for(scenario).await?;
-    let bar = env.progress.start(
-        &format!("{} · {}", scenario.name(), c.kind().name()),
-        planned(args, scenario),
-    );
-    let start = Instant::now();
-    let deadline = start + args.duration;
-    let mut set = JoinSet::new();
-    for h in handles {
-        set.spawn(lock_unlock(vec![h], deadline));
-    }
-    let (workers, elapsed, after, (ping_p50, sent)) = env
-        .finish_run(scenario, set, start, pinger, &clients)
-        .await?;
-    let (result, rate) = LockUnlock::merge(&workers)?.result(
-        scenario,
-        c.kind(),
-        args.tasks,
-        elapsed,
-        ping_p50,
-        env.commands(c, &before, &after, sent),
-    );
-    bar.finish(format!(
-        "{} acq/s, lock+unlock {}",
-        fmt_rate(rate),
-        lat_summary(result.acquire_release.as_ref())
-    ));
-    Ok(result)
-}
-
-/// W waiters over C clients on one name, each taking it (a lock, or one
-/// permit of a semaphore: see [`ContenderClient::prepare`]), holding it
-/// for the hold of [`Env::work`], giving it back and waiting its think time
-/// before the next acquire, for `--duration`, under a progress bar named
-/// `label`. More than `limit` holders at once counts as a violation.
-///
-/// [`ContenderClient::prepare`]: crate::contender::ContenderClient::prepare
-pub(crate) async fn many_waiters(
-    env: &mut Env<'_>,
-    c: &dyn Contender,
-    scenario: ScenarioKind,
-    label: String,
-    waiters: u32,
-    clients_n: u32,
-    limit: u64,
-) -> anyhow::Result<RunResult> {
-    let args = env.args;
-    let work = env.work;
-    let (hold, think) = (work.hold(), work.think());
-    let clients = env.connect(c, clients_n).await?;
-    let name = env.name(scenario, c, waiters);
-    clients[0]
-        .prepare(&name)
-        .await
-        .with_context(|| format!("preparing {name}"))?;
-    let handles: Vec<_> = (0..waiters)
-        .zip(clients.iter().cycle())
-        .map(|(_, client)| client.handle(&name))
-        .collect();
-    let capacity = Capacity::new(limit);
-    let pinger = Pinger::start(env.url()).await?;
-    let before = env.snapshot().await?;
-    let bar = env.progress.start(&label, planned(args, scenario));
-    let start = Instant::now();
-    let deadline = start + args.duration;
-    let mut set = JoinSet::new();
-    for (i, h) in handles.into_iter().enumerate() {
-        let capacity = capacity.clone();
-        set.spawn(async move {
-            let mut tally = Tally::default();
-            let mut waits = histogram();
-            let mut held_for = Duration::ZERO;
-            while Instant::now() < deadline {
-                let t0 = Instant::now();
-                let Some(held) = acquire_bounded(h.acquire(), deadline, &mut tally).await? else {
-                    continue;
-                };
-                record(&mut waits, t0.elapsed());
-                capacity.enter();
-                let h0 = Instant::now();
-                if !hold.is_zero() {
-                    tokio::time::sleep(hold).await;
-                }
-                held_for += h0.elapsed();
-                capacity.leave();
-                match held.release().await {
-                    Ok(()) => tally.ok(),
-                    Err(e) => tally.error(e)?,
-                }
-                if !think.is_zero() {
-                    tokio::time::sleep(think).await;
-                }
-            }
-            Ok((i, tally, waits, held_for))
-        });
-    }
-    let (mut workers, elapsed, after, (ping_p50, sent)) = env
-        .finish_run(scenario, set, start, pinger, &clients)
-        .await?;
-    workers.sort_by_key(|w| w.0);
-
-    let mut tally = Tally::default();
-    let mut waits = histogram();
-    let mut per_worker = Vec::new();
-    let mut held_for = Duration::ZERO;
-    for (_, t, w, held) in &workers {
-        tally.merge(t);
-        per_worker.push(t.acquisitions);
-        waits.add(w).map_err(|e| anyhow!("{e}"))?;
-        held_for += *held;
-    }
-    let held_us =
-        (tally.acquisitions > 0).then(|| held_for.as_secs_f64() * 1e6 / float(tally.acquisitions));
-    let mut cmds = env.commands(c, &before, &after, sent);
-    cmds.per_acquisitions(tally.acquisitions);
-    let rate = float(tally.acquisitions) / elapsed.as_secs_f64();
-    let fairness = fairness(per_worker, &waits);
-    let ceiling = held_us.and_then(|h| env.ceiling(limit, h));
-    bar.finish(format!(
-        "{} acq/s, Jain {:.3}, least/most {:.2}",
-        fmt_rate(rate),
-        fairness.jain_index,
-        fairness.min_max_ratio
-    ));
-    Ok(RunResult {
-        acquisitions_per_s: Some(rate),
-        exclusion_violations: capacity.violations(),
-        ping_p50_us: ping_p50,
-        acquire: summarize(&waits, ping_p50),
-        fairness: Some(fairness),
-        work: Some(Work { held_us, ..work }),
-        ceiling_per_s: ceiling,
-        of_ceiling: ceiling.filter(|c| *c > 0.0).map(|c| rate / c),
-        ..RunResult::of(
-            scenario,
-            c.kind(),
-            (waiters, clients_n),
-            elapsed,
-            tally,
-            cmds,
-        )
-    })
-}
-
-/// What the rounds of a hand-off run measured.
-#[derive(Debug)]
-pub(crate) struct Handoffs {
-    pub(crate) tally: Tally,
-    /// From the start of the holder's release to the waiter holding it.
-    pub(crate) handoffs: Histogram<u64>,
-    /// Rounds that ended with the waiter holding the lock.
-    pub(crate) rounds: u64,
-}
-
-impl Handoffs {
-    /// The hand-off row (two workers on two clients), and the line that
-    /// closes its progress bar.
-    pub(crate) fn result(
-        self,
-        scenario: ScenarioKind,
-        contender: crate::args::ContenderKind,
-        elapsed: std::time::Duration,
-        ping_p50: Option<f64>,
-        exclusion_violations: u64,
-        mut cmds: Commands,
-    ) -> (RunResult, String) {
-        cmds.per_acquisitions(self.tally.acquisitions);
-        let result = RunResult {
-            rounds: Some(self.rounds),
-            exclusion_violations,
-            ping_p50_us: ping_p50,
-            handoff: summarize(&self.handoffs, ping_p50),
-            ..RunResult::of(scenario, contender, (2, 2), elapsed, self.tally, cmds)
-        };
-        let line = format!(
-            "{} rounds, hand-off {}",
-            self.rounds,
-            lat_summary(result.handoff.as_ref())
-        );
-        (result, line)
-    }
-}
-
-/// The hand-off rounds: `holder` takes the lock, `waiter` (another client's
-/// owner of the same name) starts waiting for it, the holder holds it
-/// [`HANDOFF_HOLD`] plus a random part of `jitter` and releases it; the time
-/// from the release call to the waiter's grant is one sample. Up to
-/// `max_rounds` rounds, and no new round after `deadline` once one is done.
-pub(crate) async fn handoff_rounds(
-    holder: &Arc<dyn LockHandle>,
-    waiter: &Arc<dyn LockHandle>,
-    jitter: Duration,
-    max_rounds: u32,
-    deadline: Instant,
-    exclusion: &Exclusion,
-) -> anyhow::Result<Handoffs> {
-    let mut tally = Tally::default();
-    let mut handoffs = histogram();
-    let mut rounds = 0u64;
-    while rounds < u64::from(max_rounds) && (rounds == 0 || Instant::now() < deadline) {
-        let held = match timeout(HANG, holder.acquire()).await {
-            Err(_) => bail!("the holder did not get a free lock in {HANG:?}"),
-            Ok(Err(e)) => {
-                tally.error(e)?;
-                continue;
-            }
-            Ok(Ok(held)) => held,
-        };
-        exclusion.enter();
-        tally.ok();
-        let waiting = {
-            let waiter = waiter.clone();
-            let exclusion = exclusion.clone();
-            tokio::spawn(async move {
-                let r = waiter.acquire().await;
-                let at = Instant::now();
-                if r.is_ok() {
-                    exclusion.enter();
-                }
-                (at, r)
-            })
-        };
-        let extra = rand::random_range(Duration::ZERO..jitter);
-        tokio::time::sleep(HANDOFF_HOLD + extra).await;
-        let released_at = Instant::now();
-        exclusion.leave();
-        if let Err(e) = held.release().await {
-            waiting.abort();
-            tally.error(e)?;
-            break;
-        }
-        let (acquired_at, r) = match timeout(HANG, waiting).await {
-            Err(_) => bail!("the waiter did not get the lock within {HANG:?} of its release"),
-            Ok(joined) => joined.context("the waiter panicked")?,
-        };
-        match r {
-            Err(e) => tally.error(e)?,
-            Ok(held) => {
-                record(
-                    &mut handoffs,
-                    acquired_at.saturating_duration_since(released_at),
-                );
-                rounds += 1;
-                tally.ok();
-                exclusion.leave();
-                if let Err(e) = held.release().await {
-                    tally.error(e)?;
-                    break;
-                }
-            }
-        }
-    }
-    Ok(Handoffs {
-        tally,
-        handoffs,
-        rounds,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -813,23 +522,5 @@ mod tests {
         e.leave();
         e.enter_as(false);
         assert_eq!(e.violations(), 3, "alone again");
-    }
-
-    #[test]
-    fn capacity_counts_holders_beyond_the_limit() {
-        let c = Capacity::new(2);
-        c.enter();
-        c.enter();
-        assert_eq!(c.violations(), 0, "two of two");
-        c.enter();
-        assert_eq!(c.violations(), 1, "a third");
-        c.leave();
-        c.leave();
-        c.enter();
-        assert_eq!(c.violations(), 1, "two again");
-        let lock = Capacity::new(1);
-        lock.enter();
-        lock.enter();
-        assert_eq!(lock.violations(), 1, "two holders of a lock");
     }
 }

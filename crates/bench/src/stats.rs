@@ -4,13 +4,16 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use deadbolt_testkit::redact;
 use hdrhistogram::Histogram;
 use redis::aio::MultiplexedConnection;
+use redis::IntoConnectionInfo;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::report::Latency;
+pub(crate) use crate::model::float;
+use crate::model::Latency;
 
 /// Gap between two PINGs of the side task: often enough for a few thousand
 /// samples per run, rare enough not to load two cores.
@@ -25,16 +28,6 @@ pub(crate) fn histogram() -> Histogram<u64> {
 pub(crate) fn record(h: &mut Histogram<u64>, d: Duration) {
     let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1);
     h.saturating_record(ns);
-}
-
-/// `v` as a float; the figures here are far below 2^53.
-pub(crate) fn float(v: u64) -> f64 {
-    #[allow(
-        clippy::cast_precision_loss,
-        reason = "counts and nanoseconds stay far below 2^53"
-    )]
-    let f = v as f64;
-    f
 }
 
 /// Nanoseconds as microseconds.
@@ -227,6 +220,18 @@ pub(crate) async fn redis_version(conn: &mut MultiplexedConnection) -> anyhow::R
         .to_string())
 }
 
+/// The bench's own connection to `url`, for INFO.
+///
+/// # Cancel safety
+/// Cancel safe: nothing is written.
+pub(crate) async fn stats_connection(url: &str) -> anyhow::Result<MultiplexedConnection> {
+    redis::Client::open(url)
+        .with_context(|| format!("bad Redis URL {}", redact(url)))?
+        .get_multiplexed_async_connection()
+        .await
+        .with_context(|| format!("connecting to {}", redact(url)))
+}
+
 /// Resolves once `stop` says true or its sender is gone (a dropped
 /// [`Pinger`] or run stops its tasks that way).
 pub(crate) async fn until_stopped(stop: &mut watch::Receiver<bool>) {
@@ -246,8 +251,8 @@ impl Pinger {
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is written.
-    pub(crate) async fn start(url: &str) -> anyhow::Result<Pinger> {
-        let mut conn = redis::Client::open(url)?
+    pub(crate) async fn start(server: impl IntoConnectionInfo) -> anyhow::Result<Pinger> {
+        let mut conn = redis::Client::open(server)?
             .get_multiplexed_async_connection()
             .await
             .context("connecting the PING task")?;

@@ -14,8 +14,8 @@
 //!   sentinel --sentinel-master NAME`, `--redis` listing Sentinels).
 //!
 //! The benchmark is its own crate and binary, `deadbolt-bench`
-//! (`scripts/bench`); it connects through this crate's [`Topology`],
-//! [`Target`], [`split_urls`] and [`redact`].
+//! (`scripts/bench`); it shares [`Topology`], [`split_urls`] and [`redact`]
+//! with this crate through deadbolt-testkit, where they live.
 //!
 //! The logic lives here so that tests drive it in-process: parse a [`Cli`]
 //! (or build the argument structs) and call [`run`], [`inspect`] or

@@ -1,81 +1,13 @@
-//! Where a command connects: the `--topology` of a `--redis` URL list, the
-//! [`Target`] that makes deadbolt clients for it, and URL redaction; shared
-//! by `inspect`, `force-unlock` and deadbolt-bench.
+//! Where a command connects: the [`Target`] that makes deadbolt clients for
+//! a `--redis` URL list of a `--topology`, used by `inspect` and
+//! `force-unlock`. [`Topology`], [`split_urls`] and [`redact`] come from
+//! deadbolt-testkit, shared there with deadbolt-bench (which does not
+//! depend on this crate); they are re-exported here unchanged.
 
-use clap::ValueEnum;
-use serde::{Deserialize, Serialize};
-
-/// How the Redis that `--redis` names is deployed: `--topology` of
-/// `deadbolt inspect`, `force-unlock` and `deadbolt-bench`.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    ValueEnum,
-    Serialize,
-    Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Topology {
-    /// One server (`Client::builder`); `--redis` is its URL.
-    #[default]
-    Standalone,
-    /// A Redis Cluster (`Client::cluster`): keys spread over the masters'
-    /// hash slots, sharded Pub/Sub; `--redis` lists seed nodes.
-    Cluster,
-    /// A master found through Redis Sentinel (`Client::sentinel`); `--redis`
-    /// lists Sentinels, `--sentinel-master` names the master.
-    Sentinel,
-}
-
-impl Topology {
-    /// The name used on the command line and in the JSON report.
-    pub fn name(self) -> &'static str {
-        match self {
-            Topology::Standalone => "standalone",
-            Topology::Cluster => "cluster",
-            Topology::Sentinel => "sentinel",
-        }
-    }
-
-    /// Whose URLs `--redis` lists with this topology, for messages ("give
-    /// the cluster's seed URLs").
-    pub fn urls_of(self) -> &'static str {
-        match self {
-            Topology::Standalone => "server's",
-            Topology::Cluster => "cluster's seed",
-            Topology::Sentinel => "Sentinels'",
-        }
-    }
-}
-
-/// The URLs of a `--redis` that lists a cluster's seeds or Sentinels:
-/// comma-separated, blanks around them and empty entries dropped.
-///
-/// # Examples
-/// ```
-/// assert_eq!(
-///     deadbolt_cli::split_urls(" redis://a:1/, ,redis://b:2/"),
-///     ["redis://a:1/", "redis://b:2/"]
-/// );
-/// ```
-pub fn split_urls(redis: &str) -> Vec<String> {
-    redis
-        .split(',')
-        .map(str::trim)
-        .filter(|u| !u.is_empty())
-        .map(str::to_string)
-        .collect()
-}
+pub use deadbolt_testkit::{redact, split_urls, Topology};
 
 /// Where deadbolt clients connect: `deadbolt inspect`'s and
-/// `force-unlock`'s, and deadbolt-bench's topology scenario's.
+/// `force-unlock`'s.
 #[derive(Debug, Clone)]
 pub enum Target {
     /// One server (`Client::builder`).
@@ -92,8 +24,8 @@ pub enum Target {
 }
 
 impl Target {
-    /// A builder of deadbolt clients for this target (the bench's topology
-    /// scenario's, and `deadbolt inspect`'s and `force-unlock`'s).
+    /// A builder of deadbolt clients for this target (`deadbolt inspect`'s
+    /// and `force-unlock`'s).
     pub fn builder(&self) -> deadbolt_core::ClientBuilder {
         match self {
             Target::Standalone(url) => deadbolt_core::Client::builder(url),
@@ -105,21 +37,6 @@ impl Target {
     }
 }
 
-/// The URL with any password replaced by `***`.
-///
-/// # Examples
-/// ```
-/// assert_eq!(deadbolt_cli::redact("redis://u:secret@h:6379/"), "redis://***@h:6379/");
-/// ```
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme + 3 => {
-            format!("{}***{}", &url[..scheme + 3], &url[at..])
-        }
-        _ => url.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +45,13 @@ mod tests {
     fn redacts_passwords() {
         assert_eq!(redact("redis://u:secret@h:6379/"), "redis://***@h:6379/");
         assert_eq!(redact("redis://127.0.0.1:6379/"), "redis://127.0.0.1:6379/");
+    }
+
+    #[test]
+    fn splits_url_lists() {
+        assert_eq!(
+            split_urls(" redis://a:1/, ,redis://b:2/"),
+            ["redis://a:1/", "redis://b:2/"]
+        );
     }
 }

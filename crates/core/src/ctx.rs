@@ -87,7 +87,7 @@ impl Client {
         &self.inner.id
     }
 
-    /// This client's name ([`ClientBuilder::client_name`]).
+    /// This client's name ([`ClientBuilder::client_name`](crate::ClientBuilder::client_name)).
     pub fn name(&self) -> &str {
         &self.inner.config.client_name
     }
@@ -184,7 +184,7 @@ impl Client {
             .await
     }
 
-    /// With [`ClientBuilder::sync_replicas`] set: wait until that many
+    /// With [`ClientBuilder::sync_replicas`](crate::ClientBuilder::sync_replicas) set: wait until that many
     /// replicas acknowledged this client's writes so far, which include a
     /// grant just made on `key` (on a cluster: on the node owning `key`'s
     /// slot). Returns at once when the option is off. For composites that

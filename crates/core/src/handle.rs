@@ -101,7 +101,7 @@ pub trait Acquire: Send + Sync {
     ///
     /// # Errors
     /// See the trait; [`Error::InvalidArgument`] for a lease under 1 ms or
-    /// over [`MAX_LEASE_MS`].
+    /// over [`MAX_LEASE_MS`](crate::MAX_LEASE_MS).
     ///
     /// # Cancel safety
     /// See the trait; an unreleased grant also ends with its lease.

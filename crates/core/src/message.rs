@@ -26,8 +26,6 @@
 
 use std::time::Duration;
 
-use crate::wake::{parse_u64, Grant};
-
 /// One message on a primitive's channel, decoded ([`Message::parse`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -179,6 +177,54 @@ fn forced(rest: &[u8]) -> Message {
         Some((key, token)) => Message::Forced { key, token },
         None => Message::Malformed(b'f'),
     }
+}
+
+/// A hand-off: the waiter holds the lock from this message on, if the
+/// secret is the one of its current queue entry and the claim is still
+/// good (the acquire loop checks both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// The fencing token of the hold.
+    pub token: u64,
+    /// How long the hold is valid in milliseconds, counted from when the
+    /// request that created the queue entry was sent (the waiter's only
+    /// safe lower bound on when the grant was made): the claim, plus the
+    /// time the entry had waited on the server clock when the grant was
+    /// made, for scripts that record it; else the claim alone.
+    pub ttl_ms: u64,
+    /// The claim lease in milliseconds: the hold's TTL on the server from
+    /// the grant on, until its taker extends it to its lease.
+    pub claim_ms: u64,
+    /// The secret stored with the queue entry the grant is for.
+    pub secret: u64,
+}
+
+impl Grant {
+    /// Decode `<token> <ttl ms> <secret>` (claim = ttl) or `<token> <ttl
+    /// ms> <secret> <claim ms>` (the fields after a hand-off message's
+    /// attempt id); `None` for anything else.
+    pub fn parse(fields: &[u8]) -> Option<Grant> {
+        let mut parts = fields.split(|b| *b == b' ');
+        let token = parts.next().and_then(parse_u64)?;
+        let ttl_ms = parts.next().and_then(parse_u64)?;
+        let secret = parts.next().and_then(parse_u64)?;
+        let claim_ms = match parts.next() {
+            Some(c) => parse_u64(c)?.min(ttl_ms),
+            None => ttl_ms,
+        };
+        parts.next().is_none().then_some(Grant {
+            token,
+            ttl_ms,
+            claim_ms,
+            secret,
+        })
+    }
+}
+
+/// Parse a decimal `u64` from message bytes (for policies); `None` for
+/// anything else.
+pub fn parse_u64(b: &[u8]) -> Option<u64> {
+    std::str::from_utf8(b).ok()?.trim().parse().ok()
 }
 
 #[cfg(test)]

@@ -97,7 +97,7 @@ pub fn rw_keys(k: &Keys) -> Vec<String> {
 }
 
 /// The lock's messages: `g:<attempt> ...` lines (registered readers
-/// admitted, one grant per line: [`Grant::named_wakes`]), `w` (a writer
+/// admitted, one grant per line: [`Wake::grants`]), `w` (a writer
 /// released and admitted nobody: everyone tries), `r` (the last reader
 /// left, or a writer released while another waits: writers try), `m` (the
 /// last waiting writer gave up: readers try).

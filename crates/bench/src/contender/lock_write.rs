@@ -189,7 +189,7 @@ mod tests {
     use tokio::time::Instant;
 
     use super::*;
-    use crate::scenario::lock_unlock;
+    use crate::scenarios::distinct::lock_unlock;
 
     #[test]
     fn lock_incr_counts_its_incrby_and_the_deadbolt_commands() {

@@ -3,7 +3,9 @@
 //! Latencies, rates, command counts, and the columns of the scenarios where
 //! many waiters take one name.
 
-use crate::report::{fmt_lat, fmt_rate, fmt_us, Latency, Report, RunResult, Work};
+use crate::model::{Latency, Report, RunResult, Work};
+use crate::scenario::Scenario;
+use crate::table::{fmt_lat, fmt_rate, fmt_us};
 
 /// Which figure of a [`Latency`] a cell shows, with its multiple of PING.
 pub(crate) type Pick = fn(&Latency) -> (f64, Option<f64>);
@@ -171,4 +173,30 @@ pub(crate) fn per_work(
         .map(|(work, rows)| part(&work.describe(), rows))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// One line per reason for the contenders of `scenario` that were left out
+/// ("redlock, rslock-3 skipped: needs 3 servers: ...").
+pub(crate) fn skipped_in(report: &Report, scenario: &dyn Scenario) -> String {
+    let mut reasons: Vec<(&str, Vec<&str>)> = Vec::new();
+    for s in report
+        .skipped
+        .iter()
+        .filter(|s| scenario.measures(s.contender))
+    {
+        match reasons.iter_mut().find(|(r, _)| *r == s.reason) {
+            Some((_, names)) => names.push(s.contender.name()),
+            None => reasons.push((&s.reason, vec![s.contender.name()])),
+        }
+    }
+    reasons
+        .into_iter()
+        .map(|(reason, names)| {
+            format!(
+                "{} skipped: {reason}
+",
+                names.join(", ")
+            )
+        })
+        .collect()
 }

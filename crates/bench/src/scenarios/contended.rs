@@ -11,11 +11,12 @@ use super::legend::{
     Entry, ACQ_S, CEILING, CLIENT_CPU, CMDS_ACQ, JAIN, LEAST_MOST, LONGEST_WAIT, OF_CEILING,
     PING_P50, REDISSON, REDIS_CPU, X_PING,
 };
-use super::Scenario;
-use crate::args::{BenchArgs, ScenarioKind};
+use super::many_waiters::many_waiters;
 use crate::contender::Contender;
-use crate::report::{plural, Report, RunResult, SweepPoint, Table, Work};
-use crate::scenario::{self, Env};
+use crate::model::{plural, BenchArgs, Report, RunResult, ScenarioKind, SweepPoint, Work};
+use crate::scenario::Env;
+use crate::scenario::Scenario;
+use crate::table::Table;
 
 /// `--waiters` waiters over `--clients` clients on one name, holding it
 /// `--hold`.
@@ -25,10 +26,6 @@ pub(crate) struct Contended;
 impl Scenario for Contended {
     fn kind(&self) -> ScenarioKind {
         ScenarioKind::Contended
-    }
-
-    fn name(&self) -> &'static str {
-        "contended"
     }
 
     fn run_one<'a>(
@@ -101,16 +98,7 @@ pub(crate) async fn contended(
     } else {
         format!("contended×{waiters} · {}", c.kind().name())
     };
-    scenario::many_waiters(
-        env,
-        c,
-        ScenarioKind::Contended,
-        label,
-        waiters,
-        clients_n,
-        1,
-    )
-    .await
+    many_waiters(env, c, &Contended, label, (waiters, clients_n), 1).await
 }
 
 /// Runs of the `--plot` sweep per contender: every `--plot-waiters` count,

@@ -3,6 +3,7 @@
 //! `--idle-waiters` waiters blocked on a held lock, and the Redis commands
 //! they send per second.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
@@ -12,12 +13,12 @@ use tokio::task::JoinSet;
 use tokio::time::{timeout, Instant};
 
 use super::legend::Entry;
-use super::Scenario;
-use crate::args::{BenchArgs, ScenarioKind};
-use crate::contender::Contender;
-use crate::report::{Report, RunResult, Table};
-use crate::scenario::{join_all, shutdown, Env, Exclusion, Tally, HANG};
-use crate::stats::{self, float};
+use crate::contender::{Contender, LockHandle};
+use crate::model::{float, BenchArgs, Report, RunResult, ScenarioKind, Tally};
+use crate::scenario::Scenario;
+use crate::scenario::{join_all, shutdown, Env, Exclusion, HANG};
+use crate::stats;
+use crate::table::Table;
 
 /// Time for the waiters to make their first tries (and subscribe) before
 /// their commands are counted.
@@ -37,10 +38,6 @@ const CMDS_PER_WAITER: Entry = Entry {
 impl Scenario for Idle {
     fn kind(&self) -> ScenarioKind {
         ScenarioKind::Idle
-    }
-
-    fn name(&self) -> &'static str {
-        "idle"
     }
 
     fn validate(&self, args: &BenchArgs) -> anyhow::Result<()> {
@@ -125,29 +122,7 @@ async fn idle(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult>
     let mut set = JoinSet::new();
     for (_, client) in (0..waiters).zip(clients.iter().cycle()) {
         let h = client.handle(&name);
-        let exclusion = exclusion.clone();
-        let mut stopped = stopped.clone();
-        set.spawn(async move {
-            let mut tally = Tally::default();
-            loop {
-                tokio::select! {
-                    r = h.acquire() => match r {
-                        // The holder never lets go while the waiters run.
-                        Ok(held) => {
-                            exclusion.enter();
-                            exclusion.leave();
-                            tally.ok();
-                            if let Err(e) = held.release().await {
-                                tally.error(e)?;
-                            }
-                        }
-                        Err(e) => tally.error(e)?,
-                    },
-                    () = stats::until_stopped(&mut stopped) => break,
-                }
-            }
-            Ok(tally)
-        });
+        set.spawn(idle_waiter(h, exclusion.clone(), stopped.clone()));
     }
     let bar = env
         .progress
@@ -195,4 +170,32 @@ async fn idle(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult>
             cmds,
         )
     })
+}
+
+/// One waiter on the held lock until `stopped`: it waits in `acquire`; a
+/// grant (the holder never lets go while the waiters run) is counted and
+/// given back.
+async fn idle_waiter(
+    h: Arc<dyn LockHandle>,
+    exclusion: Exclusion,
+    mut stopped: watch::Receiver<bool>,
+) -> anyhow::Result<Tally> {
+    let mut tally = Tally::default();
+    loop {
+        tokio::select! {
+            r = h.acquire() => match r {
+                Ok(held) => {
+                    exclusion.enter();
+                    exclusion.leave();
+                    tally.ok();
+                    if let Err(e) = held.release().await {
+                        tally.error(e)?;
+                    }
+                }
+                Err(e) => tally.error(e)?,
+            },
+            () = stats::until_stopped(&mut stopped) => break,
+        }
+    }
+    Ok(tally)
 }

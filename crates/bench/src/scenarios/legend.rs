@@ -5,19 +5,8 @@
 
 use std::fmt::Write as _;
 
-use super::Scenario;
-
-/// One line of the legend: a column (or summary) and what it means.
-#[derive(Debug)]
-pub(crate) struct Entry {
-    /// Place in the legend: entries are listed by rank, whichever scenario
-    /// brings them.
-    pub(crate) rank: u16,
-    /// The column heading or term.
-    pub(crate) term: &'static str,
-    /// What it means and which way is better.
-    pub(crate) text: &'static str,
-}
+use crate::scenario::Scenario;
+pub(crate) use crate::table::Entry;
 
 /// The `N.N×` of every latency.
 pub(crate) const X_PING: Entry = Entry {

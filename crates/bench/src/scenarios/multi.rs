@@ -5,13 +5,16 @@
 
 use futures::future::BoxFuture;
 
-use super::cells::{lat, max, p50, p99, rate, tail, times, COST_HEADER};
+use super::cells::{lat, max, p50, p99, rate, skipped_in, tail, times, COST_HEADER};
+use super::distinct::distinct_names;
 use super::legend::{Entry, ACQ_S, CLIENT_CPU, CMDS_ACQ, LOCK_UNLOCK, PING_P50, REDIS_CPU, X_PING};
-use super::Scenario;
-use crate::args::{ContenderKind, ScenarioKind};
-use crate::contender::{Contender, MULTI_PARTS, REDLOCK_SERVERS};
-use crate::report::{Latency, Report, RunResult, Table};
-use crate::scenario::{self, Env};
+use crate::contender::Contender;
+use crate::model::{
+    ContenderKind, Latency, Report, RunResult, ScenarioKind, MULTI_PARTS, REDLOCK_SERVERS,
+};
+use crate::scenario::Env;
+use crate::scenario::Scenario;
+use crate::table::Table;
 
 /// `--tasks` tasks lock and unlock distinct names for `--duration`, as in
 /// the uncontended scenario, each name a lock over many keys or servers.
@@ -38,10 +41,6 @@ impl Scenario for Multi {
         ScenarioKind::Multi
     }
 
-    fn name(&self) -> &'static str {
-        "multi"
-    }
-
     fn measures(&self, contender: ContenderKind) -> bool {
         use ContenderKind::{Lock, Multi, Redlock, Rslock3};
         matches!(contender, Lock | Multi | Redlock | Rslock3)
@@ -56,7 +55,7 @@ impl Scenario for Multi {
         env: &'a mut Env<'_>,
         c: &'a dyn Contender,
     ) -> BoxFuture<'a, anyhow::Result<RunResult>> {
-        Box::pin(scenario::distinct_names(env, c, self.kind()))
+        Box::pin(distinct_names(env, c, self))
     }
 
     fn section(&self, report: &Report, rows: &[&RunResult]) -> String {
@@ -111,7 +110,7 @@ impl Scenario for Multi {
             out.push_str(&line);
             out.push('\n');
         }
-        out.push_str(&report.skipped_in(self.kind()));
+        out.push_str(&skipped_in(report, self));
         out
     }
 

@@ -11,12 +11,11 @@ use tokio::time::Instant;
 
 use super::cells::{client_cpu, cmds, rate, redis_cpu};
 use super::legend::{Entry, ACQ_S, CLIENT_CPU, CMDS_ACQ, REDIS_CPU};
-use super::Scenario;
-use crate::args::{BenchArgs, ScenarioKind};
 use crate::contender::Contender;
-use crate::report::{fmt_rate, Left, Report, RunResult, Table};
-use crate::scenario::{acquire_bounded, join_all, shutdown, Env, Tally};
-use crate::stats::float;
+use crate::model::{float, BenchArgs, Left, Report, RunResult, ScenarioKind, Tally};
+use crate::scenario::Scenario;
+use crate::scenario::{acquire_bounded, join_all, shutdown, Env};
+use crate::table::{fmt_rate, Table};
 
 /// Tasks that share the names between them.
 const TASKS: u64 = 4;
@@ -37,10 +36,6 @@ const PER_NAME: Entry = Entry {
 impl Scenario for Names {
     fn kind(&self) -> ScenarioKind {
         ScenarioKind::Names
-    }
-
-    fn name(&self) -> &'static str {
-        "names"
     }
 
     fn planned(&self, args: &BenchArgs) -> std::time::Duration {

@@ -2,6 +2,8 @@
 //!
 //! A mix of reads and `--write-ratio` writes on one name.
 
+use std::sync::Arc;
+
 use anyhow::anyhow;
 use futures::future::BoxFuture;
 use hdrhistogram::Histogram;
@@ -12,12 +14,14 @@ use tokio::time::Instant;
 
 use super::cells::{lat, p50, p99, per_work, rate, tail, times, COST_HEADER};
 use super::legend::{Entry, CLIENT_CPU, PING_P50, REDIS_CPU, X_PING};
-use super::Scenario;
-use crate::args::{BenchArgs, ContenderKind, ScenarioKind};
-use crate::contender::Contender;
-use crate::report::{fmt_percent, fmt_rate, ReadWrite, Report, RunResult, Table, Work};
-use crate::scenario::{acquire_bounded, fairness, Env, Exclusion, Tally};
-use crate::stats::{float, histogram, record, summarize, Pinger};
+use crate::contender::{Contender, LockHandle};
+use crate::model::{
+    float, BenchArgs, ContenderKind, ReadWrite, Report, RunResult, ScenarioKind, Tally, Work,
+};
+use crate::scenario::Scenario;
+use crate::scenario::{acquire_bounded, fairness, Env, Exclusion};
+use crate::stats::{histogram, record, summarize, Pinger};
+use crate::table::{fmt_percent, fmt_rate, Table};
 
 /// Waiter `i` draws reads and writes from a generator seeded with this plus
 /// `i`, so every contender gets the same sequences.
@@ -63,10 +67,6 @@ const RW_OVER_LOCK: Entry = Entry {
 impl Scenario for ReadMostly {
     fn kind(&self) -> ScenarioKind {
         ScenarioKind::ReadMostly
-    }
-
-    fn name(&self) -> &'static str {
-        "read-mostly"
     }
 
     fn measures(&self, contender: ContenderKind) -> bool {
@@ -192,6 +192,15 @@ struct MixWorker {
     write_waits: Histogram<u64>,
 }
 
+/// What every read-mostly worker does: hold and think, the share of
+/// writes, and whether reads may hold together.
+#[derive(Debug, Clone, Copy)]
+struct Mix {
+    work: Work,
+    write_ratio: f64,
+    shared_reads: bool,
+}
+
 /// W waiters over C clients on one name, each operation a write with
 /// probability `--write-ratio` and else a read, holding it `--hold`. The
 /// read-write lock reads on its read side; every other contender takes its
@@ -200,7 +209,11 @@ struct MixWorker {
 async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult> {
     let args = env.args;
     let work = env.work;
-    let (hold, think, write_ratio) = (work.hold(), work.think(), args.write_ratio);
+    let mix = Mix {
+        work,
+        write_ratio: args.write_ratio,
+        shared_reads: c.shared_reads(),
+    };
     let waiters = args.waiters;
     let clients_n = args.clients.min(waiters);
     let clients = env.connect(c, clients_n).await?;
@@ -209,7 +222,6 @@ async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
         .zip(clients.iter().cycle())
         .map(|(_, client)| client.handle(&name))
         .collect();
-    let shared_reads = c.shared_reads();
     let exclusion = Exclusion::default();
     let pinger = Pinger::start(env.url()).await?;
     let before = env.snapshot().await?;
@@ -221,91 +233,24 @@ async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
     let deadline = start + args.duration;
     let mut set = JoinSet::new();
     for (index, h) in handles.into_iter().enumerate() {
-        let exclusion = exclusion.clone();
-        let seed = READ_MOSTLY_SEED.wrapping_add(u64::try_from(index).unwrap_or(u64::MAX));
-        set.spawn(async move {
-            let mut rng = StdRng::seed_from_u64(seed);
-            let mut w = MixWorker {
-                index,
-                tally: Tally::default(),
-                reads: 0,
-                writes: 0,
-                read_waits: histogram(),
-                write_waits: histogram(),
-            };
-            while Instant::now() < deadline {
-                let write = rng.random_bool(write_ratio);
-                let shared = shared_reads && !write;
-                let t0 = Instant::now();
-                let acquire = if write { h.acquire() } else { h.acquire_read() };
-                let Some(held) = acquire_bounded(acquire, deadline, &mut w.tally).await? else {
-                    continue;
-                };
-                let waits = if write {
-                    &mut w.write_waits
-                } else {
-                    &mut w.read_waits
-                };
-                record(waits, t0.elapsed());
-                exclusion.enter_as(shared);
-                if !hold.is_zero() {
-                    tokio::time::sleep(hold).await;
-                }
-                exclusion.leave_as(shared);
-                match held.release().await {
-                    Ok(()) => {
-                        w.tally.ok();
-                        if write {
-                            w.writes += 1;
-                        } else {
-                            w.reads += 1;
-                        }
-                    }
-                    Err(e) => w.tally.error(e)?,
-                }
-                if !think.is_zero() {
-                    tokio::time::sleep(think).await;
-                }
-            }
-            Ok(w)
-        });
+        set.spawn(mix_worker(index, h, mix, deadline, exclusion.clone()));
     }
-    let (mut workers, elapsed, after, (ping_p50, sent)) = env
-        .finish_run(ReadMostly.kind(), set, start, pinger, &clients)
-        .await?;
-    workers.sort_by_key(|w| w.index);
-
-    let mut tally = Tally::default();
-    let (mut reads, mut writes) = (0u64, 0u64);
-    let (mut read_waits, mut write_waits, mut waits) = (histogram(), histogram(), histogram());
-    let mut per_worker = Vec::new();
-    for w in &workers {
-        tally.merge(&w.tally);
-        reads += w.reads;
-        writes += w.writes;
-        per_worker.push(w.tally.acquisitions);
-        for (into, from) in [
-            (&mut read_waits, &w.read_waits),
-            (&mut write_waits, &w.write_waits),
-        ] {
-            into.add(from).map_err(|e| anyhow!("{e}"))?;
-        }
-    }
-    waits.add(&read_waits).map_err(|e| anyhow!("{e}"))?;
-    waits.add(&write_waits).map_err(|e| anyhow!("{e}"))?;
+    let (workers, elapsed, after, (ping_p50, sent)) =
+        env.finish_run(false, set, start, pinger, &clients).await?;
+    let all = MixWorkers::merge(workers)?;
     let mut cmds = env.commands(c, &before, &after, sent);
-    cmds.per_acquisitions(tally.acquisitions);
+    cmds.per_acquisitions(all.tally.acquisitions);
     let secs = elapsed.as_secs_f64();
-    let rate = float(tally.acquisitions) / secs;
+    let rate = float(all.tally.acquisitions) / secs;
     let read_write = ReadWrite {
-        reads,
-        writes,
-        reads_per_s: float(reads) / secs,
-        writes_per_s: float(writes) / secs,
-        read_acquire: summarize(&read_waits, ping_p50),
-        write_acquire: summarize(&write_waits, ping_p50),
+        reads: all.reads,
+        writes: all.writes,
+        reads_per_s: float(all.reads) / secs,
+        writes_per_s: float(all.writes) / secs,
+        read_acquire: summarize(&all.read_waits, ping_p50),
+        write_acquire: summarize(&all.write_waits, ping_p50),
     };
-    let fairness = fairness(per_worker, &waits);
+    let fairness = fairness(all.per_worker, &all.waits);
     bar.finish(format!(
         "{} ops/s ({} reads/s, {} writes/s)",
         fmt_rate(rate),
@@ -316,7 +261,7 @@ async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
         acquisitions_per_s: Some(rate),
         exclusion_violations: exclusion.violations(),
         ping_p50_us: ping_p50,
-        acquire: summarize(&waits, ping_p50),
+        acquire: summarize(&all.waits, ping_p50),
         fairness: Some(fairness),
         read_write: Some(read_write),
         work: Some(work),
@@ -325,10 +270,113 @@ async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
             c.kind(),
             (waiters, clients_n),
             elapsed,
-            tally,
+            all.tally,
             cmds,
         )
     })
+}
+
+/// Worker `index` on handle `h` until `deadline`: a write or a read (as
+/// its seeded generator draws), hold, release, think, again.
+async fn mix_worker(
+    index: usize,
+    h: Arc<dyn LockHandle>,
+    mix: Mix,
+    deadline: Instant,
+    exclusion: Exclusion,
+) -> anyhow::Result<MixWorker> {
+    let (hold, think) = (mix.work.hold(), mix.work.think());
+    let seed = READ_MOSTLY_SEED.wrapping_add(u64::try_from(index).unwrap_or(u64::MAX));
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut w = MixWorker {
+        index,
+        tally: Tally::default(),
+        reads: 0,
+        writes: 0,
+        read_waits: histogram(),
+        write_waits: histogram(),
+    };
+    while Instant::now() < deadline {
+        let write = rng.random_bool(mix.write_ratio);
+        let shared = mix.shared_reads && !write;
+        let t0 = Instant::now();
+        let acquire = if write { h.acquire() } else { h.acquire_read() };
+        let Some(held) = acquire_bounded(acquire, deadline, &mut w.tally).await? else {
+            continue;
+        };
+        let waits = if write {
+            &mut w.write_waits
+        } else {
+            &mut w.read_waits
+        };
+        record(waits, t0.elapsed());
+        exclusion.enter_as(shared);
+        if !hold.is_zero() {
+            tokio::time::sleep(hold).await;
+        }
+        exclusion.leave_as(shared);
+        match held.release().await {
+            Ok(()) => {
+                w.tally.ok();
+                if write {
+                    w.writes += 1;
+                } else {
+                    w.reads += 1;
+                }
+            }
+            Err(e) => w.tally.error(e)?,
+        }
+        if !think.is_zero() {
+            tokio::time::sleep(think).await;
+        }
+    }
+    Ok(w)
+}
+
+/// Every read-mostly worker's figures together.
+#[derive(Debug)]
+struct MixWorkers {
+    tally: Tally,
+    reads: u64,
+    writes: u64,
+    read_waits: Histogram<u64>,
+    write_waits: Histogram<u64>,
+    /// Reads' and writes' waits together.
+    waits: Histogram<u64>,
+    /// Operations per worker, in worker order.
+    per_worker: Vec<u64>,
+}
+
+impl MixWorkers {
+    fn merge(mut workers: Vec<MixWorker>) -> anyhow::Result<MixWorkers> {
+        workers.sort_by_key(|w| w.index);
+        let mut all = MixWorkers {
+            tally: Tally::default(),
+            reads: 0,
+            writes: 0,
+            read_waits: histogram(),
+            write_waits: histogram(),
+            waits: histogram(),
+            per_worker: Vec::new(),
+        };
+        for w in &workers {
+            all.tally.merge(&w.tally);
+            all.reads += w.reads;
+            all.writes += w.writes;
+            all.per_worker.push(w.tally.acquisitions);
+            for (into, from) in [
+                (&mut all.read_waits, &w.read_waits),
+                (&mut all.write_waits, &w.write_waits),
+            ] {
+                into.add(from).map_err(|e| anyhow!("{e}"))?;
+            }
+        }
+        all.waits.add(&all.read_waits).map_err(|e| anyhow!("{e}"))?;
+        all.waits
+            .add(&all.write_waits)
+            .map_err(|e| anyhow!("{e}"))?;
+        Ok(all)
+    }
 }
 
 #[cfg(test)]

@@ -10,11 +10,14 @@ use super::legend::{
     Entry, ACQ_S, CEILING, CLIENT_CPU, CMDS_ACQ, JAIN, LEAST_MOST, LONGEST_WAIT, OF_CEILING,
     PING_P50, REDIS_CPU, X_PING,
 };
-use super::Scenario;
-use crate::args::{BenchArgs, ContenderKind, ScenarioKind};
+use super::many_waiters::many_waiters;
 use crate::contender::Contender;
-use crate::report::{Latency, Report, RunResult, Settings, Table, Work};
-use crate::scenario::{self, Env};
+use crate::model::{
+    BenchArgs, ContenderKind, Latency, Report, RunResult, ScenarioKind, Settings, Work,
+};
+use crate::scenario::Env;
+use crate::scenario::Scenario;
+use crate::table::Table;
 
 /// A semaphore of `--permits` permits, `--waiters` waiters over `--clients`
 /// clients each taking one, holding it `--hold` and giving it back.
@@ -34,10 +37,6 @@ impl Scenario for Semaphore {
         ScenarioKind::Semaphore
     }
 
-    fn name(&self) -> &'static str {
-        "semaphore"
-    }
-
     fn measures(&self, contender: ContenderKind) -> bool {
         matches!(contender, ContenderKind::Sem | ContenderKind::SemPoll)
     }
@@ -51,13 +50,12 @@ impl Scenario for Semaphore {
         let permits = env.args.permits;
         let clients = env.args.clients.min(w);
         let label = format!("semaphore×{w}/{permits} · {}", c.kind().name());
-        Box::pin(scenario::many_waiters(
+        Box::pin(many_waiters(
             env,
             c,
-            self.kind(),
+            self,
             label,
-            w,
-            clients,
+            (w, clients),
             u64::from(permits),
         ))
     }

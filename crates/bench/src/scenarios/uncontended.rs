@@ -8,15 +8,16 @@
 use futures::future::BoxFuture;
 
 use super::cells::{lat, max, p50, p99, rate, tail, COST_HEADER};
+use super::distinct::distinct_names;
 use super::legend::{
     Entry, ACQ_S, CLIENT_CPU, CMDS_ACQ, LOCK_GUARDED, LOCK_INCR, LOCK_UNLOCK, PING_P50, REDISSON,
     REDIS_CPU, X_PING,
 };
-use super::Scenario;
-use crate::args::{ContenderKind, ScenarioKind};
 use crate::contender::Contender;
-use crate::report::{Report, RunResult, Table};
-use crate::scenario::{self, Env};
+use crate::model::{ContenderKind, Report, RunResult, ScenarioKind};
+use crate::scenario::Env;
+use crate::scenario::Scenario;
+use crate::table::Table;
 
 /// `--tasks` tasks lock and unlock distinct names for `--duration`.
 #[derive(Debug)]
@@ -27,14 +28,10 @@ impl Scenario for Uncontended {
         ScenarioKind::Uncontended
     }
 
-    fn name(&self) -> &'static str {
-        "uncontended"
-    }
-
     /// The general contenders, and the `Lock` with a write under each hold.
     fn measures(&self, contender: ContenderKind) -> bool {
         use ContenderKind::{LockGuarded, LockIncr};
-        super::general(contender) || matches!(contender, LockIncr | LockGuarded)
+        crate::scenario::general(contender) || matches!(contender, LockIncr | LockGuarded)
     }
 
     fn run_one<'a>(
@@ -42,7 +39,7 @@ impl Scenario for Uncontended {
         env: &'a mut Env<'_>,
         c: &'a dyn Contender,
     ) -> BoxFuture<'a, anyhow::Result<RunResult>> {
-        Box::pin(scenario::distinct_names(env, c, self.kind()))
+        Box::pin(distinct_names(env, c, self))
     }
 
     fn section(&self, report: &Report, rows: &[&RunResult]) -> String {

@@ -95,7 +95,7 @@ pub struct HoldSpec {
     /// reply one integer per hold: `>= 0` renewed (the TTL after the call),
     /// `-1` gone, `-2` taken over, `-2 - j` (`j` ≥ 1) the hold's `j`-th
     /// renew key has another type and nothing was written for the hold
-    /// (`extend` reports [`Error::WrongType`] naming it; the watchdog
+    /// (`extend` reports [`Error::WrongType`](crate::Error::WrongType) naming it; the watchdog
     /// counts it as a failed renewal of that hold). The watchdog batches
     /// the holds that share a script and a hash slot into one call.
     pub renew: &'static LuaScript,
@@ -210,7 +210,7 @@ impl HoldInner {
 
 #[cfg(test)]
 mod renewal_tests {
-    use super::Renewal;
+    use crate::hold::lease::Renewal;
 
     #[test]
     fn renew_replies_decode_per_hold() {

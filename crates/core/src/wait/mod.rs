@@ -59,8 +59,10 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
 
 use crate::conn::{Conn, Health};
-use crate::handoff::{Claim, Local, LocalNow, LocalWaiter};
+pub(crate) mod local;
+
 use crate::wake::{Grant, Signal, Wake, WakePolicy};
+use local::{Claim, Local, LocalNow, LocalWaiter};
 
 /// How long the waiters of the clients a release did not name hold back
 /// ([`Wake::ClientFirst`]); the release reserved the primitive for the
@@ -1063,8 +1065,8 @@ impl Drop for Subscription {
 
 #[cfg(test)]
 mod tests {
+    use super::local::{Delivered, LocalGrant};
     use super::*;
-    use crate::handoff::{Delivered, LocalGrant};
     use crate::scripts::{ScriptCall, HOLD_RENEW};
 
     fn waiter() -> (Arc<Slot>, Arc<LocalWaiter>) {

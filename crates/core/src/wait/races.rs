@@ -17,8 +17,8 @@ use deadbolt_testkit::support::{cmd, server};
 use deadbolt_testkit::RedisServer;
 use tokio::time::Instant;
 
-use crate::handoff::{Delivered, LocalGrant, LocalNow, LocalWaiter};
 use crate::scripts::{ScriptCall, HOLD_RENEW};
+use crate::wait::local::{Delivered, LocalGrant, LocalNow, LocalWaiter};
 use crate::wait::{Engine, Subscription, Waiter, Woke};
 use crate::Client;
 

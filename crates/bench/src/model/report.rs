@@ -1,16 +1,15 @@
-//! Every figure of one bench run: the JSON report and the printed table.
+//! Every figure of one bench run: the JSON report's types.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context as _;
-use comfy_table::{CellAlignment, ContentArrangement, LineStyle, TableStyle};
+use deadbolt_testkit::Topology;
 use serde::{Deserialize, Serialize};
 
-use crate::args::{ContenderKind, ScenarioKind};
-use crate::scenarios;
-use crate::Topology;
+use super::args::BenchArgs;
+use super::kinds::{ContenderKind, ScenarioKind};
+use super::tally::{float, Tally};
 
 /// Version of the JSON layout of [`Report`]. It changes only when a field is
 /// renamed, removed or changes meaning; new fields may be added within a version.
@@ -416,7 +415,7 @@ pub struct Work {
 
 impl Work {
     /// The rows of `--hold` and `--think`.
-    pub(crate) fn flags(args: &crate::BenchArgs) -> Work {
+    pub(crate) fn flags(args: &BenchArgs) -> Work {
         Work {
             hold_ms: args.hold.as_secs_f64() * 1e3,
             think_ms: args.think.as_secs_f64() * 1e3,
@@ -427,7 +426,7 @@ impl Work {
 
     /// The service rows, unless `--no-service` (or they would repeat the
     /// rows of the flags).
-    pub(crate) fn service(args: &crate::BenchArgs) -> Option<Work> {
+    pub(crate) fn service(args: &BenchArgs) -> Option<Work> {
         let w = Work {
             hold_ms: args.service_hold.as_secs_f64() * 1e3,
             think_ms: args.service_think.as_secs_f64() * 1e3,
@@ -440,7 +439,7 @@ impl Work {
     }
 
     /// The rows of the flags, then the service rows when they run.
-    pub(crate) fn both(args: &crate::BenchArgs) -> Vec<Work> {
+    pub(crate) fn both(args: &BenchArgs) -> Vec<Work> {
         std::iter::once(Work::flags(args))
             .chain(Work::service(args))
             .collect()
@@ -477,7 +476,7 @@ impl RunResult {
         contender: ContenderKind,
         (workers, clients): (u32, u32),
         elapsed: std::time::Duration,
-        tally: crate::scenario::Tally,
+        tally: Tally,
         commands: Commands,
     ) -> RunResult {
         RunResult {
@@ -601,9 +600,9 @@ pub struct Commands {
 impl Commands {
     /// Set the per-acquisition figures for `acquisitions` acquisitions.
     pub(crate) fn per_acquisitions(&mut self, acquisitions: u64) {
-        let n = crate::stats::float(acquisitions);
+        let n = float(acquisitions);
         let per = |v: Option<f64>| v.filter(|_| acquisitions > 0).map(|v| v / n);
-        self.per_acquisition = per(Some(crate::stats::float(self.counted)));
+        self.per_acquisition = per(Some(float(self.counted)));
         self.redis_cpu_us_per_acquisition = per(self.redis_cpu_us);
         self.client_cpu_us_per_acquisition = per(self.client_cpu_us);
     }
@@ -677,185 +676,6 @@ impl Report {
         Ok(())
     }
 
-    /// Draw the throughput sweep (acquisitions/s against waiters, one colour
-    /// per contender: a solid line over `--clients` clients, a dashed one
-    /// with one client per waiter) as SVG to `path`. Without a sweep, the
-    /// contended results are drawn as single points.
-    ///
-    /// # Errors
-    /// When `path` does not end in `.svg` (only SVG can be drawn: no bitmap
-    /// or font libraries are built in), or the file cannot be written.
-    pub fn write_plot(&self, path: &Path) -> anyhow::Result<()> {
-        crate::plot::draw(self, path)
-    }
-
-    /// The results as an aligned plain-text table, one section per scenario.
-    pub fn table(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "deadbolt bench: Redis {} at {}{}, {} CPUs, {}",
-            self.redis.version,
-            self.redis.url,
-            if self.redis.embedded {
-                " (embedded)"
-            } else {
-                ""
-            },
-            self.host.cpus,
-            if self.host.pinned {
-                "redis-server on CPU 0, bench on CPU 1"
-            } else {
-                "not pinned"
-            },
-        );
-        if let Some(p) = &self.ping {
-            let _ = writeln!(
-                out,
-                "PING p50 over the run: {} (p99 {}). Each latency is also shown as a multiple \
-                 of the PING p50 timed during its own run (\"2.1×\").",
-                fmt_us(p.p50_us),
-                fmt_us(p.p99_us)
-            );
-        }
-        if self.interrupted {
-            let _ = writeln!(out, "INTERRUPTED: partial results.");
-        }
-        for scenario in scenarios::all() {
-            let rows: Vec<&RunResult> = self
-                .results
-                .iter()
-                .filter(|r| r.scenario == scenario.kind())
-                .collect();
-            if rows.is_empty() {
-                continue;
-            }
-            out.push('\n');
-            out.push_str(&scenario.section(self, &rows));
-        }
-        if !self.sweep.is_empty() {
-            out.push('\n');
-            out.push_str(&self.sweep_table());
-        }
-        let mut notes = Vec::new();
-        for r in &self.results {
-            if r.exclusion_violations > 0 {
-                let what = scenarios::get(r.scenario).violation(&self.settings);
-                notes.push(format!(
-                    "!! {}: {what} {} times",
-                    r.name(),
-                    r.exclusion_violations
-                ));
-            }
-            if let Some(e) = &r.first_error {
-                notes.push(format!("{}: {} errors, first: {e}", r.name(), r.errors));
-            }
-        }
-        for s in &self.skipped {
-            // A table that notes its own skipped rows (multi's) has them.
-            if self.skipped_noted_in_a_section(s.contender) {
-                continue;
-            }
-            notes.push(format!("{} not run: {}", s.contender.name(), s.reason));
-        }
-        if !notes.is_empty() {
-            out.push('\n');
-            for n in notes {
-                let _ = writeln!(out, "{n}");
-            }
-        }
-        let shown: Vec<ScenarioKind> = ScenarioKind::ALL
-            .into_iter()
-            .filter(|s| self.results.iter().any(|r| r.scenario == *s))
-            .collect();
-        out.push_str(&legend(&shown));
-        out
-    }
-
-    /// Whether a section shown notes `contender` as left out: the one
-    /// scenario that measures it shows, and notes its own skipped rows.
-    fn skipped_noted_in_a_section(&self, contender: ContenderKind) -> bool {
-        let mut measuring = scenarios::all().filter(|s| s.measures(contender));
-        match (measuring.next(), measuring.next()) {
-            (Some(only), None) => {
-                only.notes_own_skipped() && self.results.iter().any(|r| r.scenario == only.kind())
-            }
-            _ => false,
-        }
-    }
-
-    /// One line per reason for the contenders of `scenario` that were left
-    /// out ("redlock, rslock-3 skipped: needs 3 servers: ...").
-    pub(crate) fn skipped_in(&self, scenario: ScenarioKind) -> String {
-        let mut reasons: Vec<(&str, Vec<&str>)> = Vec::new();
-        for s in self
-            .skipped
-            .iter()
-            .filter(|s| scenario.measures(s.contender))
-        {
-            match reasons.iter_mut().find(|(r, _)| *r == s.reason) {
-                Some((_, names)) => names.push(s.contender.name()),
-                None => reasons.push((&s.reason, vec![s.contender.name()])),
-            }
-        }
-        reasons
-            .into_iter()
-            .map(|(reason, names)| format!("{} skipped: {reason}\n", names.join(", ")))
-            .collect()
-    }
-
-    /// The `--plot` sweep as a table: a row per contender and sweep, a
-    /// column per waiter count.
-    fn sweep_table(&self) -> String {
-        let mut counts: Vec<u32> = self.sweep.iter().map(|p| p.waiters).collect();
-        counts.sort_unstable();
-        counts.dedup();
-        let mut contenders: Vec<ContenderKind> = Vec::new();
-        for p in &self.sweep {
-            if !contenders.contains(&p.contender) {
-                contenders.push(p.contender);
-            }
-        }
-        let sweeps: &[Sweep] = if self.has_own_client_sweep() {
-            &[Sweep::Spread, Sweep::OwnClient]
-        } else {
-            &[Sweep::Spread]
-        };
-        let header: Vec<String> = ["contender".to_string(), "clients".to_string()]
-            .into_iter()
-            .chain(counts.iter().map(|&w| format!("{w} waiter{}", plural(w))))
-            .collect();
-        let header: Vec<&str> = header.iter().map(String::as_str).collect();
-        let mut table = Table::new(&header);
-        for c in contenders {
-            for &sweep in sweeps {
-                let mut row = vec![c.name().to_string(), self.sweep_label(sweep)];
-                for w in &counts {
-                    row.push(
-                        self.sweep_points(sweep)
-                            .find(|p| p.contender == c && p.waiters == *w)
-                            .map_or_else(|| "-".into(), |p| fmt_rate(p.acquisitions_per_s)),
-                    );
-                }
-                table.row(row);
-            }
-        }
-        let n = self.settings.clients;
-        let note = if sweeps.len() > 1 {
-            format!(
-                "over {n} client{s}: the waiters spread over at most {n} client{s} (--clients)\n\
-                 one per waiter: each waiter its own client (the same runs up to {n} waiter{s})\n",
-                s = plural(n)
-            )
-        } else {
-            String::new()
-        };
-        format!(
-            "throughput sweep (contended, acquisitions/s; drawn by --plot)\n{}{note}",
-            table.render()
-        )
-    }
-
     /// Whether the `--plot` sweep has runs with one client per waiter, apart
     /// from those over `--clients` clients (waiter counts above it).
     pub(crate) fn has_own_client_sweep(&self) -> bool {
@@ -891,7 +711,7 @@ impl RunResult {
     /// The run in a few words, for the notes under the table: "contended /
     /// lock", or for the topology scenario "topology / lock (cluster, 3
     /// masters, throughput)".
-    fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         let base = format!("{} / {}", self.scenario.name(), self.contender.name());
         match &self.topology {
             Some(t) => {
@@ -922,169 +742,5 @@ pub(crate) fn plural(n: u32) -> &'static str {
         ""
     } else {
         "s"
-    }
-}
-
-/// What the columns mean and which way is better, for the scenarios shown.
-fn legend(shown: &[ScenarioKind]) -> String {
-    scenarios::legend::render(shown.iter().map(|k| scenarios::get(*k)))
-}
-
-/// No borders or column lines; only the rule under the headings (`-`).
-const RULE_UNDER_HEADINGS: TableStyle =
-    TableStyle::new().header_separator(LineStyle::none().fill('-'));
-
-/// An aligned plain-text table (comfy-table, with no borders): first column
-/// left-aligned, the rest right-aligned two spaces apart, a rule of `-`
-/// under the headings as wide as the table, no trailing spaces.
-pub(crate) struct Table(comfy_table::Table);
-
-impl Table {
-    /// A table with these column headings.
-    pub(crate) fn new(header: &[&str]) -> Table {
-        let mut table = comfy_table::Table::new();
-        table
-            .load_style(RULE_UNDER_HEADINGS)
-            .set_content_arrangement(ContentArrangement::Disabled)
-            .set_header(header);
-        Table(table)
-    }
-
-    /// Add a row, one cell per column.
-    pub(crate) fn row(&mut self, row: Vec<String>) {
-        self.0.add_row(row);
-    }
-
-    /// The table as text: headings, a rule, the rows.
-    pub(crate) fn render(&mut self) -> String {
-        for (i, column) in self.0.column_iter_mut().enumerate() {
-            let (padding, align) = if i == 0 {
-                ((0, 0), CellAlignment::Left)
-            } else {
-                ((2, 0), CellAlignment::Right)
-            };
-            column.set_padding(padding).set_cell_alignment(align);
-        }
-        format!("{}\n", self.0.trim_fmt())
-    }
-}
-
-/// Microseconds for people: `85 µs`, `1.25 ms`, `56.1 ms`, `2.30 s`.
-pub(crate) fn fmt_us(us: f64) -> String {
-    if us < 1e3 {
-        format!("{us:.0} µs")
-    } else if us < 1e4 {
-        format!("{:.2} ms", us / 1e3)
-    } else if us < 1e6 {
-        format!("{:.1} ms", us / 1e3)
-    } else {
-        format!("{:.2} s", us / 1e6)
-    }
-}
-
-/// A latency and its multiple of PING: `100 µs 2.1×`, `56.0 ms 832×`.
-pub(crate) fn fmt_lat(us: f64, x_ping: Option<f64>) -> String {
-    match x_ping {
-        Some(x) if x < 10.0 => format!("{} {x:.1}×", fmt_us(us)),
-        Some(x) => format!("{} {x:.0}×", fmt_us(us)),
-        None => fmt_us(us),
-    }
-}
-
-/// A share as a percentage: `10%`, `12.5%`.
-pub(crate) fn fmt_percent(share: f64) -> String {
-    let pct = share * 100.0;
-    if (pct - pct.round()).abs() < 1e-9 {
-        format!("{pct:.0}%")
-    } else {
-        format!("{pct:.1}%")
-    }
-}
-
-/// A rate with thousands separators: `21 345`.
-pub(crate) fn fmt_rate(rate: f64) -> String {
-    if rate < 100.0 {
-        return format!("{rate:.1}");
-    }
-    let whole = format!("{rate:.0}");
-    let mut out = String::new();
-    for (i, ch) in whole.chars().enumerate() {
-        if i > 0 && (whole.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn formats() {
-        assert_eq!(fmt_us(85.4), "85 µs");
-        assert_eq!(fmt_us(1250.0), "1.25 ms");
-        assert_eq!(fmt_us(56_100.0), "56.1 ms");
-        assert_eq!(fmt_us(2_300_000.0), "2.30 s");
-        assert_eq!(fmt_rate(21_345.2), "21,345");
-        assert_eq!(fmt_rate(999.0), "999");
-        assert_eq!(fmt_rate(12.34), "12.3");
-        assert_eq!(fmt_lat(100.0, Some(2.13)), "100 µs 2.1×");
-        assert_eq!(fmt_lat(56_000.0, Some(832.4)), "56.0 ms 832×");
-        assert_eq!(fmt_percent(0.1), "10%");
-        assert_eq!(fmt_percent(0.125), "12.5%");
-        assert_eq!(fmt_percent(1.0), "100%");
-    }
-
-    #[test]
-    fn legend_covers_the_columns_shown() {
-        let all = legend(&ScenarioKind::ALL);
-        for term in [
-            "N.N×",
-            "acq/s",
-            "Jain",
-            "least/most",
-            "cmds/acq",
-            "cmds/waiter/s",
-            "hand-off",
-            "ops/s",
-            "read p50",
-            "cmds/op",
-            "rw / lock",
-            "sem / sem-poll",
-            "longest wait",
-            "lock+unlock",
-            "p50 / lock",
-            "redlock / rslock-3",
-        ] {
-            assert!(all.contains(&format!("\n  {term} ")), "{term}:\n{all}");
-        }
-        assert!(all.contains("higher is better") && all.contains("lower is better"));
-        let idle = legend(&[ScenarioKind::Idle]);
-        assert!(
-            idle.contains("cmds/waiter/s") && !idle.contains("Jain"),
-            "{idle}"
-        );
-        let mixed = legend(&[ScenarioKind::ReadMostly]);
-        assert!(
-            mixed.contains("\n  ops/s ") && !mixed.contains("\n  acq/s "),
-            "{mixed}"
-        );
-        let sem = legend(&[ScenarioKind::Semaphore]);
-        assert!(
-            sem.contains("\n  acq/s ")
-                && sem.contains("\n  sem / sem-poll ")
-                && !sem.contains("rw / lock"),
-            "{sem}"
-        );
-        assert_eq!(legend(&[]), "");
-    }
-
-    #[test]
-    fn table_aligns() {
-        let mut t = Table::new(&["a", "bb"]);
-        t.row(vec!["long".into(), "1".into()]);
-        assert_eq!(t.render(), "a     bb\n--------\nlong   1\n");
     }
 }

@@ -1,4 +1,5 @@
-//! The flags of `deadbolt-bench`.
+//! The flags of `deadbolt-bench`, and the checks of them that need no
+//! scenario (each scenario's own are in `plan`).
 
 use std::fs::OpenOptions;
 use std::io::ErrorKind;
@@ -6,239 +7,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
-use clap::{Args, ValueEnum};
-use serde::{Deserialize, Serialize};
+use clap::Args;
+use deadbolt_testkit::{split_urls, Topology};
 
-use crate::contender::REDLOCK_SERVERS;
-use crate::{split_urls, Topology};
-
-/// One scenario of `deadbolt-bench`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, ValueEnum, Serialize, Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum ScenarioKind {
-    /// `--tasks` tasks lock and unlock distinct names for `--duration`:
-    /// latency of acquire and of acquire+release, acquisitions/s.
-    Uncontended,
-    /// `--waiters` waiters over `--clients` clients on one name, holding it
-    /// `--hold`: acquisitions/s and fairness.
-    Contended,
-    /// One holder releases while one waiter (on another client) waits: the
-    /// release-to-next-holder latency, up to `--rounds` rounds or `--duration`.
-    Handoff,
-    /// `--idle-waiters` waiters blocked on a held lock for `--idle-time`:
-    /// Redis commands per waiter per second.
-    Idle,
-    /// `--waiters` waiters over `--clients` clients on one name for
-    /// `--duration`, each operation a write with probability `--write-ratio`
-    /// and a read otherwise, held `--hold`: deadbolt's `RwLock` beside its
-    /// `Lock` doing the same work exclusively. Operations/s, reads/s and
-    /// writes/s, acquire latency of reads and of writes.
-    ReadMostly,
-    /// A semaphore of `--permits` permits, `--waiters` waiters over
-    /// `--clients` clients, each taking one permit, holding it `--hold` and
-    /// giving it back, for `--duration`: deadbolt's `Semaphore` beside a
-    /// polling ZSET semaphore. Acquisitions/s, acquire latency, fairness;
-    /// more than `--permits` holders at once counts as a violation.
-    Semaphore,
-    /// `--tasks` tasks lock and unlock distinct names for `--duration`, as
-    /// in the uncontended scenario, with locks over many keys or servers:
-    /// a single `Lock` (`lock`), a `MultiLock` over 3 names (`multi`), both
-    /// on server 1, and one name on 3 independent servers through deadbolt's
-    /// `Redlock` (`redlock`) and rslock's (`rslock-3`). Latency of
-    /// acquire+release, acquisitions/s, commands per acquisition over all
-    /// three servers. The Redlock rows need 3 servers: see `--redlock-redis`.
-    Multi,
-    /// Each contender locks and releases `--names` distinct names once (4
-    /// tasks, one client) on an emptied server: the Redis memory and the
-    /// keys left behind per released name.
-    Names,
-    /// deadbolt's `Lock` on a standalone server beside the `--topology`
-    /// (a Redis Cluster or a Sentinel-managed master), in one run: `--tasks`
-    /// tasks on one client, each taking and giving back its own 12 names
-    /// (`TOPOLOGY_NAMES_PER_TASK`) in turn for `--duration`
-    /// (acquisitions/s, lock+unlock latency); on a cluster once with every
-    /// name on one master's slots and once with the names spread evenly over
-    /// the masters. Then hand-off, as in the handoff scenario, on each. Every
-    /// figure also as a ratio to the standalone's. Runs by default only with
-    /// `--topology cluster` or `sentinel`; asked for by name with the
-    /// default topology it measures the standalone rows alone.
-    Topology,
-}
-
-impl ScenarioKind {
-    /// Every scenario, in the order they run.
-    pub const ALL: [ScenarioKind; 9] = [
-        ScenarioKind::Uncontended,
-        ScenarioKind::Contended,
-        ScenarioKind::Handoff,
-        ScenarioKind::Idle,
-        ScenarioKind::ReadMostly,
-        ScenarioKind::Semaphore,
-        ScenarioKind::Multi,
-        ScenarioKind::Names,
-        ScenarioKind::Topology,
-    ];
-
-    /// The name used on the command line and in the JSON report.
-    pub fn name(self) -> &'static str {
-        crate::scenarios::get(self).name()
-    }
-
-    /// Whether this scenario measures `contender`: the read-mostly scenario
-    /// compares the read-write lock with the `Lock` only, the semaphore
-    /// scenario the two semaphores only, the multi scenario the `MultiLock`
-    /// and the two Redlocks with the `Lock`, the topology scenario the `Lock`
-    /// alone, and the read-write lock, the semaphores, the `MultiLock` and
-    /// the Redlocks take part in no other scenario.
-    ///
-    /// # Examples
-    /// ```
-    /// use deadbolt_bench::{ContenderKind, ScenarioKind};
-    /// assert!(ScenarioKind::ReadMostly.measures(ContenderKind::Rw));
-    /// assert!(ScenarioKind::ReadMostly.measures(ContenderKind::Lock));
-    /// assert!(!ScenarioKind::ReadMostly.measures(ContenderKind::Fair));
-    /// assert!(!ScenarioKind::Contended.measures(ContenderKind::Rw));
-    /// assert!(ScenarioKind::Semaphore.measures(ContenderKind::SemPoll));
-    /// assert!(!ScenarioKind::Semaphore.measures(ContenderKind::Lock));
-    /// assert!(!ScenarioKind::Idle.measures(ContenderKind::Sem));
-    /// assert!(ScenarioKind::Multi.measures(ContenderKind::Lock));
-    /// assert!(ScenarioKind::Multi.measures(ContenderKind::Rslock3));
-    /// assert!(!ScenarioKind::Multi.measures(ContenderKind::Rslock));
-    /// assert!(!ScenarioKind::Uncontended.measures(ContenderKind::Redlock));
-    /// assert!(ScenarioKind::Uncontended.measures(ContenderKind::LockGuarded));
-    /// assert!(!ScenarioKind::Contended.measures(ContenderKind::LockIncr));
-    /// assert!(!ScenarioKind::Names.measures(ContenderKind::LockGuarded));
-    /// assert!(ScenarioKind::Topology.measures(ContenderKind::Lock));
-    /// assert!(!ScenarioKind::Topology.measures(ContenderKind::Fair));
-    /// ```
-    pub fn measures(self, contender: ContenderKind) -> bool {
-        crate::scenarios::get(self).measures(contender)
-    }
-
-    /// The contenders of [`ContenderKind::ALL`] this scenario measures, by
-    /// name ("lock, rw").
-    fn measured_names(self) -> String {
-        ContenderKind::ALL
-            .into_iter()
-            .filter(|c| self.measures(*c))
-            .map(ContenderKind::name)
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-}
-
-/// The names each task of the topology scenario's throughput rows takes in
-/// turn: a multiple of 3, so a cluster's 3 masters get the same share of
-/// every task's names.
-pub const TOPOLOGY_NAMES_PER_TASK: u32 = 12;
-
-/// One lock implementation `deadbolt-bench` measures.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, ValueEnum, Serialize, Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum ContenderKind {
-    /// deadbolt's reentrant `Lock` (Pub/Sub waiting, watchdog lease).
-    Lock,
-    /// deadbolt's `Lock` with a plain `INCRBY` of a counter at the hold's
-    /// `guarded().key("n")` under each hold (uncontended scenario only),
-    /// sent on a redis-rs connection of its own to the same server at the
-    /// start of the release: the baseline of `lock-guarded`.
-    LockIncr,
-    /// deadbolt's `Lock` with the same increment as a guarded write
-    /// (`guard.guarded().incr_by(key, 1)`: one EVALSHA that checks the hold
-    /// and writes) under each hold (uncontended scenario only): beside
-    /// `lock-incr`, the price of the check.
-    LockGuarded,
-    /// deadbolt's strict-FIFO `FairLock`.
-    Fair,
-    /// The textbook lock: `SET key token NX PX lease`, spin-polled every
-    /// `--poll-interval`, released by a Lua compare-and-delete.
-    RawPoll,
-    /// The rslock 0.10 crate with its default retries (3 tries, random 0–200 ms
-    /// apart, called again until it gets the lock). Needs the `peers` feature.
-    Rslock,
-    /// Redisson's `RLock` algorithm: its server side (a hash of hold counts
-    /// per thread, a PUBLISH on every release, an idempotency latch key per
-    /// unlock), its Pub/Sub wait (subscribe after a failed try, wake on the
-    /// message or the lock's TTL) and its watchdog (renew every lease/3),
-    /// driven by this bench's Rust client, not Redisson's Java one: the
-    /// Redis-side cost is Redisson's, the client side is not (no Netty, no
-    /// JVM). Its latch DEL (one per release, sent without waiting) is not in
-    /// cmds/acq: the DEL inside its scripts shares the name.
-    Redisson,
-    /// Redisson's `RFairLock` algorithm, likewise: a FIFO queue and a ZSET
-    /// of waiters' timeouts (threadWaitTime 5 min, Redisson's default), each
-    /// waiter woken on a channel of its own.
-    RedissonFair,
-    /// deadbolt's read-write `RwLock` (read-mostly scenario only): reads
-    /// take its read side, writes its write side.
-    Rw,
-    /// deadbolt's `Semaphore` (semaphore scenario only): leased permits,
-    /// Pub/Sub wake-ups for exactly the waiters that fit.
-    Sem,
-    /// The textbook polling semaphore (semaphore scenario only): a ZSET of
-    /// holders scored by the server time they took a permit; one Lua script
-    /// drops those older than `--lease` and adds the caller if fewer than
-    /// `--permits` remain, tried every `--poll-interval`; released by ZREM.
-    SemPoll,
-    /// deadbolt's `MultiLock` over 3 `Lock` names on one server (multi
-    /// scenario only): all or none, taken in key order.
-    Multi,
-    /// deadbolt's `Redlock`: one `Lock` name on 3 independent servers, held
-    /// on a majority (multi scenario only).
-    Redlock,
-    /// rslock 0.10's `LockManager` over the same 3 servers as `redlock`
-    /// (rslock is Redlock; multi scenario only), with its default retries.
-    /// Needs the `peers` feature.
-    #[value(name = "rslock-3")]
-    #[serde(rename = "rslock-3")]
-    Rslock3,
-}
-
-impl ContenderKind {
-    /// Every contender, in the order they run.
-    pub const ALL: [ContenderKind; 14] = [
-        ContenderKind::Lock,
-        ContenderKind::LockIncr,
-        ContenderKind::LockGuarded,
-        ContenderKind::Fair,
-        ContenderKind::RawPoll,
-        ContenderKind::Rslock,
-        ContenderKind::Redisson,
-        ContenderKind::RedissonFair,
-        ContenderKind::Rw,
-        ContenderKind::Sem,
-        ContenderKind::SemPoll,
-        ContenderKind::Multi,
-        ContenderKind::Redlock,
-        ContenderKind::Rslock3,
-    ];
-
-    /// The name used on the command line and in the JSON report.
-    pub fn name(self) -> &'static str {
-        match self {
-            ContenderKind::Lock => "lock",
-            ContenderKind::LockIncr => "lock-incr",
-            ContenderKind::LockGuarded => "lock-guarded",
-            ContenderKind::Fair => "fair",
-            ContenderKind::RawPoll => "raw-poll",
-            ContenderKind::Rslock => "rslock",
-            ContenderKind::Redisson => "redisson",
-            ContenderKind::RedissonFair => "redisson-fair",
-            ContenderKind::Rw => "rw",
-            ContenderKind::Sem => "sem",
-            ContenderKind::SemPoll => "sem-poll",
-            ContenderKind::Multi => "multi",
-            ContenderKind::Redlock => "redlock",
-            ContenderKind::Rslock3 => "rslock-3",
-        }
-    }
-}
+use super::kinds::{ContenderKind, ScenarioKind, REDLOCK_SERVERS};
 
 /// Parse a duration: `2` or `2s` (seconds), `1.5s`, `250ms`, `500us`, `1m`.
 ///
@@ -479,6 +251,25 @@ pub struct BenchArgs {
     pub namespace: String,
 }
 
+/// Refuse a plot file whose name does not end in `.svg` (any case): plotters
+/// is built here with its SVG backend only, and writing SVG into `x.png`
+/// would only confuse.
+pub(crate) fn require_svg(path: &Path) -> Result<(), String> {
+    let svg = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+    if svg {
+        Ok(())
+    } else {
+        Err(
+            "only SVG plots can be written (deadbolt draws with plotters' SVG backend, \
+             built without bitmap or font libraries); give a file name ending in .svg"
+                .to_string(),
+        )
+    }
+}
+
 /// Refuse an output path that cannot be written, before the bench runs:
 /// a missing folder, a folder in place of the file, no permission. Leaves no
 /// file behind (a probe file is created and removed).
@@ -518,22 +309,6 @@ fn check_writable(flag: &str, path: &Path) -> anyhow::Result<()> {
 }
 
 impl BenchArgs {
-    /// The scenarios to run, in their fixed order, without duplicates: those
-    /// of `--scenario`, or by default every one but the topology scenario,
-    /// which joins them with a `--topology` other than `standalone`.
-    pub fn selected_scenarios(&self) -> Vec<ScenarioKind> {
-        ScenarioKind::ALL
-            .into_iter()
-            .filter(|s| {
-                if self.scenarios.is_empty() {
-                    crate::scenarios::get(*s).in_default_selection(self.topology)
-                } else {
-                    self.scenarios.contains(s)
-                }
-            })
-            .collect()
-    }
-
     /// The standalone server given with `--redis`: its value with the
     /// default topology; with another, `--redis` names that topology's
     /// servers and the standalone server is embedded.
@@ -554,45 +329,12 @@ impl BenchArgs {
         }
     }
 
-    /// The selected scenarios that measure at least one of `contenders`.
-    ///
-    /// A scenario asked for by name that none of them takes part in is an
-    /// error ("--scenario read-mostly measures only lock, rw (not fair)"),
-    /// and so is a selection with nothing to run; a scenario left to the
-    /// default is silently left out.
-    pub(crate) fn scenarios_for(
-        &self,
-        contenders: &[ContenderKind],
-    ) -> anyhow::Result<Vec<ScenarioKind>> {
-        let mut run = Vec::new();
-        for s in self.selected_scenarios() {
-            if contenders.iter().any(|c| s.measures(*c)) {
-                run.push(s);
-            } else if self.scenarios.contains(&s) {
-                bail!(
-                    "--scenario {} measures only {} (not {})",
-                    s.name(),
-                    s.measured_names(),
-                    contenders
-                        .iter()
-                        .map(|c| c.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-        }
-        if run.is_empty() {
-            bail!("nothing to run: no contender takes part in the selected scenarios");
-        }
-        Ok(run)
-    }
-
     /// Check that `--json` and `--plot` can be written, before anything is
     /// started: a bench that fails at the end to save what it measured
     /// wastes the run.
     pub(crate) fn check_outputs(&self) -> anyhow::Result<()> {
         if let Some(path) = &self.plot {
-            if let Err(reason) = crate::plot::require_svg(path) {
+            if let Err(reason) = require_svg(path) {
                 bail!("--plot {}: {reason}", path.display());
             }
             check_writable("--plot", path)?;
@@ -668,8 +410,9 @@ impl BenchArgs {
         Ok(())
     }
 
-    /// Check the sizes before anything is started.
-    pub(crate) fn validate(&self) -> anyhow::Result<()> {
+    /// Check the sizes and the servers before anything is started (what
+    /// each selected scenario checks besides is `plan::validate`).
+    pub(crate) fn validate_flags(&self) -> anyhow::Result<()> {
         let positive = [
             ("--tasks", self.tasks),
             ("--waiters", self.waiters),
@@ -702,9 +445,6 @@ impl BenchArgs {
         }
         if self.plot.is_some() && (self.plot_waiters.is_empty() || self.plot_waiters.contains(&0)) {
             bail!("--plot-waiters must list waiter counts of at least 1");
-        }
-        for s in self.selected_scenarios() {
-            crate::scenarios::get(s).validate(self)?;
         }
         Ok(())
     }

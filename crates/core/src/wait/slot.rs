@@ -1,0 +1,511 @@
+//! The notifier: a waiter's [`Slot`], the channel table of [`Shared`], the
+//! delivery of a decoded [`Wake`] to the slots, and a waiter's [`Seat`] on a
+//! channel (its tries, its waits, and its leaving, which passes an unused
+//! wake-up on). Nothing here knows the connections: the engine
+//! (`wait/mod.rs`) feeds it messages and subscriptions, and the loom tests
+//! (`wait/loom.rs`) drive this same code with loom's threads, through the
+//! sync shim ([`super::sync`]). How a wake-up is never lost is told in the
+//! engine's module doc, "No lost wake-up".
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::local::{Claim, LocalNow, LocalWaiter};
+use super::sync::{notified_or_until, AtomicBool, Mutex, Notify, Ordering};
+use crate::wake::{Grant, Signal, Wake, WakePolicy};
+
+
+/// How long the waiters of the clients a release did not name hold back
+/// ([`Wake::ClientFirst`]); the release reserved the primitive for the
+/// named client that long. They try then anyway, so a named client that is
+/// gone (or no longer waits) costs the others this much once.
+pub(super) const HOLD_BACK: std::time::Duration = crate::wake::NAMED_CLIENT_FIRST;
+
+#[derive(Debug)]
+pub(crate) struct Slot {
+    tag: Option<String>,
+    /// A named waiter that unnamed wake-ups reach too (see
+    /// [`Waiter::wakeable`]).
+    wakeable: bool,
+    /// The waiter's last try left a registration on the server that a
+    /// release grants to ([`Subscription::set_registered`]).
+    registered: AtomicBool,
+    /// A try of this waiter is on its way ([`Subscription::begin_try`]
+    /// until its reply is seen, [`Subscription::set_registered`]).
+    trying: AtomicBool,
+    class: &'static str,
+    pending: AtomicBool,
+    /// A wake-up was taken by [`Subscription::wait`] and no try has been
+    /// answered since ([`Subscription::tried`]): a waiter that leaves now
+    /// (out of time, cancelled before its try reached the server) passes it
+    /// on, like one that leaves with `pending` set. Without it, the next
+    /// waiter slept until its own bound (found by the model test in
+    /// crates/core/tests/notifier_model.rs).
+    woken: AtomicBool,
+    acquired: AtomicBool,
+    /// When the current holder's lease ends, as told by a `t:<tag> <pttl>`
+    /// message: the waiter moves its sleep bound without a round trip.
+    hint: Mutex<Option<Instant>>,
+    /// Until when the waiter sleeps at most, as of its current
+    /// [`Subscription::wait`]: a hint later than that is not worth waking
+    /// it for.
+    sleeps_until: Mutex<Option<Instant>>,
+    /// Try again by this instant at the latest (a release that named
+    /// another client: this waiter tries once that client's head start is
+    /// over). Only ever moved earlier until the next try clears it, so a
+    /// stream of such releases cannot push the try back for ever.
+    try_by: Mutex<Option<Instant>>,
+    /// A hand-off named this waiter. The acquire loop checks the secret
+    /// against its queue entry before it trusts it.
+    grant: Mutex<Option<Grant>>,
+    /// Set for waiters an unlock in this client may hand its hold to.
+    pub(crate) local: Option<Arc<LocalWaiter>>,
+    notify: Notify,
+}
+
+impl Slot {
+    pub(super) fn new(waiter: Waiter) -> Arc<Slot> {
+        Arc::new(Slot {
+            tag: waiter.tag,
+            wakeable: waiter.wakeable,
+            registered: AtomicBool::new(false),
+            trying: AtomicBool::new(false),
+            class: waiter.class,
+            local: waiter.local,
+            pending: AtomicBool::new(false),
+            woken: AtomicBool::new(false),
+            acquired: AtomicBool::new(false),
+            hint: Mutex::new(None),
+            sleeps_until: Mutex::new(None),
+            try_by: Mutex::new(None),
+            grant: Mutex::new(None),
+            notify: Notify::new(),
+        })
+    }
+
+    pub(crate) fn wake(&self) {
+        self.pending.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    /// Whether unnamed wake-ups (one, `n`, client first) reach this waiter.
+    fn unnamed(&self) -> bool {
+        self.tag.is_none() || self.wakeable
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Channel {
+    pub(super) slots: Vec<Arc<Slot>>,
+    /// Decodes the channel's messages (set by its first waiter; every
+    /// waiter of one channel belongs to one primitive).
+    policy: Option<&'static dyn WakePolicy>,
+    /// Epoch of the subscriber connection on which SUBSCRIBE was confirmed.
+    pub(super) confirmed: Option<u64>,
+    /// Since when the channel has had no waiter; it is unsubscribed
+    /// [`LINGER`] later unless a waiter comes back.
+    pub(super) idle_since: Option<Instant>,
+    /// The server refused to subscribe (its error text); not retried while
+    /// waiters remain.
+    pub(super) refused: Option<String>,
+}
+
+impl Channel {
+    /// Put `slot` on this channel, decoded by `policy`; returns whether the
+    /// engine's task must subscribe it (never confirmed yet).
+    pub(super) fn join(&mut self, slot: &Arc<Slot>, policy: &'static dyn WakePolicy) -> bool {
+        self.policy = Some(policy);
+        self.slots.push(slot.clone());
+        self.idle_since = None;
+        self.confirmed.is_none()
+    }
+
+    /// Take `slot` off this channel; returns whether that left it idle
+    /// (it lingers, then the engine's task unsubscribes it).
+    pub(super) fn leave(&mut self, slot: &Arc<Slot>) -> bool {
+        self.slots.retain(|s| !Arc::ptr_eq(s, slot));
+        if self.slots.is_empty() {
+            self.idle_since = Some(Instant::now());
+            return true;
+        }
+        false
+    }
+}
+
+/// How long a channel stays subscribed after its last waiter left, so a
+/// client that waits on the same lock again and again does not pay a
+/// The channel table, and what the engine's task is told through.
+#[derive(Debug)]
+pub(super) struct Shared {
+    /// Changed by waiters joining and leaving, by deliveries, and by the
+    /// engine's task (confirmations, lingering channels dropped).
+    pub(super) table: Mutex<HashMap<String, Channel>>,
+    /// Bumped after every round of (re)subscriptions.
+    pub(super) confirmations: watch::Sender<u64>,
+    /// Wakes the engine's task: the table changed.
+    pub(super) ops: mpsc::UnboundedSender<()>,
+    /// This client's id (a message may name the client to go first).
+    client_id: String,
+}
+
+impl Shared {
+    /// An empty table for the client `client_id`, and the receiving end
+    /// of [`Shared::ops`] for the engine's task.
+    pub(super) fn new(client_id: String) -> (Arc<Shared>, mpsc::UnboundedReceiver<()>) {
+        let (ops, ops_rx) = mpsc::unbounded_channel();
+        let (confirmations, _) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            table: Mutex::new(HashMap::new()),
+            confirmations,
+            ops,
+            client_id,
+        });
+        (shared, ops_rx)
+    }
+
+    /// Put a new slot for `waiter` on `channel`, asking the engine's task
+    /// to subscribe when the channel is new.
+    pub(super) fn subscribe(self: &Arc<Self>, channel: &str, waiter: Waiter) -> Seat {
+        let policy = waiter.policy;
+        let slot = Slot::new(waiter);
+        let mut table = self.table.lock();
+        // (A lookup only metrics need: compiled in with the feature alone.)
+        #[cfg(feature = "metrics")]
+        if !table.contains_key(channel) {
+            crate::metrics::subscriptions(1.0);
+        }
+        let needs_subscribe = table
+            .entry(channel.to_string())
+            .or_default()
+            .join(&slot, policy);
+        crate::metrics::waiters(1.0);
+        drop(table);
+        if needs_subscribe {
+            let _ = self.ops.send(());
+        }
+        Seat {
+            shared: self.clone(),
+            channel: channel.to_string(),
+            slot,
+        }
+    }
+
+    /// Claim the longest-waiting local waiter of `class` on `channel` for
+    /// a local hand-off (when `want`). When none is claimed, `none` runs
+    /// under the same table lock (the engine takes the hold off its list
+    /// in that step).
+    pub(super) fn claim(
+        &self,
+        channel: &str,
+        class: &str,
+        want: bool,
+        none: impl FnOnce(),
+    ) -> Option<Claim> {
+        let table = self.table.lock();
+        let found = want.then(|| table.get(channel)).flatten().and_then(|ch| {
+            ch.slots
+                .iter()
+                .find(|s| s.class == class && s.local.as_ref().is_some_and(|l| l.claim()))
+        });
+        let Some(slot) = found else {
+            none();
+            return None;
+        };
+        Some(Claim::new(slot.clone()))
+    }
+
+    /// The server ended the subscription of `channel` on its own (a
+    /// cluster node whose slot moved away does so). Subscribe again, to
+    /// the slot's new owner, and let every waiter try at once: a message
+    /// may have been missed in between.
+    pub(super) fn dropped(&self, channel: &[u8]) {
+        let Ok(channel) = std::str::from_utf8(channel) else {
+            return;
+        };
+        let mut table = self.table.lock();
+        let Some(ch) = table.get_mut(channel) else {
+            return;
+        };
+        if ch.confirmed.take().is_none() {
+            return;
+        }
+        tracing::info!(
+            channel,
+            "subscription ended by the server; subscribing again"
+        );
+        ch.slots.iter().for_each(|s| s.wake());
+        drop(table);
+        let _ = self.ops.send(());
+    }
+
+    pub(super) fn deliver(&self, channel: &[u8], payload: &[u8]) {
+        let Ok(channel) = std::str::from_utf8(channel) else {
+            return;
+        };
+        let mut table = self.table.lock();
+        let Some(ch) = table.get_mut(channel) else {
+            return;
+        };
+        let Some(policy) = ch.policy else { return };
+        self.apply(ch, policy.decode(payload));
+    }
+
+    /// Carry out one decoded wake-up on the waiters of `ch`.
+    fn apply(&self, ch: &mut Channel, wake: Wake) {
+        match wake {
+            Wake::Several(wakes) => {
+                for w in wakes {
+                    self.apply(ch, w);
+                }
+            }
+            Wake::Nothing => {}
+            Wake::Any { n, class } => wake_any(ch, n, class),
+            Wake::ClientFirst { client, class } => {
+                if client == self.client_id {
+                    wake_any(ch, 1, class);
+                } else {
+                    // Another client goes first; this one's waiter tries
+                    // after HOLD_BACK, in case that client is gone.
+                    let at = Instant::now() + HOLD_BACK;
+                    if let Some(s) = unnamed(ch, class).next() {
+                        let mut by = s.try_by.lock();
+                        if by.is_none_or(|t| at < t) {
+                            *by = Some(at);
+                            drop(by);
+                            s.notify.notify_one();
+                        }
+                    }
+                }
+            }
+            Wake::All { class } => ch
+                .slots
+                .iter()
+                .filter(|s| class.is_none_or(|c| c == s.class))
+                .for_each(|s| s.wake()),
+            Wake::Soon { within } => {
+                claim_ends(ch, crate::config::after(within));
+            }
+            Wake::Named { name, signal } => {
+                for s in ch.slots.iter() {
+                    if s.tag.as_deref() != Some(name.as_str()) {
+                        continue;
+                    }
+                    match signal {
+                        Signal::SleepFor(d) => {
+                            *s.hint.lock() = Some(crate::config::after(d));
+                            s.notify.notify_one();
+                        }
+                        Signal::Grant(g) => {
+                            *s.grant.lock() = Some(g);
+                            s.wake();
+                        }
+                        _ => s.wake(),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The holder's claim ends at `at` unless its taker extends it (the taker
+/// may be gone): a waiter of this client registered for the next grant
+/// sleeps until then at most; without one, a waiter tries now, which
+/// registers it. (A waiter whose try is on its way will know from its
+/// reply.)
+fn claim_ends(ch: &Channel, at: Instant) {
+    let mut registered = false;
+    for s in ch.slots.iter() {
+        if s.trying.load(Ordering::SeqCst) {
+            registered = true;
+        } else if s.registered.load(Ordering::SeqCst) {
+            registered = true;
+            // Only a bound earlier than the waiter's own is worth a
+            // wake-up (most come later: the next hand-off's claim).
+            let mut hint = s.hint.lock();
+            let sooner =
+                hint.is_none_or(|h| at < h) && s.sleeps_until.lock().is_none_or(|u| at < u);
+            if sooner {
+                *hint = Some(at);
+                drop(hint);
+                s.notify.notify_one();
+            }
+        }
+    }
+    if !registered {
+        wake_any(ch, 1, None);
+    }
+}
+
+/// Wake up to `n` unnamed waiters of `class` not already woken, longest
+/// waiting first.
+pub(super) fn wake_any(ch: &Channel, n: usize, class: Option<&str>) {
+    unnamed(ch, class).take(n).for_each(|s| s.wake());
+}
+
+/// The unnamed waiters of `class` not already woken, longest waiting first.
+fn unnamed<'a>(ch: &'a Channel, class: Option<&'a str>) -> impl Iterator<Item = &'a Arc<Slot>> {
+    ch.slots.iter().filter(move |s| {
+        !s.pending.load(Ordering::SeqCst) && s.unnamed() && class.is_none_or(|c| c == s.class)
+    })
+}
+
+/// Who waits: the channel's policy, the waiter's class, its name for
+/// hand-offs by name, and what a local hand-off to it needs.
+#[derive(Debug, Clone)]
+pub(crate) struct Waiter {
+    pub(crate) policy: &'static dyn WakePolicy,
+    pub(crate) class: &'static str,
+    pub(crate) tag: Option<String>,
+    /// With a tag: unnamed wake-ups reach the waiter too (a primitive
+    /// whose releases grant to a registered waiter by name when there is
+    /// one, and else wake one waiter per client).
+    pub(crate) wakeable: bool,
+    pub(crate) local: Option<Arc<LocalWaiter>>,
+}
+
+/// How a [`Subscription::wait`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Woke {
+    /// A message (or a reconnect) asked this waiter to try again.
+    Notified,
+    /// The deadline passed first.
+    Deadline,
+    /// The lock changed hands; the new holder's lease ends at this instant.
+    /// Sleep on without a try.
+    Hint(Instant),
+}
+
+/// One waiter's seat on a channel: its slot in the table. Dropping it
+/// leaves the channel (the engine's task unsubscribes with the last
+/// waiter, after a while) and passes on an unused wake-up.
+#[derive(Debug)]
+pub(super) struct Seat {
+    pub(super) shared: Arc<Shared>,
+    pub(super) channel: String,
+    pub(super) slot: Arc<Slot>,
+}
+
+impl Seat {
+    /// Call before each try: forget wake-ups that the try will observe anyway.
+    pub(super) fn begin_try(&self) {
+        self.slot.trying.store(true, Ordering::SeqCst);
+        self.slot.pending.store(false, Ordering::SeqCst);
+        *self.slot.try_by.lock() = None;
+    }
+
+    /// Sleep until a wake-up that arrived since the last [`begin_try`], or `deadline`.
+    ///
+    /// [`begin_try`]: Seat::begin_try
+    pub(super) async fn wait(&self, deadline: Instant) -> Woke {
+        *self.slot.sleeps_until.lock() = Some(deadline);
+        loop {
+            if self.slot.pending.swap(false, Ordering::SeqCst) {
+                self.slot.woken.store(true, Ordering::SeqCst);
+                return Woke::Notified;
+            }
+            if let Some(h) = self.slot.hint.lock().take() {
+                return Woke::Hint(h);
+            }
+            let by = (*self.slot.try_by.lock()).map_or(deadline, |t| t.min(deadline));
+            if notified_or_until(&self.slot.notify, by).await {
+                continue;
+            }
+            if by < deadline {
+                // The turn a named release gave another client is
+                // over: this waiter's wake-up from that release.
+                *self.slot.try_by.lock() = None;
+                self.slot.woken.store(true, Ordering::SeqCst);
+                return Woke::Notified;
+            }
+            return if self.slot.pending.swap(false, Ordering::SeqCst) {
+                self.slot.woken.store(true, Ordering::SeqCst);
+                Woke::Notified
+            } else {
+                Woke::Deadline
+            };
+        }
+    }
+
+    /// A try of this waiter was answered (busy or queued): a wake-up it
+    /// took has been used, and its leaving passes nothing on.
+    pub(super) fn tried(&self) {
+        self.slot.woken.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether this waiter's last try left a registration that a release
+    /// grants to by name (see [`Wake::Soon`]).
+    pub(super) fn set_registered(&self, registered: bool) {
+        self.slot.registered.store(registered, Ordering::SeqCst);
+        self.slot.trying.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether this waiter holds a registration ([`set_registered`]).
+    ///
+    /// [`set_registered`]: Seat::set_registered
+    pub(super) fn registered(&self) -> bool {
+        self.slot.registered.load(Ordering::SeqCst)
+    }
+
+    /// The hand-off that named this waiter, if one arrived.
+    pub(super) fn take_grant(&self) -> Option<Grant> {
+        self.slot.grant.lock().take()
+    }
+
+    /// After a wake-up: whether a local hand-off claimed this waiter (a
+    /// waiter that goes on to try may still be claimed: see
+    /// [`Local`](super::local::Local)).
+    pub(super) fn local_wake(&self) -> LocalNow {
+        match &self.slot.local {
+            Some(l) => l.after_wake(),
+            None => LocalNow::Go,
+        }
+    }
+
+    /// The waiter got what it waited for: its leaving passes nothing on,
+    /// and a hand-off to it still under way is that same hold. Returns a
+    /// hand-off that landed before ([`LocalWaiter::took`]): the caller
+    /// takes its listing off.
+    pub(super) fn mark_acquired(&self) -> Option<super::local::LocalGrant> {
+        let landed = self.slot.local.as_ref().and_then(|l| l.took());
+        self.slot.acquired.store(true, Ordering::SeqCst);
+        landed
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        let shared = &self.shared;
+        let mut table = shared.table.lock();
+        let Some(ch) = table.get_mut(&self.channel) else {
+            return;
+        };
+        crate::metrics::waiters(-1.0);
+        if ch.leave(&self.slot) {
+            // Kept subscribed for a while (see LINGER); the engine's task
+            // unsubscribes it if no waiter comes back.
+            drop(table);
+            let _ = shared.ops.send(());
+            return;
+        }
+        let registered = self.slot.registered.load(Ordering::SeqCst);
+        // A waiter that holds a registration for a grant by name (tagged
+        // and wakeable: `grants_on`, `grants_by_name`) and leaves without
+        // the lock: its attempt's release clears the registration and then
+        // wakes the next local waiter, which registers anew (woken now, its
+        // try would find the registration still there).
+        let deferred = registered && self.slot.tag.is_some() && self.slot.wakeable;
+        let woken = self.slot.pending.load(Ordering::SeqCst)
+            || self.slot.woken.load(Ordering::SeqCst)
+            || registered;
+        if woken && !deferred && !self.slot.acquired.load(Ordering::SeqCst) && self.slot.unnamed() {
+            // This waiter was woken (and did not get an answer to a try
+            // since), or was queued, but leaves without the lock: hand the
+            // wake-up to the next local waiter of its class. At worst that
+            // waiter tries once for nothing.
+            wake_any(ch, 1, Some(self.slot.class));
+        }
+    }
+}
