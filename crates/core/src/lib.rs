@@ -64,8 +64,8 @@ pub use hold::{
 };
 pub use keys::{encode_tag, hash_slot, is_fence_key, slot_tag, Keys};
 pub use lockable::Lockable;
+pub use message::Message;
 pub use observe::{observe, CATCH_UP};
 #[cfg(feature = "tls")]
 pub use tls::ensure_crypto_provider;
-pub use message::Message;
 pub use wake::{ClientFirst, Grant, OnePerClient, Signal, Wake, WakePolicy, NAMED_CLIENT_FIRST};

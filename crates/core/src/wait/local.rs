@@ -1,17 +1,29 @@
 //! The local hand-off's states, beside the waiting engine whose slots
-//! keep them: the waiter's side ([`LocalWaiter`], the states in [`Local`])
-//! and the unlock's [`Claim`] on it (delivered, cancelled or abandoned).
-//! The unlock that runs the hand-off is `Hold::pass_locally`
-//! (`handoff.rs`); see docs/architecture.md, "Wake-ups and local hand-off".
+//! keep them: the waiter's side ([`LocalWaiter`], where it stands in
+//! [`Local`]) and an unlock's [`Claim`] on it, with every transition
+//! between the states.
+//!
+//! An unlock that finds a sleeping waiter of its own client hands its hold
+//! straight to it (lock cohorting). The engine claims the waiter for the
+//! unlock (`Shared::claim` in `wait/slot.rs`, under the table lock:
+//! `Waiting` → `Claimed`); the unlock runs the hand-off script
+//! (`Hold::pass_locally`, in `handoff.rs`, which needs the client and the
+//! hold) and settles the claim: delivered (`Passed`), cancelled (back to
+//! `Waiting`, nothing handed over) or abandoned (back to `Waiting`, the
+//! waiter's attempt in doubt: the outcome is unknown). The waiter, woken,
+//! reads where it stands ([`LocalWaiter::after_wake`]), is granted the
+//! lock by the server itself ([`LocalWaiter::took`]: `Took`) or leaves
+//! ([`LocalWaiter::leave`]: `Left`). The state is kept under one mutex, so
+//! each transition is one step; the loom tests (`wait/loom.rs`) race them
+//! against a waiter's cancel. See docs/architecture.md, "Wake-ups and
+//! local hand-off".
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use tokio::time::Instant;
 
+use super::sync::{AtomicBool, Mutex, Ordering};
 use crate::scripts::ScriptCall;
-use crate::wait::Slot;
 
 /// A waiter an unlock in this client may hand its hold to directly (local
 /// hand-off): who it is, what it asked for, and where it stands.
@@ -23,7 +35,10 @@ pub(crate) struct LocalWaiter {
     /// Release-by-attempt of this waiter's attempt (for a hand-off that
     /// lands after the waiter left).
     pub(crate) release: ScriptCall,
-    pub(crate) state: Mutex<Local>,
+    /// Changed only by the transitions in this module: a claim (by the
+    /// engine, under the table lock), its settling (by the unlock), and
+    /// the waiter's own reading, taking and leaving.
+    state: Mutex<Local>,
     /// A claim on this waiter ended without its unlock knowing whether the
     /// hand-off landed (cancelled mid-call, or `Indeterminate`): the lock
     /// may be held under this waiter's attempt. Sticky: the waiter's
@@ -43,7 +58,7 @@ pub(crate) struct LocalGrant {
     pub(crate) sent_at: Instant,
     /// Local hand-offs in a row while other clients waited, this one included.
     pub(crate) chain: u32,
-    /// The id of the new hold, listed (see [`Engine::held`]) before it was
+    /// The id of the new hold, listed (see `Engine::held`) before it was
     /// delivered, so a waiter that comes meanwhile sleeps on it.
     pub(crate) hold_id: u64,
 }
@@ -110,6 +125,46 @@ impl LocalWaiter {
         self.doubted.load(Ordering::SeqCst)
     }
 
+    /// An unlock claims this waiter, if it is `Waiting` (called by the
+    /// engine under the table lock). Returns whether it did.
+    pub(crate) fn claim(&self) -> bool {
+        let mut st = self.state.lock();
+        let free = matches!(*st, Local::Waiting);
+        if free {
+            *st = Local::Claimed;
+        }
+        free
+    }
+
+    /// After a wake-up: whether a local hand-off claimed this waiter (a
+    /// waiter that goes on to try may still be claimed: see [`Local`]). A
+    /// hold handed over is taken (`Left`).
+    pub(crate) fn after_wake(&self) -> LocalNow {
+        let mut st = self.state.lock();
+        match *st {
+            Local::Claimed => LocalNow::Claimed,
+            Local::Passed(g) => {
+                *st = Local::Left;
+                LocalNow::Passed(g)
+            }
+            Local::Waiting | Local::Took | Local::Left => LocalNow::Go,
+        }
+    }
+
+    /// The server granted this waiter the lock (`Took`): a hand-off still
+    /// under way is that same hold. Returns the hand-off that landed
+    /// before (`Passed`): this waiter's own try then found the same hold
+    /// (a replay of its attempt) and keeps it under a record of its own,
+    /// so the caller takes the hand-off's listing off (or this client's
+    /// later waiters would sleep on a hold that no longer exists until
+    /// its lease would have ended).
+    pub(crate) fn took(&self) -> Option<LocalGrant> {
+        match std::mem::replace(&mut *self.state.lock(), Local::Took) {
+            Local::Passed(g) => Some(g),
+            _ => None,
+        }
+    }
+
     /// The waiter leaves. Returns the hold handed to it and not taken:
     /// the caller must release it (and take it off the list). A claim
     /// still under way finds the waiter gone and does both itself.
@@ -138,17 +193,35 @@ impl LocalWaiter {
 /// is abandoned, which wakes the waiter with its attempt in doubt.
 #[derive(Debug)]
 pub(crate) struct Claim {
-    pub(crate) slot: Arc<Slot>,
-    pub(crate) settled: bool,
+    waiter: Arc<LocalWaiter>,
+    /// The slot the waiter sleeps on.
+    slot: Arc<dyn Wakeup>,
+    settled: bool,
+}
+
+/// What a claim needs of the slot its waiter sleeps on: a wake-up. (The
+/// engine's `Slot`, in `wait/slot.rs`, which keeps the [`LocalWaiter`]; a
+/// trait here, so that this module does not import the notifier that
+/// imports it.)
+pub(crate) trait Wakeup: std::fmt::Debug + Send + Sync {
+    /// Wake the waiter (`Slot::wake`: its flag, then its notification).
+    fn wake(&self);
 }
 
 impl Claim {
+    /// A claim on `waiter`, asleep on `slot`, whose state
+    /// [`LocalWaiter::claim`] just moved to `Claimed`.
+    pub(crate) fn new(waiter: Arc<LocalWaiter>, slot: Arc<dyn Wakeup>) -> Claim {
+        Claim {
+            waiter,
+            slot,
+            settled: false,
+        }
+    }
+
     /// The claimed waiter.
     pub(crate) fn waiter(&self) -> &LocalWaiter {
-        self.slot
-            .local
-            .as_ref()
-            .expect("only local waiters are claimed")
+        &self.waiter
     }
 
     /// Hand the hold over.
@@ -229,5 +302,71 @@ impl Drop for Claim {
             tracing::warn!(attempt = %self.waiter().attempt,
                 "a local hand-off to a waiter that left was dropped unsettled; its lease ends it");
         }
+    }
+}
+
+#[cfg(all(test, not(deadbolt_loom)))]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio::time::Instant;
+
+    use crate::scripts::{ScriptCall, HOLD_RENEW};
+    use crate::wait::local::{Claim, Delivered, LocalGrant, LocalWaiter, Wakeup};
+
+    /// A slot nobody sleeps on (these tests look at the states alone).
+    #[derive(Debug)]
+    struct Nobody;
+
+    impl Wakeup for Nobody {
+        fn wake(&self) {}
+    }
+
+    fn waiter() -> (Arc<dyn Wakeup>, Arc<LocalWaiter>) {
+        let local = Arc::new(LocalWaiter::new(
+            "client:1",
+            "attempt",
+            30_000,
+            ScriptCall::new(&HOLD_RENEW, vec![], vec![]),
+        ));
+        (Arc::new(Nobody), local)
+    }
+
+    fn grant() -> LocalGrant {
+        LocalGrant {
+            token: 7,
+            pttl: 30_000,
+            sent_at: Instant::now(),
+            chain: 0,
+            hold_id: 1,
+        }
+    }
+
+    /// An unlock claims a waiter whose try is in flight; the hand-off
+    /// lands first, the try replays it (the same hold), the waiter takes
+    /// that and leaves, and only then does the unlock deliver: the
+    /// delivery must see the waiter took the hold, so that the unlock does
+    /// not release it.
+    #[test]
+    fn a_hand_off_delivered_after_the_waiter_took_the_hold_itself_is_kept() {
+        let (slot, local) = waiter();
+        assert!(local.claim(), "claimed");
+        let claim = Claim::new(local.clone(), slot.clone());
+        // The try's reply: mark_acquired.
+        assert!(local.took().is_none(), "nothing landed before");
+        // The acquire returns: its attempt leaves.
+        assert!(local.leave().is_none());
+        assert!(matches!(claim.deliver(grant()), Delivered::Took));
+    }
+
+    /// A waiter that left without the hold (cancelled) still makes a late
+    /// delivery give the hold back.
+    #[test]
+    fn a_hand_off_delivered_after_the_waiter_left_empty_handed_is_released() {
+        let (slot, local) = waiter();
+        assert!(local.claim(), "claimed");
+        let claim = Claim::new(local.clone(), slot.clone());
+        assert!(local.leave().is_none());
+        assert!(matches!(claim.deliver(grant()), Delivered::Left));
     }
 }

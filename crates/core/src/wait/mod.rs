@@ -21,6 +21,11 @@
 //! ([`Subscription::begin_try`]); when the try fails it sleeps only while the
 //! flag is still clear, so a release that lands between the try and the sleep
 //! wakes it at once. A stale permit only causes one extra look at the flag.
+//! The loom tests (`wait/loom.rs`) run this code, not a restatement of it,
+//! through every interleaving up to three preemptions: a release racing a
+//! subscription, a waiter cancelled asleep, after its wake-up or with its
+//! try in flight (its wake-up passed on), and a local hand-off racing a
+//! cancel.
 //!
 //! **What bounds a wait.** Every [`Subscription::wait`] ends at a deadline
 //! chosen by the caller: the holder's remaining TTL from the last reply, or the
@@ -28,13 +33,13 @@
 //! unlocking (no message ever comes) is retried when its key has expired.
 //!
 //! **Who is woken.** The primitive decides: its [`WakePolicy`] (from the
-//! first waiter of the channel) decodes each message into a [`Wake`] — one
-//! or `n` waiters (longest waiting first, not already woken), all of them
-//! (of one class or any), or one waiter registered under a name (a hand-off
-//! with its grant, a retry, a new sleep bound). A waiter that was woken and
-//! then leaves without acquiring passes the wake on to the next waiter of
-//! its class, so a cancelled waiter never swallows the only wake-up of a
-//! release.
+//! first waiter of the channel) decodes each message into a
+//! [`Wake`](crate::Wake) — one or `n` waiters (longest waiting first, not
+//! already woken), all of them (of one class or any), or one waiter
+//! registered under a name (a hand-off with its grant, a retry, a new sleep
+//! bound). A waiter that was woken and then leaves without acquiring
+//! passes the wake on to the next waiter of its class, so a cancelled
+//! waiter never swallows the only wake-up of a release.
 //!
 //! **Refusals.** When the server refuses a SUBSCRIBE with an error reply
 //! (an ACL user without permission for the channel: `NOPERM`), retrying
@@ -48,303 +53,39 @@
 //! channel in its table and, when the server has confirmed, wakes every
 //! waiter to try again: a release published while the connection was down is
 //! never waited out.
+//!
+//! **Where things are.** `slot.rs`: the notifier (slots, the channel
+//! table, delivery, a waiter's seat); `local.rs`: the local hand-off's
+//! states and their transitions; `sync.rs`: the atomics, mutexes and
+//! notifications both are built of, loom's in the loom build; this file:
+//! the engine (its connection and task, subscriptions, the list of holds
+//! that may hand off locally). Nothing here imports the client, holds,
+//! acquires or `handoff.rs`.
+
+pub(crate) mod local;
+#[cfg(all(test, deadbolt_loom))]
+mod loom;
+mod slot;
+mod sync;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use redis::{PushInfo, PushKind, Value};
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use self::local::{Claim, LocalNow};
+use self::slot::{wake_any, Seat, Shared, HOLD_BACK};
+pub(crate) use self::slot::{Slot, Waiter, Woke};
 use crate::conn::{Conn, Health};
-pub(crate) mod local;
-
-use crate::wake::{Grant, Signal, Wake, WakePolicy};
-use local::{Claim, Local, LocalNow, LocalWaiter};
-
-/// How long the waiters of the clients a release did not name hold back
-/// ([`Wake::ClientFirst`]); the release reserved the primitive for the
-/// named client that long. They try then anyway, so a named client that is
-/// gone (or no longer waits) costs the others this much once.
-const HOLD_BACK: std::time::Duration = crate::wake::NAMED_CLIENT_FIRST;
-
-#[derive(Debug)]
-pub(crate) struct Slot {
-    tag: Option<String>,
-    /// A named waiter that unnamed wake-ups reach too (see
-    /// [`Waiter::wakeable`]).
-    wakeable: bool,
-    /// The waiter's last try left a registration on the server that a
-    /// release grants to ([`Subscription::set_registered`]).
-    registered: AtomicBool,
-    /// A try of this waiter is on its way ([`Subscription::begin_try`]
-    /// until its reply is seen, [`Subscription::set_registered`]).
-    trying: AtomicBool,
-    class: &'static str,
-    pending: AtomicBool,
-    /// A wake-up was taken by [`Subscription::wait`] and no try has been
-    /// answered since ([`Subscription::tried`]): a waiter that leaves now
-    /// (out of time, cancelled before its try reached the server) passes it
-    /// on, like one that leaves with `pending` set. Without it, the next
-    /// waiter slept until its own bound (found by the model test in
-    /// crates/core/tests/notifier_model.rs).
-    woken: AtomicBool,
-    acquired: AtomicBool,
-    /// When the current holder's lease ends, as told by a `t:<tag> <pttl>`
-    /// message: the waiter moves its sleep bound without a round trip.
-    hint: parking_lot::Mutex<Option<Instant>>,
-    /// Until when the waiter sleeps at most, as of its current
-    /// [`Subscription::wait`]: a hint later than that is not worth waking
-    /// it for.
-    sleeps_until: parking_lot::Mutex<Option<Instant>>,
-    /// Try again by this instant at the latest (a release that named
-    /// another client: this waiter tries once that client's head start is
-    /// over). Only ever moved earlier until the next try clears it, so a
-    /// stream of such releases cannot push the try back for ever.
-    try_by: parking_lot::Mutex<Option<Instant>>,
-    /// A hand-off named this waiter. The acquire loop checks the secret
-    /// against its queue entry before it trusts it.
-    grant: parking_lot::Mutex<Option<Grant>>,
-    /// Set for waiters an unlock in this client may hand its hold to.
-    pub(crate) local: Option<Arc<LocalWaiter>>,
-    notify: Notify,
-}
-
-impl Slot {
-    fn new(waiter: Waiter) -> Arc<Slot> {
-        Arc::new(Slot {
-            tag: waiter.tag,
-            wakeable: waiter.wakeable,
-            registered: AtomicBool::new(false),
-            trying: AtomicBool::new(false),
-            class: waiter.class,
-            local: waiter.local,
-            pending: AtomicBool::new(false),
-            woken: AtomicBool::new(false),
-            acquired: AtomicBool::new(false),
-            hint: parking_lot::Mutex::new(None),
-            sleeps_until: parking_lot::Mutex::new(None),
-            try_by: parking_lot::Mutex::new(None),
-            grant: parking_lot::Mutex::new(None),
-            notify: Notify::new(),
-        })
-    }
-
-    pub(crate) fn wake(&self) {
-        self.pending.store(true, Ordering::SeqCst);
-        self.notify.notify_one();
-    }
-
-    /// Whether unnamed wake-ups (one, `n`, client first) reach this waiter.
-    fn unnamed(&self) -> bool {
-        self.tag.is_none() || self.wakeable
-    }
-}
-
-#[derive(Debug, Default)]
-struct Channel {
-    slots: Vec<Arc<Slot>>,
-    /// Decodes the channel's messages (set by its first waiter; every
-    /// waiter of one channel belongs to one primitive).
-    policy: Option<&'static dyn WakePolicy>,
-    /// Epoch of the subscriber connection on which SUBSCRIBE was confirmed.
-    confirmed: Option<u64>,
-    /// Since when the channel has had no waiter; it is unsubscribed
-    /// [`LINGER`] later unless a waiter comes back.
-    idle_since: Option<Instant>,
-    /// The server refused to subscribe (its error text); not retried while
-    /// waiters remain.
-    refused: Option<String>,
-}
-
-impl Channel {
-    /// Put `slot` on this channel, decoded by `policy`; returns whether the
-    /// engine's task must subscribe it (never confirmed yet).
-    fn join(&mut self, slot: &Arc<Slot>, policy: &'static dyn WakePolicy) -> bool {
-        self.policy = Some(policy);
-        self.slots.push(slot.clone());
-        self.idle_since = None;
-        self.confirmed.is_none()
-    }
-
-    /// Take `slot` off this channel; returns whether that left it idle
-    /// (it lingers, then the engine's task unsubscribes it).
-    fn leave(&mut self, slot: &Arc<Slot>) -> bool {
-        self.slots.retain(|s| !Arc::ptr_eq(s, slot));
-        if self.slots.is_empty() {
-            self.idle_since = Some(Instant::now());
-            return true;
-        }
-        false
-    }
-}
+use crate::wake::{Grant, WakePolicy};
 
 /// How long a channel stays subscribed after its last waiter left, so a
 /// client that waits on the same lock again and again does not pay a
 /// SUBSCRIBE and an UNSUBSCRIBE each time.
 const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
-
-#[derive(Debug)]
-struct Shared {
-    table: Mutex<HashMap<String, Channel>>,
-    /// Bumped after every round of (re)subscriptions.
-    confirmations: watch::Sender<u64>,
-    ops: mpsc::UnboundedSender<()>,
-    /// This client's id (a message may name the client to go first).
-    client_id: String,
-}
-
-impl Shared {
-    /// The server ended the subscription of `channel` on its own (a
-    /// cluster node whose slot moved away does so). Subscribe again, to
-    /// the slot's new owner, and let every waiter try at once: a message
-    /// may have been missed in between.
-    fn dropped(&self, channel: &[u8]) {
-        let Ok(channel) = std::str::from_utf8(channel) else {
-            return;
-        };
-        let mut table = self.table.lock();
-        let Some(ch) = table.get_mut(channel) else {
-            return;
-        };
-        if ch.confirmed.take().is_none() {
-            return;
-        }
-        tracing::info!(
-            channel,
-            "subscription ended by the server; subscribing again"
-        );
-        ch.slots.iter().for_each(|s| s.wake());
-        drop(table);
-        let _ = self.ops.send(());
-    }
-
-    fn deliver(&self, channel: &[u8], payload: &[u8]) {
-        let Ok(channel) = std::str::from_utf8(channel) else {
-            return;
-        };
-        let mut table = self.table.lock();
-        let Some(ch) = table.get_mut(channel) else {
-            return;
-        };
-        let Some(policy) = ch.policy else { return };
-        self.apply(ch, policy.decode(payload));
-    }
-
-    /// Carry out one decoded wake-up on the waiters of `ch`.
-    fn apply(&self, ch: &mut Channel, wake: Wake) {
-        match wake {
-            Wake::Several(wakes) => {
-                for w in wakes {
-                    self.apply(ch, w);
-                }
-            }
-            Wake::Nothing => {}
-            Wake::Any { n, class } => wake_any(ch, n, class),
-            Wake::ClientFirst { client, class } => {
-                if client == self.client_id {
-                    wake_any(ch, 1, class);
-                } else {
-                    // Another client goes first; this one's waiter tries
-                    // after HOLD_BACK, in case that client is gone.
-                    let at = Instant::now() + HOLD_BACK;
-                    if let Some(s) = unnamed(ch, class).next() {
-                        let mut by = s.try_by.lock();
-                        if by.is_none_or(|t| at < t) {
-                            *by = Some(at);
-                            drop(by);
-                            s.notify.notify_one();
-                        }
-                    }
-                }
-            }
-            Wake::All { class } => ch
-                .slots
-                .iter()
-                .filter(|s| class.is_none_or(|c| c == s.class))
-                .for_each(|s| s.wake()),
-            Wake::Soon { within } => {
-                claim_ends(ch, crate::config::after(within));
-            }
-            Wake::Named { name, signal } => {
-                for s in ch.slots.iter() {
-                    if s.tag.as_deref() != Some(name.as_str()) {
-                        continue;
-                    }
-                    match signal {
-                        Signal::SleepFor(d) => {
-                            *s.hint.lock() = Some(crate::config::after(d));
-                            s.notify.notify_one();
-                        }
-                        Signal::Grant(g) => {
-                            *s.grant.lock() = Some(g);
-                            s.wake();
-                        }
-                        _ => s.wake(),
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// The holder's claim ends at `at` unless its taker extends it (the taker
-/// may be gone): a waiter of this client registered for the next grant
-/// sleeps until then at most; without one, a waiter tries now, which
-/// registers it. (A waiter whose try is on its way will know from its
-/// reply.)
-fn claim_ends(ch: &Channel, at: Instant) {
-    let mut registered = false;
-    for s in ch.slots.iter() {
-        if s.trying.load(Ordering::SeqCst) {
-            registered = true;
-        } else if s.registered.load(Ordering::SeqCst) {
-            registered = true;
-            // Only a bound earlier than the waiter's own is worth a
-            // wake-up (most come later: the next hand-off's claim).
-            let mut hint = s.hint.lock();
-            let sooner =
-                hint.is_none_or(|h| at < h) && s.sleeps_until.lock().is_none_or(|u| at < u);
-            if sooner {
-                *hint = Some(at);
-                drop(hint);
-                s.notify.notify_one();
-            }
-        }
-    }
-    if !registered {
-        wake_any(ch, 1, None);
-    }
-}
-
-/// Wake up to `n` unnamed waiters of `class` not already woken, longest
-/// waiting first.
-fn wake_any(ch: &Channel, n: usize, class: Option<&str>) {
-    unnamed(ch, class).take(n).for_each(|s| s.wake());
-}
-
-/// The unnamed waiters of `class` not already woken, longest waiting first.
-fn unnamed<'a>(ch: &'a Channel, class: Option<&'a str>) -> impl Iterator<Item = &'a Arc<Slot>> {
-    ch.slots.iter().filter(move |s| {
-        !s.pending.load(Ordering::SeqCst) && s.unnamed() && class.is_none_or(|c| c == s.class)
-    })
-}
-
-/// Who waits: the channel's policy, the waiter's class, its name for
-/// hand-offs by name, and what a local hand-off to it needs.
-#[derive(Debug, Clone)]
-pub(crate) struct Waiter {
-    pub(crate) policy: &'static dyn WakePolicy,
-    pub(crate) class: &'static str,
-    pub(crate) tag: Option<String>,
-    /// With a tag: unnamed wake-ups reach the waiter too (a primitive
-    /// whose releases grant to a registered waiter by name when there is
-    /// one, and else wake one waiter per client).
-    pub(crate) wakeable: bool,
-    pub(crate) local: Option<Arc<LocalWaiter>>,
-}
 
 /// A listed hold: its id, its owner, and how long its lease was known to
 /// last at grant.
@@ -375,14 +116,7 @@ impl Engine {
         client_id: String,
         client_name: &str,
     ) -> crate::Result<Arc<Engine>> {
-        let (ops, ops_rx) = mpsc::unbounded_channel();
-        let (confirmations, _) = watch::channel(0);
-        let shared = Arc::new(Shared {
-            table: Mutex::new(HashMap::new()),
-            confirmations,
-            ops,
-            client_id,
-        });
+        let (shared, ops_rx) = Shared::new(client_id);
         let weak = Arc::downgrade(&shared);
         let handler = Arc::new(move |info: PushInfo| {
             let Some(shared) = weak.upgrade() else { return };
@@ -424,27 +158,9 @@ impl Engine {
     ///
     /// Returns at once; [`Subscription::confirmed`] waits for the server.
     pub(crate) fn subscribe(self: &Arc<Self>, channel: &str, waiter: Waiter) -> Subscription {
-        let policy = waiter.policy;
-        let slot = Slot::new(waiter);
-        let mut table = self.shared.table.lock();
-        // (A lookup only metrics need: compiled in with the feature alone.)
-        #[cfg(feature = "metrics")]
-        if !table.contains_key(channel) {
-            crate::metrics::subscriptions(1.0);
-        }
-        let needs_subscribe = table
-            .entry(channel.to_string())
-            .or_default()
-            .join(&slot, policy);
-        crate::metrics::waiters(1.0);
-        drop(table);
-        if needs_subscribe {
-            let _ = self.shared.ops.send(());
-        }
         Subscription {
             engine: self.clone(),
-            channel: channel.to_string(),
-            slot,
+            seat: self.shared.subscribe(channel, waiter),
         }
     }
 
@@ -463,8 +179,11 @@ impl Engine {
         crate::metrics::waiters(1.0);
         Some(Subscription {
             engine: self.clone(),
-            channel: channel.to_string(),
-            slot,
+            seat: Seat {
+                shared: self.shared.clone(),
+                channel: channel.to_string(),
+                slot,
+            },
         })
     }
 
@@ -503,7 +222,7 @@ impl Engine {
         let needs_subscribe = table
             .entry(channel.to_string())
             .or_default()
-            .join(&sub.slot, policy);
+            .join(&sub.seat.slot, policy);
         drop(table);
         if needs_subscribe {
             let _ = self.shared.ops.send(());
@@ -511,7 +230,7 @@ impl Engine {
         Also {
             engine: self.clone(),
             channel: channel.to_string(),
-            slot: sub.slot.clone(),
+            slot: sub.seat.slot.clone(),
         }
     }
 
@@ -523,13 +242,13 @@ impl Engine {
         channel: &str,
         policy: &'static dyn WakePolicy,
     ) -> Option<Also> {
-        if !self.join_if_confirmed(channel, &sub.slot, policy) {
+        if !self.join_if_confirmed(channel, &sub.seat.slot, policy) {
             return None;
         }
         Some(Also {
             engine: self.clone(),
             channel: channel.to_string(),
-            slot: sub.slot.clone(),
+            slot: sub.seat.slot.clone(),
         })
     }
 
@@ -612,28 +331,8 @@ impl Engine {
     /// hold is taken off the list in the same step: its unlock now
     /// releases, and a waiter registered from then on asks the server.
     pub(crate) fn claim(&self, channel: &str, class: &str, hold: u64, want: bool) -> Option<Claim> {
-        let table = self.shared.table.lock();
-        let found = want.then(|| table.get(channel)).flatten().and_then(|ch| {
-            ch.slots.iter().find(|s| {
-                s.class == class
-                    && s.local.as_ref().is_some_and(|l| {
-                        let mut st = l.state.lock();
-                        let free = matches!(*st, Local::Waiting);
-                        if free {
-                            *st = Local::Claimed;
-                        }
-                        free
-                    })
-            })
-        });
-        let Some(slot) = found else {
-            self.unlist_locked(channel, hold);
-            return None;
-        };
-        Some(Claim {
-            slot: slot.clone(),
-            settled: false,
-        })
+        self.shared
+            .claim(channel, class, want, || self.unlist_locked(channel, hold))
     }
 
     /// Close the subscriber connection and wake every waiter, so each finds
@@ -828,20 +527,7 @@ async fn refuse(
 #[derive(Debug)]
 pub(crate) struct Subscription {
     engine: Arc<Engine>,
-    channel: String,
-    slot: Arc<Slot>,
-}
-
-/// How a [`Subscription::wait`] ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Woke {
-    /// A message (or a reconnect) asked this waiter to try again.
-    Notified,
-    /// The deadline passed first.
-    Deadline,
-    /// The lock changed hands; the new holder's lease ends at this instant.
-    /// Sleep on without a try.
-    Hint(Instant),
+    seat: Seat,
 }
 
 /// Wait until the server confirmed `channel`, or `deadline`. Returns
@@ -918,216 +604,66 @@ impl Subscription {
     /// Wait until the server confirmed the subscription, or `deadline`.
     /// Returns whether it is confirmed.
     pub(crate) async fn confirmed(&self, deadline: Instant) -> bool {
-        confirmed_on(&self.engine, &self.channel, deadline).await
+        confirmed_on(&self.engine, &self.seat.channel, deadline).await
     }
 
     /// The server's refusal of this channel, if it refused.
     pub(crate) fn refused(&self) -> Option<String> {
-        refused_on(&self.engine, &self.channel)
+        refused_on(&self.engine, &self.seat.channel)
     }
 
     /// Call before each try: forget wake-ups that the try will observe anyway.
     pub(crate) fn begin_try(&self) {
-        self.slot.trying.store(true, Ordering::SeqCst);
-        self.slot.pending.store(false, Ordering::SeqCst);
-        *self.slot.try_by.lock() = None;
+        self.seat.begin_try();
     }
 
     /// Sleep until a wake-up that arrived since the last [`begin_try`], or `deadline`.
     ///
     /// [`begin_try`]: Subscription::begin_try
     pub(crate) async fn wait(&self, deadline: Instant) -> Woke {
-        *self.slot.sleeps_until.lock() = Some(deadline);
-        loop {
-            if self.slot.pending.swap(false, Ordering::SeqCst) {
-                self.slot.woken.store(true, Ordering::SeqCst);
-                return Woke::Notified;
-            }
-            if let Some(h) = self.slot.hint.lock().take() {
-                return Woke::Hint(h);
-            }
-            let by = (*self.slot.try_by.lock()).map_or(deadline, |t| t.min(deadline));
-            tokio::select! {
-                () = self.slot.notify.notified() => {}
-                () = tokio::time::sleep_until(by) => {
-                    if by < deadline {
-                        // The turn a named release gave another client is
-                        // over: this waiter's wake-up from that release.
-                        *self.slot.try_by.lock() = None;
-                        self.slot.woken.store(true, Ordering::SeqCst);
-                        return Woke::Notified;
-                    }
-                    return if self.slot.pending.swap(false, Ordering::SeqCst) {
-                        self.slot.woken.store(true, Ordering::SeqCst);
-                        Woke::Notified
-                    } else {
-                        Woke::Deadline
-                    };
-                }
-            }
-        }
+        self.seat.wait(deadline).await
     }
 
     /// A try of this waiter was answered (busy or queued): a wake-up it
     /// took has been used, and its leaving passes nothing on.
     pub(crate) fn tried(&self) {
-        self.slot.woken.store(false, Ordering::SeqCst);
+        self.seat.tried();
     }
 
     /// Whether this waiter's last try left a registration that a release
-    /// grants to by name (see [`Wake::Soon`]).
+    /// grants to by name (see [`Wake::Soon`](crate::Wake::Soon)).
     pub(crate) fn set_registered(&self, registered: bool) {
-        self.slot.registered.store(registered, Ordering::SeqCst);
-        self.slot.trying.store(false, Ordering::SeqCst);
+        self.seat.set_registered(registered);
     }
 
     /// Whether this waiter holds a registration ([`set_registered`]).
     ///
     /// [`set_registered`]: Subscription::set_registered
     pub(crate) fn registered(&self) -> bool {
-        self.slot.registered.load(Ordering::SeqCst)
+        self.seat.registered()
     }
 
     /// The hand-off that named this waiter, if one arrived.
     pub(crate) fn take_grant(&self) -> Option<Grant> {
-        self.slot.grant.lock().take()
+        self.seat.take_grant()
     }
 
     /// After a wake-up: whether a local hand-off claimed this waiter (a
-    /// waiter that goes on to try may still be claimed: see [`Local`]).
+    /// waiter that goes on to try may still be claimed: see
+    /// [`Local`](local::Local)).
     pub(crate) fn local_wake(&self) -> LocalNow {
-        let Some(l) = &self.slot.local else {
-            return LocalNow::Go;
-        };
-        let mut st = l.state.lock();
-        match *st {
-            Local::Claimed => LocalNow::Claimed,
-            Local::Passed(g) => {
-                *st = Local::Left;
-                LocalNow::Passed(g)
-            }
-            Local::Waiting | Local::Took | Local::Left => LocalNow::Go,
-        }
+        self.seat.local_wake()
     }
 
     /// The waiter got what it waited for: its leaving passes nothing on,
     /// and a hand-off to it still under way is that same hold.
     pub(crate) fn mark_acquired(&self) {
-        if let Some(l) = &self.slot.local {
-            let before = std::mem::replace(&mut *l.state.lock(), Local::Took);
-            if let Local::Passed(g) = before {
-                // The hand-off landed, and this waiter's own try then found
-                // the same hold (a replay of its attempt) and keeps it under
-                // a record of its own: the hand-off's listing must go, or
-                // this client's later waiters would sleep on a hold that
-                // no longer exists until its lease would have ended.
-                self.engine.unlist_hold(&self.channel, g.hold_id);
-            }
+        if let Some(g) = self.seat.mark_acquired() {
+            // The hand-off landed, and this waiter's own try then found
+            // the same hold (a replay of its attempt) and keeps it under
+            // a record of its own: the hand-off's listing must go.
+            self.engine.unlist_hold(&self.seat.channel, g.hold_id);
         }
-        self.slot.acquired.store(true, Ordering::SeqCst);
-    }
-}
-
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        let shared = &self.engine.shared;
-        let mut table = shared.table.lock();
-        let Some(ch) = table.get_mut(&self.channel) else {
-            return;
-        };
-        crate::metrics::waiters(-1.0);
-        if ch.leave(&self.slot) {
-            // Kept subscribed for a while (see LINGER); the engine's task
-            // unsubscribes it if no waiter comes back.
-            drop(table);
-            let _ = shared.ops.send(());
-            return;
-        }
-        let registered = self.slot.registered.load(Ordering::SeqCst);
-        // A waiter that holds a registration for a grant by name (tagged
-        // and wakeable: `grants_on`, `grants_by_name`) and leaves without
-        // the lock: its attempt's release clears the registration and then
-        // wakes the next local waiter, which registers anew (woken now, its
-        // try would find the registration still there).
-        let deferred = registered && self.slot.tag.is_some() && self.slot.wakeable;
-        let woken = self.slot.pending.load(Ordering::SeqCst)
-            || self.slot.woken.load(Ordering::SeqCst)
-            || registered;
-        if woken && !deferred && !self.slot.acquired.load(Ordering::SeqCst) && self.slot.unnamed() {
-            // This waiter was woken (and did not get an answer to a try
-            // since), or was queued, but leaves without the lock: hand the
-            // wake-up to the next local waiter of its class. At worst that
-            // waiter tries once for nothing.
-            wake_any(ch, 1, Some(self.slot.class));
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::local::{Delivered, LocalGrant};
-    use super::*;
-    use crate::scripts::{ScriptCall, HOLD_RENEW};
-
-    fn waiter() -> (Arc<Slot>, Arc<LocalWaiter>) {
-        let local = Arc::new(LocalWaiter::new(
-            "client:1",
-            "attempt",
-            30_000,
-            ScriptCall::new(&HOLD_RENEW, vec![], vec![]),
-        ));
-        let slot = Slot::new(Waiter {
-            policy: &crate::wake::OnePerClient,
-            class: "",
-            tag: None,
-            wakeable: false,
-            local: Some(local.clone()),
-        });
-        (slot, local)
-    }
-
-    fn grant() -> LocalGrant {
-        LocalGrant {
-            token: 7,
-            pttl: 30_000,
-            sent_at: Instant::now(),
-            chain: 0,
-            hold_id: 1,
-        }
-    }
-
-    /// An unlock claims a waiter whose try is in flight; the hand-off
-    /// lands first, the try replays it (the same hold), the waiter takes
-    /// that and leaves, and only then does the unlock deliver: the
-    /// delivery must see the waiter took the hold, so that the unlock does
-    /// not release it.
-    #[test]
-    fn a_hand_off_delivered_after_the_waiter_took_the_hold_itself_is_kept() {
-        let (slot, local) = waiter();
-        *local.state.lock() = Local::Claimed;
-        let claim = Claim {
-            slot: slot.clone(),
-            settled: false,
-        };
-        // The try's reply: mark_acquired.
-        *local.state.lock() = Local::Took;
-        // The acquire returns: its attempt leaves.
-        assert!(local.leave().is_none());
-        assert!(matches!(claim.deliver(grant()), Delivered::Took));
-    }
-
-    /// A waiter that left without the hold (cancelled) still makes a late
-    /// delivery give the hold back.
-    #[test]
-    fn a_hand_off_delivered_after_the_waiter_left_empty_handed_is_released() {
-        let (slot, local) = waiter();
-        *local.state.lock() = Local::Claimed;
-        let claim = Claim {
-            slot: slot.clone(),
-            settled: false,
-        };
-        assert!(local.leave().is_none());
-        assert!(matches!(claim.deliver(grant()), Delivered::Left));
     }
 }
 

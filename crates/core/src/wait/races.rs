@@ -236,8 +236,9 @@ async fn a_waiter_that_leaves_unwoken_wakes_nobody_and_is_skipped_after() {
 /// answered (out of time at the acquire loop's deadline check, or
 /// cancelled before its request is written) passes the wake-up on
 /// (`Slot::woken`). Before, `wait` had cleared the flag and the next waiter
-/// slept to its own bound (issue 23; the model in tests/notifier_model.rs
-/// found the same schedule).
+/// slept to its own bound (issue 23; the loom test
+/// `wait::loom::a_cancelled_waiter_passes_its_wake_up_on` explores its
+/// schedules up to three preemptions).
 #[tokio::test]
 async fn a_waiter_leaving_after_its_wait_returned_passes_the_wake_up_on() {
     let (_srv, _client, engine) = engine().await;

@@ -13,16 +13,15 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::local::{Claim, LocalNow, LocalWaiter};
+use super::local::{Claim, LocalNow, LocalWaiter, Wakeup};
 use super::sync::{notified_or_until, AtomicBool, Mutex, Notify, Ordering};
 use crate::wake::{Grant, Signal, Wake, WakePolicy};
-
 
 /// How long the waiters of the clients a release did not name hold back
 /// ([`Wake::ClientFirst`]); the release reserved the primitive for the
 /// named client that long. They try then anyway, so a named client that is
 /// gone (or no longer waits) costs the others this much once.
-pub(super) const HOLD_BACK: std::time::Duration = crate::wake::NAMED_CLIENT_FIRST;
+pub(crate) const HOLD_BACK: std::time::Duration = crate::wake::NAMED_CLIENT_FIRST;
 
 #[derive(Debug)]
 pub(crate) struct Slot {
@@ -31,26 +30,27 @@ pub(crate) struct Slot {
     /// [`Waiter::wakeable`]).
     wakeable: bool,
     /// The waiter's last try left a registration on the server that a
-    /// release grants to ([`Subscription::set_registered`]).
+    /// release grants to ([`Seat::set_registered`]).
     registered: AtomicBool,
-    /// A try of this waiter is on its way ([`Subscription::begin_try`]
-    /// until its reply is seen, [`Subscription::set_registered`]).
+    /// A try of this waiter is on its way ([`Seat::begin_try`]
+    /// until its reply is seen, [`Seat::set_registered`]).
     trying: AtomicBool,
     class: &'static str,
     pending: AtomicBool,
-    /// A wake-up was taken by [`Subscription::wait`] and no try has been
-    /// answered since ([`Subscription::tried`]): a waiter that leaves now
-    /// (out of time, cancelled before its try reached the server) passes it
-    /// on, like one that leaves with `pending` set. Without it, the next
-    /// waiter slept until its own bound (found by the model test in
-    /// crates/core/tests/notifier_model.rs).
+    /// A wake-up was taken by [`Seat::wait`] and no try has been
+    /// answered since ([`Seat::tried`]): a waiter that leaves now (out of
+    /// time, cancelled before its try reached the server) passes it on,
+    /// like one that leaves with `pending` set. Without it, the next
+    /// waiter slept until its own bound (issue 23, found by the
+    /// hand-written model that the loom test
+    /// `a_cancelled_waiter_passes_its_wake_up_on` replaced).
     woken: AtomicBool,
     acquired: AtomicBool,
     /// When the current holder's lease ends, as told by a `t:<tag> <pttl>`
     /// message: the waiter moves its sleep bound without a round trip.
     hint: Mutex<Option<Instant>>,
     /// Until when the waiter sleeps at most, as of its current
-    /// [`Subscription::wait`]: a hint later than that is not worth waking
+    /// [`Seat::wait`]: a hint later than that is not worth waking
     /// it for.
     sleeps_until: Mutex<Option<Instant>>,
     /// Try again by this instant at the latest (a release that named
@@ -67,7 +67,7 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
-    pub(super) fn new(waiter: Waiter) -> Arc<Slot> {
+    pub(crate) fn new(waiter: Waiter) -> Arc<Slot> {
         Arc::new(Slot {
             tag: waiter.tag,
             wakeable: waiter.wakeable,
@@ -97,26 +97,32 @@ impl Slot {
     }
 }
 
+impl Wakeup for Slot {
+    fn wake(&self) {
+        Slot::wake(self);
+    }
+}
+
 #[derive(Debug, Default)]
-pub(super) struct Channel {
-    pub(super) slots: Vec<Arc<Slot>>,
+pub(crate) struct Channel {
+    pub(crate) slots: Vec<Arc<Slot>>,
     /// Decodes the channel's messages (set by its first waiter; every
     /// waiter of one channel belongs to one primitive).
     policy: Option<&'static dyn WakePolicy>,
     /// Epoch of the subscriber connection on which SUBSCRIBE was confirmed.
-    pub(super) confirmed: Option<u64>,
+    pub(crate) confirmed: Option<u64>,
     /// Since when the channel has had no waiter; it is unsubscribed
-    /// [`LINGER`] later unless a waiter comes back.
-    pub(super) idle_since: Option<Instant>,
+    /// `LINGER` (in `wait/mod.rs`) later unless a waiter comes back.
+    pub(crate) idle_since: Option<Instant>,
     /// The server refused to subscribe (its error text); not retried while
     /// waiters remain.
-    pub(super) refused: Option<String>,
+    pub(crate) refused: Option<String>,
 }
 
 impl Channel {
     /// Put `slot` on this channel, decoded by `policy`; returns whether the
     /// engine's task must subscribe it (never confirmed yet).
-    pub(super) fn join(&mut self, slot: &Arc<Slot>, policy: &'static dyn WakePolicy) -> bool {
+    pub(crate) fn join(&mut self, slot: &Arc<Slot>, policy: &'static dyn WakePolicy) -> bool {
         self.policy = Some(policy);
         self.slots.push(slot.clone());
         self.idle_since = None;
@@ -125,7 +131,7 @@ impl Channel {
 
     /// Take `slot` off this channel; returns whether that left it idle
     /// (it lingers, then the engine's task unsubscribes it).
-    pub(super) fn leave(&mut self, slot: &Arc<Slot>) -> bool {
+    pub(crate) fn leave(&mut self, slot: &Arc<Slot>) -> bool {
         self.slots.retain(|s| !Arc::ptr_eq(s, slot));
         if self.slots.is_empty() {
             self.idle_since = Some(Instant::now());
@@ -135,18 +141,16 @@ impl Channel {
     }
 }
 
-/// How long a channel stays subscribed after its last waiter left, so a
-/// client that waits on the same lock again and again does not pay a
 /// The channel table, and what the engine's task is told through.
 #[derive(Debug)]
-pub(super) struct Shared {
+pub(crate) struct Shared {
     /// Changed by waiters joining and leaving, by deliveries, and by the
     /// engine's task (confirmations, lingering channels dropped).
-    pub(super) table: Mutex<HashMap<String, Channel>>,
+    pub(crate) table: Mutex<HashMap<String, Channel>>,
     /// Bumped after every round of (re)subscriptions.
-    pub(super) confirmations: watch::Sender<u64>,
+    pub(crate) confirmations: watch::Sender<u64>,
     /// Wakes the engine's task: the table changed.
-    pub(super) ops: mpsc::UnboundedSender<()>,
+    pub(crate) ops: mpsc::UnboundedSender<()>,
     /// This client's id (a message may name the client to go first).
     client_id: String,
 }
@@ -154,7 +158,7 @@ pub(super) struct Shared {
 impl Shared {
     /// An empty table for the client `client_id`, and the receiving end
     /// of [`Shared::ops`] for the engine's task.
-    pub(super) fn new(client_id: String) -> (Arc<Shared>, mpsc::UnboundedReceiver<()>) {
+    pub(crate) fn new(client_id: String) -> (Arc<Shared>, mpsc::UnboundedReceiver<()>) {
         let (ops, ops_rx) = mpsc::unbounded_channel();
         let (confirmations, _) = watch::channel(0);
         let shared = Arc::new(Shared {
@@ -168,7 +172,7 @@ impl Shared {
 
     /// Put a new slot for `waiter` on `channel`, asking the engine's task
     /// to subscribe when the channel is new.
-    pub(super) fn subscribe(self: &Arc<Self>, channel: &str, waiter: Waiter) -> Seat {
+    pub(crate) fn subscribe(self: &Arc<Self>, channel: &str, waiter: Waiter) -> Seat {
         let policy = waiter.policy;
         let slot = Slot::new(waiter);
         let mut table = self.table.lock();
@@ -197,7 +201,7 @@ impl Shared {
     /// a local hand-off (when `want`). When none is claimed, `none` runs
     /// under the same table lock (the engine takes the hold off its list
     /// in that step).
-    pub(super) fn claim(
+    pub(crate) fn claim(
         &self,
         channel: &str,
         class: &str,
@@ -206,22 +210,23 @@ impl Shared {
     ) -> Option<Claim> {
         let table = self.table.lock();
         let found = want.then(|| table.get(channel)).flatten().and_then(|ch| {
-            ch.slots
-                .iter()
-                .find(|s| s.class == class && s.local.as_ref().is_some_and(|l| l.claim()))
+            ch.slots.iter().find_map(|s| {
+                let local = s.local.as_ref().filter(|_| s.class == class)?;
+                local.claim().then(|| (s.clone(), local.clone()))
+            })
         });
-        let Some(slot) = found else {
+        let Some((slot, local)) = found else {
             none();
             return None;
         };
-        Some(Claim::new(slot.clone()))
+        Some(Claim::new(local, slot))
     }
 
     /// The server ended the subscription of `channel` on its own (a
     /// cluster node whose slot moved away does so). Subscribe again, to
     /// the slot's new owner, and let every waiter try at once: a message
     /// may have been missed in between.
-    pub(super) fn dropped(&self, channel: &[u8]) {
+    pub(crate) fn dropped(&self, channel: &[u8]) {
         let Ok(channel) = std::str::from_utf8(channel) else {
             return;
         };
@@ -241,7 +246,7 @@ impl Shared {
         let _ = self.ops.send(());
     }
 
-    pub(super) fn deliver(&self, channel: &[u8], payload: &[u8]) {
+    pub(crate) fn deliver(&self, channel: &[u8], payload: &[u8]) {
         let Ok(channel) = std::str::from_utf8(channel) else {
             return;
         };
@@ -341,7 +346,7 @@ fn claim_ends(ch: &Channel, at: Instant) {
 
 /// Wake up to `n` unnamed waiters of `class` not already woken, longest
 /// waiting first.
-pub(super) fn wake_any(ch: &Channel, n: usize, class: Option<&str>) {
+pub(crate) fn wake_any(ch: &Channel, n: usize, class: Option<&str>) {
     unnamed(ch, class).take(n).for_each(|s| s.wake());
 }
 
@@ -366,7 +371,7 @@ pub(crate) struct Waiter {
     pub(crate) local: Option<Arc<LocalWaiter>>,
 }
 
-/// How a [`Subscription::wait`] ended.
+/// How a [`Seat::wait`] (a subscription's wait) ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Woke {
     /// A message (or a reconnect) asked this waiter to try again.
@@ -382,15 +387,15 @@ pub(crate) enum Woke {
 /// leaves the channel (the engine's task unsubscribes with the last
 /// waiter, after a while) and passes on an unused wake-up.
 #[derive(Debug)]
-pub(super) struct Seat {
-    pub(super) shared: Arc<Shared>,
-    pub(super) channel: String,
-    pub(super) slot: Arc<Slot>,
+pub(crate) struct Seat {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) channel: String,
+    pub(crate) slot: Arc<Slot>,
 }
 
 impl Seat {
     /// Call before each try: forget wake-ups that the try will observe anyway.
-    pub(super) fn begin_try(&self) {
+    pub(crate) fn begin_try(&self) {
         self.slot.trying.store(true, Ordering::SeqCst);
         self.slot.pending.store(false, Ordering::SeqCst);
         *self.slot.try_by.lock() = None;
@@ -398,8 +403,14 @@ impl Seat {
 
     /// Sleep until a wake-up that arrived since the last [`begin_try`], or `deadline`.
     ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a wake-up that came and was not returned stays in
+    /// `pending`, and one returned stays in `woken` until a try is
+    /// answered; the seat's drop passes either on to the next waiter.
+    ///
     /// [`begin_try`]: Seat::begin_try
-    pub(super) async fn wait(&self, deadline: Instant) -> Woke {
+    pub(crate) async fn wait(&self, deadline: Instant) -> Woke {
         *self.slot.sleeps_until.lock() = Some(deadline);
         loop {
             if self.slot.pending.swap(false, Ordering::SeqCst) {
@@ -431,13 +442,13 @@ impl Seat {
 
     /// A try of this waiter was answered (busy or queued): a wake-up it
     /// took has been used, and its leaving passes nothing on.
-    pub(super) fn tried(&self) {
+    pub(crate) fn tried(&self) {
         self.slot.woken.store(false, Ordering::SeqCst);
     }
 
     /// Whether this waiter's last try left a registration that a release
     /// grants to by name (see [`Wake::Soon`]).
-    pub(super) fn set_registered(&self, registered: bool) {
+    pub(crate) fn set_registered(&self, registered: bool) {
         self.slot.registered.store(registered, Ordering::SeqCst);
         self.slot.trying.store(false, Ordering::SeqCst);
     }
@@ -445,19 +456,19 @@ impl Seat {
     /// Whether this waiter holds a registration ([`set_registered`]).
     ///
     /// [`set_registered`]: Seat::set_registered
-    pub(super) fn registered(&self) -> bool {
+    pub(crate) fn registered(&self) -> bool {
         self.slot.registered.load(Ordering::SeqCst)
     }
 
     /// The hand-off that named this waiter, if one arrived.
-    pub(super) fn take_grant(&self) -> Option<Grant> {
+    pub(crate) fn take_grant(&self) -> Option<Grant> {
         self.slot.grant.lock().take()
     }
 
     /// After a wake-up: whether a local hand-off claimed this waiter (a
     /// waiter that goes on to try may still be claimed: see
     /// [`Local`](super::local::Local)).
-    pub(super) fn local_wake(&self) -> LocalNow {
+    pub(crate) fn local_wake(&self) -> LocalNow {
         match &self.slot.local {
             Some(l) => l.after_wake(),
             None => LocalNow::Go,
@@ -468,7 +479,7 @@ impl Seat {
     /// and a hand-off to it still under way is that same hold. Returns a
     /// hand-off that landed before ([`LocalWaiter::took`]): the caller
     /// takes its listing off.
-    pub(super) fn mark_acquired(&self) -> Option<super::local::LocalGrant> {
+    pub(crate) fn mark_acquired(&self) -> Option<super::local::LocalGrant> {
         let landed = self.slot.local.as_ref().and_then(|l| l.took());
         self.slot.acquired.store(true, Ordering::SeqCst);
         landed

@@ -32,12 +32,21 @@
 //! notification), and [`notified_or_until`] never times out: a waiter
 //! that only its deadline would end is stuck, which loom reports as a
 //! deadlock. That is how a lost wake-up fails a loom test.
+//!
+//! Under loom, [`AtomicBool`] is a loom mutex around a `bool`, not loom's
+//! atomic. Every access the notifier makes is `SeqCst`, whose single
+//! total order a mutex per flag gives exactly; loom's atomics model
+//! `SeqCst` as acquire/release and, in loom 0.7, let a concurrent store
+//! fall between the read and the write of a `swap` (tokio-rs/loom#254,
+//! #389): `Seat::wait`'s `pending.swap(false)` reading `false` while a
+//! delivery's `store(true)` was lost all the same, a schedule no
+//! `SeqCst` atomic allows. The first loom run of these tests hit exactly
+//! that, before any real interleaving.
+
+pub(crate) use std::sync::atomic::Ordering;
 
 #[cfg(not(deadbolt_loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, Ordering};
-
-#[cfg(deadbolt_loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, Ordering};
+pub(crate) use std::sync::atomic::AtomicBool;
 
 #[cfg(not(deadbolt_loom))]
 pub(crate) use parking_lot::Mutex;
@@ -46,7 +55,7 @@ pub(crate) use parking_lot::Mutex;
 pub(crate) use tokio::sync::Notify;
 
 #[cfg(deadbolt_loom)]
-pub(crate) use self::model::{Mutex, Notify};
+pub(crate) use self::model::{AtomicBool, Mutex, Notify};
 
 use tokio::time::Instant;
 
@@ -80,7 +89,36 @@ pub(crate) async fn notified_or_until(notify: &Notify, _until: Instant) -> bool 
 mod model {
     use std::future::Future;
     use std::pin::Pin;
+    use std::sync::atomic::Ordering;
     use std::task::{Context, Poll, Waker};
+
+    /// std's `AtomicBool` surface (the operations the notifier uses, all
+    /// `SeqCst`) over a loom mutex: see the module doc.
+    #[derive(Debug)]
+    pub(crate) struct AtomicBool(loom::sync::Mutex<bool>);
+
+    impl AtomicBool {
+        pub(crate) fn new(value: bool) -> Self {
+            AtomicBool(loom::sync::Mutex::new(value))
+        }
+
+        fn with<T>(&self, order: Ordering, f: impl FnOnce(&mut bool) -> T) -> T {
+            assert_eq!(order, Ordering::SeqCst, "modelled as SeqCst only");
+            f(&mut self.0.lock().expect("flag"))
+        }
+
+        pub(crate) fn load(&self, order: Ordering) -> bool {
+            self.with(order, |v| *v)
+        }
+
+        pub(crate) fn store(&self, value: bool, order: Ordering) {
+            self.with(order, |v| *v = value);
+        }
+
+        pub(crate) fn swap(&self, value: bool, order: Ordering) -> bool {
+            self.with(order, |v| std::mem::replace(v, value))
+        }
+    }
 
     /// parking_lot's `Mutex` surface over loom's.
     #[derive(Debug)]
@@ -92,7 +130,9 @@ mod model {
         }
 
         pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
-            self.0.lock().expect("a loom test panicked holding the lock")
+            self.0
+                .lock()
+                .expect("a loom test panicked holding the lock")
         }
     }
 
