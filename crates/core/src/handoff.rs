@@ -73,25 +73,7 @@ impl Hold {
                         chain: if *others != 0 { chain + 1 } else { 0 },
                         hold_id: NEXT_HOLD.fetch_add(1, Ordering::Relaxed),
                     };
-                    // Listed before it is delivered: a waiter of this client
-                    // that comes now sleeps on the new hold at once.
-                    engine.list_hold(
-                        &p.channel,
-                        grant.hold_id,
-                        &owner_new,
-                        valid_until(sent_at, pttl),
-                    );
-                    match claim.deliver(grant) {
-                        Delivered::Yes => {}
-                        // The waiter keeps the hold under a record of its own.
-                        Delivered::Took => engine.unlist_hold(&p.channel, grant.hold_id),
-                        Delivered::Left => {
-                            // The waiter left while the call ran: the hold
-                            // is its attempt's now; give it back.
-                            engine.unlist_hold(&p.channel, grant.hold_id);
-                            client.release_in_background(release_new);
-                        }
-                    }
+                    deliver(client, &p.channel, claim, grant, &owner_new, release_new);
                     Ok(())
                 }
                 [1, ..] => {
@@ -126,6 +108,32 @@ impl Hold {
                 Err(e)
             }
         })
+    }
+}
+
+/// Give a hand-off that landed to its waiter: listed before it is
+/// delivered, so a waiter of this client that comes now sleeps on the new
+/// hold at once; unlisted again when the waiter keeps it under a record of
+/// its own, and released when the waiter left while the call ran (the hold
+/// is its attempt's now).
+fn deliver(
+    client: &Client,
+    channel: &str,
+    claim: Claim,
+    grant: LocalGrant,
+    owner: &str,
+    release: ScriptCall,
+) {
+    let engine = client.engine();
+    let valid = valid_until(grant.sent_at, grant.pttl);
+    engine.list_hold(channel, grant.hold_id, owner, valid);
+    match claim.deliver(grant) {
+        Delivered::Yes => {}
+        Delivered::Took => engine.unlist_hold(channel, grant.hold_id),
+        Delivered::Left => {
+            engine.unlist_hold(channel, grant.hold_id);
+            client.release_in_background(release);
+        }
     }
 }
 

@@ -402,35 +402,8 @@ async fn run(weak: std::sync::Weak<Shared>, conn: Arc<Conn>, mut ops: mpsc::Unbo
             on_server.clear();
             last_epoch = h.epoch;
         }
-        let now = Instant::now();
-        let (to_sub, to_unsub) = {
-            let mut table = shared.table.lock();
-            // Channels idle for LINGER go; so do idle ones never confirmed.
-            let mut next_linger: Option<Instant> = None;
-            let before = table.len();
-            table.retain(|_, c| match c.idle_since {
-                Some(t) if t + LINGER <= now || c.confirmed != Some(h.epoch) => false,
-                Some(t) => {
-                    next_linger = Some(next_linger.map_or(t + LINGER, |n| n.min(t + LINGER)));
-                    true
-                }
-                None => true,
-            });
-            #[allow(clippy::cast_precision_loss)]
-            crate::metrics::subscriptions(-((before - table.len()) as f64));
-            retry_at = next_linger;
-            let to_sub: Vec<String> = table
-                .iter()
-                .filter(|(_, c)| c.confirmed != Some(h.epoch) && c.refused.is_none())
-                .map(|(k, _)| k.clone())
-                .collect();
-            let to_unsub: Vec<String> = on_server
-                .iter()
-                .filter(|k| !table.contains_key(*k))
-                .cloned()
-                .collect();
-            (to_sub, to_unsub)
-        };
+        let (to_sub, to_unsub, next_linger) = round_plan(&shared, &on_server, h.epoch);
+        retry_at = next_linger;
         let Ok((mut c, epoch)) = conn.get() else {
             continue;
         };
@@ -451,28 +424,7 @@ async fn run(weak: std::sync::Weak<Shared>, conn: Arc<Conn>, mut ops: mpsc::Unbo
         }
         if !to_sub.is_empty() {
             match c.subscribe(&to_sub).await {
-                Ok(()) => {
-                    let mut table = shared.table.lock();
-                    for k in &to_sub {
-                        on_server.insert(k.clone());
-                        if let Some(ch) = table.get_mut(k) {
-                            ch.confirmed = Some(epoch);
-                        }
-                    }
-                    if reconnected {
-                        // Anything published while we were away is lost: every
-                        // waiter tries again now that the channels are back.
-                        tracing::info!(
-                            channels = table.len(),
-                            "re-subscribed after reconnect; waking waiters"
-                        );
-                        for ch in table.values() {
-                            ch.slots.iter().for_each(|s| s.wake());
-                        }
-                    }
-                    drop(table);
-                    shared.confirmations.send_modify(|n| *n += 1);
-                }
+                Ok(()) => subscribed(&shared, &to_sub, &mut on_server, epoch, reconnected),
                 Err(e) if e.code().is_some() => {
                     // An error reply: the server refused (NOPERM). Find out
                     // which channels, one by one, and fail their waiters.
@@ -485,6 +437,73 @@ async fn run(weak: std::sync::Weak<Shared>, conn: Arc<Conn>, mut ops: mpsc::Unbo
             }
         }
     }
+}
+
+/// One round's changes: the channels to subscribe (not confirmed on
+/// `epoch`, not refused) and to unsubscribe (on the server, gone from the
+/// table), after dropping the channels idle for [`LINGER`] (and idle ones
+/// never confirmed); with when the next idle one's linger ends.
+fn round_plan(
+    shared: &Shared,
+    on_server: &std::collections::HashSet<String>,
+    epoch: u64,
+) -> (Vec<String>, Vec<String>, Option<Instant>) {
+    let now = Instant::now();
+    let mut table = shared.table.lock();
+    let mut next_linger: Option<Instant> = None;
+    let before = table.len();
+    table.retain(|_, c| match c.idle_since {
+        Some(t) if t + LINGER <= now || c.confirmed != Some(epoch) => false,
+        Some(t) => {
+            next_linger = Some(next_linger.map_or(t + LINGER, |n| n.min(t + LINGER)));
+            true
+        }
+        None => true,
+    });
+    #[allow(clippy::cast_precision_loss)]
+    crate::metrics::subscriptions(-((before - table.len()) as f64));
+    let to_sub: Vec<String> = table
+        .iter()
+        .filter(|(_, c)| c.confirmed != Some(epoch) && c.refused.is_none())
+        .map(|(k, _)| k.clone())
+        .collect();
+    let to_unsub: Vec<String> = on_server
+        .iter()
+        .filter(|k| !table.contains_key(*k))
+        .cloned()
+        .collect();
+    (to_sub, to_unsub, next_linger)
+}
+
+/// `channels` were subscribed on `epoch`: confirm them, and after a
+/// reconnect wake every waiter (anything published while the connection
+/// was away is lost: every waiter tries again now that the channels are
+/// back).
+fn subscribed(
+    shared: &Shared,
+    channels: &[String],
+    on_server: &mut std::collections::HashSet<String>,
+    epoch: u64,
+    reconnected: bool,
+) {
+    let mut table = shared.table.lock();
+    for k in channels {
+        on_server.insert(k.clone());
+        if let Some(ch) = table.get_mut(k) {
+            ch.confirmed = Some(epoch);
+        }
+    }
+    if reconnected {
+        tracing::info!(
+            channels = table.len(),
+            "re-subscribed after reconnect; waking waiters"
+        );
+        for ch in table.values() {
+            ch.slots.iter().for_each(|s| s.wake());
+        }
+    }
+    drop(table);
+    shared.confirmations.send_modify(|n| *n += 1);
 }
 
 /// After a refused SUBSCRIBE of `channels`: subscribe each alone, mark the
