@@ -64,6 +64,24 @@ local function hold_first(key, ...)
   return v
 end
 
+-- hold_first of each of `reads` in order (each {key, command, args...}:
+-- redis.pcall(command, key, args...)), for scripts that must know the type
+-- of several keys before their first write and read them anyway (or, off
+-- the common path, read them for that alone: one O(1) read each, no TYPE).
+-- Returns the replies in order; or nil, the error reply naming the first
+-- key of another type, and that key's position in `reads`.
+local function hold_first_each(reads)
+  local out = {}
+  for i, r in ipairs(reads) do
+    local v, err = hold_first(r[1], r[2], r[1], unpack(r, 3))
+    if err then
+      return nil, err, i
+    end
+    out[i] = v
+  end
+  return out
+end
+
 -- The fencing counter's value `v` (a string) at `fence` as a number, or nil
 -- and BADVALUE when it is not an integer in 0 .. 2^53-2 (with such a value
 -- the next token could repeat or go backwards in double arithmetic).

@@ -33,22 +33,31 @@ end
 
 -- Forget leased holds whose lease ended (up to 64 per call, oldest first),
 -- each through `drop(attempt)`, which gives back what the hold took.
+-- Returns how many went; or nil and the error reply naming zkey when it is
+-- of another type (its read, with pcall, comes before any drop: the
+-- callers that have not touched zkey before rely on it). The drops are a
+-- repair (ended leases count for nothing): the callers make it before
+-- they read the keys that only their later steps touch.
 local function lease_purge(zkey, hkey, now_ms, drop)
-  local gone = redis.call('ZRANGEBYSCORE', zkey, '-inf', now_ms, 'LIMIT', 0, 64)
+  local gone, err = hold_first(zkey, 'ZRANGEBYSCORE', zkey, '-inf', now_ms, 'LIMIT', 0, 64)
+  if err then
+    return nil, err
+  end
   for _, a in ipairs(gone) do
     drop(a)
   end
   if gone[1] then
     lease_removed(zkey, hkey)
   end
+  return #gone
 end
 
--- Renew leased hold `attempt` (ZSET zkey, companion hash hkey) to at least
--- now + lease: returns the ms left of its lease after the call (never
--- shortened), or -1 when it is gone; an ended lease is forgotten through
--- `drop(attempt)` (which gives back what the hold took). O(log n).
-local function lease_renew(zkey, hkey, attempt, lease, now_ms, drop)
-  local dl = redis.call('ZSCORE', zkey, attempt)
+-- Renew leased hold `attempt` (ZSET zkey, companion hash hkey; `dl` its
+-- deadline as the caller read it from zkey, false when missing) to at
+-- least now + lease: returns the ms left of its lease after the call
+-- (never shortened), or -1 when it is gone; an ended lease is forgotten
+-- through `drop(attempt)` (which gives back what the hold took). O(log n).
+local function lease_renew(zkey, hkey, attempt, lease, now_ms, drop, dl)
   if not dl then
     return -1
   end
@@ -86,24 +95,28 @@ end
 -- The renew contract of leased holds (the watchdog's batches, `extend`):
 -- ARGV[1] the lease in ms to guarantee from now, ARGV[1+i] the i-th hold's
 -- attempt, its keys the i-th group of `width` in KEYS, as the table
--- keys(i). `refused(K)` is nil when the hold may be renewed, or the
--- position (1-based, in the group) of a key of another type: that hold
--- gets -2 - position with nothing written, so one bad key does not fail a
--- watchdog round for the holds of others. `drop(K, attempt)` forgets an
--- ended hold. Returns one integer per hold: ms of lease left after the
--- call (never shortened), -1 gone, or -2 - j. O(log n) per hold.
-local function lease_renew_batch(width, keys, refused, drop)
+-- keys(i). `first(K, attempt)` reads, with pcall, each key of the group
+-- that renewing the hold touches (the ZSET, its companion hash) before
+-- anything is written for it, and returns nil and the hold's deadline in
+-- the ZSET (false when missing); or the position (1-based, in the group)
+-- of a key of another type: that hold gets -2 - position with nothing
+-- written, so one bad key does not fail a watchdog round for the holds of
+-- others (a key of the group that renewing never touches is not read, and
+-- does not refuse it). `drop(K, attempt)` forgets an ended hold. Returns
+-- one integer per hold: ms of lease left after the call (never
+-- shortened), -1 gone, or -2 - j. O(log n) per hold.
+local function lease_renew_batch(width, keys, first, drop)
   local lease = tonumber(ARGV[1])
   local now_ms = hold_now()
   local out = {}
   for i = 1, #KEYS / width do
     local K, z, h = keys(i)
-    local j = refused(K)
+    local j, dl = first(K, ARGV[i + 1])
     if j then
       out[i] = -2 - j
     else
       out[i] = lease_renew(z, h, ARGV[i + 1], lease, now_ms,
-        function(a) drop(K, a) end)
+        function(a) drop(K, a) end, dl)
     end
   end
   return out

@@ -73,22 +73,34 @@ end
 
 -- The heartbeat of client ARGV[1] with waiter timeout ARGV[2] (ms) over
 -- every group of `width` keys in KEYS (one queued primitive each): for
--- each group K = keys(base) that `refused(K)` lets through (nil; an error
--- reply, for a key of another type, skips the group with nothing written
--- there: its waiters' own tries report it), the client's liveness record in
--- K[alive] is set to now + waiter timeout, records of clients silent for a
--- whole window go, `touch(K, ttl)` keeps the queue's keys alive for three
--- windows, and `after(K, now_ms, now_us, wt)` does the primitive's own
--- work (a hand-off nobody else would notice). Returns how many groups were
--- refreshed.
+-- each group K = keys(base) that `refused(K, now_ms)` lets through (nil;
+-- it reads with pcall, hold_first, every key of the group that `touch` or
+-- `after` will touch, but the liveness key; an error reply, for a key of
+-- another type, skips the group with nothing written there: its waiters'
+-- own tries report it), the client's liveness record in K[alive] is set to
+-- now + waiter timeout (the first touch of K[alive], and the group's first
+-- write: a key of another type there skips the group the same way), records
+-- of clients silent for a whole window go, `touch(K, ttl)` keeps the
+-- queue's keys alive for three windows, and `after(K, now_ms, now_us, wt)`
+-- does the primitive's own work (a hand-off nobody else would notice). A
+-- key the heartbeat never touches is not read. No TYPE is sent. Returns
+-- how many groups were refreshed.
 local function queue_heartbeat(width, keys, alive, refused, touch, after)
   local wt = tonumber(ARGV[2])
   local now_ms, now_us = hold_now()
   local done = 0
   for i = 0, #KEYS / width - 1 do
     local K = keys(i * width)
-    if not refused(K) then
-      redis.call('ZADD', K[alive], now_ms + wt, ARGV[1])
+    local skip = refused(K, now_ms)
+    if not skip then
+      local _, err = hold_first(K[alive], 'ZADD', K[alive], now_ms + wt, ARGV[1])
+      -- Another error (OOM) fails the call, as a plain call would.
+      if err and not string.find(err.err, '^WRONGTYPE') then
+        return err
+      end
+      skip = err
+    end
+    if not skip then
       redis.call('ZREMRANGEBYSCORE', K[alive], '-inf', now_ms - wt)
       touch(K, wt * 3)
       if after then

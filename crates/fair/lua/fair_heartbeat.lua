@@ -10,7 +10,13 @@
 -- ARGV[2]  waiter timeout in ms
 --
 -- Reply: the number of locks refreshed. A lock with a key of another type
--- is skipped (nothing written there); its waiters' own tries report it.
+-- among those the heartbeat touches is skipped (nothing written there); its
+-- waiters' own tries report it. Each is read once with pcall (hold_first)
+-- before alive's ZADD, the first write and alive's first touch: the hold
+-- (does it still exist?), q (does anyone wait?), qo and seq (their TTLs
+-- are stretched), and the fencing counter only when the lock is to be
+-- handed on. No TYPE is sent: with the lock held, the counter is never
+-- touched, and not looked at.
 --
 -- Besides refreshing, each lock whose hold ran out (a holder or a claimed
 -- head that died) while waiters queue is handed to its live head: nobody
@@ -18,9 +24,20 @@
 -- The loop is queue_heartbeat (queue_lib.lua): the liveness record, the
 -- records of clients silent for a whole window dropped, the queue's TTLs
 -- (fair_touch); then the hand-off of a lock whose hold ran out.
-return queue_heartbeat(6, fair_keys, 'alive', fair_check_types, fair_touch,
+return queue_heartbeat(6, fair_keys, 'alive', function(K)
+  local f, err = hold_first_each({{K.hold, 'HLEN'}, {K.q, 'ZCARD'}, {K.qo, 'HLEN'},
+    {K.seq, 'STRLEN'}})
+  if err then
+    return err
+  end
+  -- A free lock (an empty hash does not exist) with waiters is handed on.
+  K.free = f[1] == 0 and f[2] > 0
+  if K.free then
+    return select(2, hold_first(K.fence, 'STRLEN', K.fence))
+  end
+end, fair_touch,
   function(K, now_ms, now_us, wt)
-    if redis.call('EXISTS', K.hold) == 0 and redis.call('ZCARD', K.q) > 0 then
+    if K.free then
       fair_pass_on(K, now_ms, now_us, wt)
     end
   end)

@@ -41,10 +41,10 @@ local function fair_keys(base)
 end
 
 -- Every key of one fair lock is missing or of its type (hold_check_types).
--- For the scripts off the hot path (force-unlock, the queue's listing) and
--- the heartbeat, which skips a lock with a bad key, before their first
--- write; fair_acquire.lua and fair_release.lua read each key they touch
--- with pcall instead (hold_first), with no TYPE call.
+-- For the scripts off the hot path (force-unlock, the queue's listing),
+-- before their first write; fair_acquire.lua, fair_release.lua and the
+-- heartbeat read each key they touch with pcall instead (hold_first,
+-- hold_first_each), with no TYPE call.
 local function fair_check_types(K)
   return hold_check_types({
     {K.hold, 'hash'}, {K.fence, 'string'}, {K.q, 'zset'},

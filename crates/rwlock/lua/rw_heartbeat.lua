@@ -9,12 +9,17 @@
 -- ARGV[1]  client uuid
 -- ARGV[2]  waiter timeout in ms
 --
--- Reply: the number of locks refreshed (a lock with a key of another type
--- is skipped; its waiters' own tries report it).
+-- Reply: the number of locks refreshed. A lock whose ww or alive (the keys
+-- a heartbeat touches) is of another type is skipped with nothing written
+-- there (ww is read with pcall before alive's ZADD, the first write and
+-- alive's first touch); its waiters' own tries report it. The other keys
+-- are not touched, and not looked at: no TYPE is sent.
 --
 -- O(log n) per lock.
 -- The loop is queue_heartbeat (queue_lib.lua): the liveness record, the
 -- records of clients silent for a whole window dropped, the marks' TTLs.
-return queue_heartbeat(6, rw_keys, 'alive', rw_check_types, function(K, ttl)
+return queue_heartbeat(6, rw_keys, 'alive', function(K)
+  return select(2, hold_first(K.ww, 'ZCARD', K.ww))
+end, function(K, ttl)
   hold_touch({K.ww, K.alive}, ttl)
 end)

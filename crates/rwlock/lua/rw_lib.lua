@@ -50,7 +50,11 @@ local function rw_keys(base)
   return hold_keys(base, {'w', 'fence', 'r', 'ro', 'ww', 'alive'})
 end
 
--- Every key of one read-write lock is missing or of its type.
+-- Every key of one read-write lock is missing or of its type (TYPE, for
+-- the scripts off the hot path: force-unlocks, inspection, the holds'
+-- listing). The acquires, releases, the read renewal and the heartbeat
+-- read each key they touch with pcall on its first touch instead
+-- (hold_first), before their first write, and send no TYPE.
 local function rw_check_types(K)
   return hold_check_types({
     {K.w, 'hash'}, {K.fence, 'string'}, {K.r, 'zset'},
@@ -58,9 +62,12 @@ local function rw_check_types(K)
   })
 end
 
--- Forget one read hold (`attempt`, of `owner`).
-local function rw_drop_reader(K, attempt)
-  local owner = redis.call('HGET', K.ro, attempt)
+-- Forget one read hold (`attempt`; `owner` its owner as the caller read it
+-- from K.ro, or nil to read it here).
+local function rw_drop_reader(K, attempt, owner)
+  if owner == nil then
+    owner = redis.call('HGET', K.ro, attempt)
+  end
   redis.call('ZREM', K.r, attempt)
   redis.call('HDEL', K.ro, attempt)
   if owner and redis.call('HINCRBY', K.ro, '#' .. owner, -1) <= 0 then
@@ -69,9 +76,11 @@ local function rw_drop_reader(K, attempt)
 end
 
 -- Remove read holds whose lease ended (their client died or stopped
--- renewing): up to 64 per call, oldest first.
+-- renewing): up to 64 per call, oldest first. Returns how many went, or
+-- nil and the error reply naming K.r (lease_purge). Callers read K.ro
+-- first (the drops write it).
 local function rw_purge_readers(K, now_ms)
-  lease_purge(K.r, K.ro, now_ms, function(a) rw_drop_reader(K, a) end)
+  return lease_purge(K.r, K.ro, now_ms, function(a) rw_drop_reader(K, a) end)
 end
 
 -- Live read holds, and the ms until the longest one ends (0 when none).
@@ -88,10 +97,12 @@ end
 
 -- The first waiting writer whose client is alive, and how long its client's
 -- liveness lasts; drops waiting writers whose client went silent (up to 64).
+-- Or nil, nil and the error reply naming K.ww or K.alive (read with pcall
+-- before any drop: queue_live_head).
 local function rw_live_waiting_writer(K, now_ms)
-  local head, _, alive = queue_live_head(K.ww, nil, K.alive, now_ms, queue_client)
+  local head, _, alive, err = queue_live_head(K.ww, nil, K.alive, now_ms, queue_client)
   if not head then
-    return nil
+    return nil, nil, err
   end
   return head, alive - now_ms
 end
@@ -125,9 +136,15 @@ end
 
 -- Drop the registration of reader `attempt` (it leaves, or got in by its
 -- own try); a hash left with the mark q alone (no writer, no other
--- registration) goes with it.
+-- registration) goes with it. Its HDEL may be a script's first touch of
+-- K.w (pcall): returns nil, or the error reply naming K.w, with nothing
+-- written.
 local function rw_unregister_reader(K, attempt)
-  if redis.call('HDEL', K.w, 'q:' .. attempt) == 1 and redis.call('HLEN', K.w) == 1 then
+  local gone, err = hold_first(K.w, 'HDEL', K.w, 'q:' .. attempt)
+  if err then
+    return err
+  end
+  if gone == 1 and redis.call('HLEN', K.w) == 1 then
     redis.call('HDEL', K.w, 'q')
   end
 end
@@ -141,7 +158,9 @@ end
 -- PUBLISH, NOPERM, fails the call with only the registrations gone: those
 -- readers try again at their sleep bound), then the holds. The mark q
 -- goes too when no registration is left. Returns how many were admitted
--- and whether registrations remain (beyond the 64).
+-- and whether registrations remain (beyond the 64); or nil, nil and the
+-- error reply naming K.r or K.ro, which are read (pcall) before the first
+-- write when a reader is to be admitted (K.w is the caller's to have read).
 -- O(n) in the registrations.
 local function rw_admit_readers(K, channel, now_ms)
   local f = redis.call('HGETALL', K.w)
@@ -165,6 +184,12 @@ local function rw_admit_readers(K, channel, now_ms)
   end
   if not more then
     fields[#fields + 1] = 'q'
+  end
+  if holds[1] then
+    local _, err = hold_first_each({{K.r, 'ZCARD'}, {K.ro, 'HLEN'}})
+    if err then
+      return nil, nil, err
+    end
   end
   redis.call('HDEL', K.w, unpack(fields))
   if #lines > 0 then
@@ -203,10 +228,16 @@ end
 --     readers get in), then the hash goes
 -- Every write after a PUBLISH here is one maxmemory never refuses (HDEL,
 -- DEL, ZREM) or follows the script's first write (the admission's HDEL).
+-- Returns nil, or the error reply naming K.ww, K.alive, K.r or K.ro (each
+-- read with pcall before the first write; K.w is the caller's to have read).
 local function rw_write_freed(K, channel, queued, held)
   if queued then
     local now_ms = hold_now()
-    if rw_live_waiting_writer(K, now_ms) then
+    local live, _, err = rw_live_waiting_writer(K, now_ms)
+    if err then
+      return err
+    end
+    if live then
       msg_publish(channel, msg_notice('r'))
       redis.call('HDEL', K.w, unpack(held()))
       -- The mark alone (the readers it marked for have left) goes too.
@@ -215,7 +246,10 @@ local function rw_write_freed(K, channel, queued, held)
       end
       return
     end
-    local n, more = rw_admit_readers(K, channel, now_ms)
+    local n, more, aerr = rw_admit_readers(K, channel, now_ms)
+    if aerr then
+      return aerr
+    end
     if n > 0 and not more then
       redis.call('DEL', K.w)
       return

@@ -31,7 +31,17 @@
 --                  for admits it inside the release (g: line, rw_lib.lua);
 --                  the attempt's release removes the registration when it
 --                  gives up
---   error WRONGTYPE <key>  a key of another type; checked before any write
+--   error WRONGTYPE <key>  a key of another type that this call touches:
+--                  each is read with pcall on its first touch (hold_first),
+--                  w, then r and ro, then ww and alive when the call looks
+--                  for a waiting writer, before the first write, so nothing
+--                  is written; no TYPE is sent. A key the call never
+--                  touches is not looked at: the fence never, r, ro, ww and
+--                  alive not when another owner writes (the call is refused
+--                  or registers on K.w alone), ww and alive not when the
+--                  caller writes or reads already. Ended read leases are
+--                  purged (a repair, as a stale hold's removal in
+--                  rw_write_acquire.lua) before ww and alive are read.
 --
 -- Why each branch: the writer's own owner may read (downgrade: it keeps
 -- reading after it releases the write hold). An owner that already reads
@@ -43,9 +53,10 @@
 -- O(log n) in the readers and waiting writers (plus expired ones removed).
 local K = rw_keys(0)
 local owner, attempt, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local bad = rw_check_types(K)
-if bad then
-  return bad
+-- The first touch of the writer's hash: a key of another type is named.
+local writer, err = hold_first(K.w, 'HGET', K.w, 'o')
+if err then
+  return err
 end
 local now_ms = hold_now()
 local mode = ARGV[4]
@@ -62,19 +73,33 @@ local function refused(pttl, writer)
   return {0, pttl}
 end
 
-local writer = redis.call('HGET', K.w, 'o')
 if writer and writer ~= owner then
   return refused(redis.call('PTTL', K.w), true)
 end
+-- The first touches of r and ro, before anything below writes them: this
+-- attempt's deadline (a replay) and the owner's read holds.
+local f
+f, err = hold_first_each({{K.r, 'ZSCORE', attempt}, {K.ro, 'HGET', '#' .. owner}})
+if err then
+  return err
+end
+local mine = f[2]
 -- A retry of an attempt already granted: counted once; an admission
 -- under a claim gets the lease asked for (lease_replay).
-local replay = lease_replay(K.r, K.ro, attempt, redis.call('ZSCORE', K.r, attempt), lease, now_ms)
+local replay = lease_replay(K.r, K.ro, attempt, f[1], lease, now_ms)
 if replay then
   return replay
 end
-rw_purge_readers(K, now_ms)
-if not writer and (tonumber(redis.call('HGET', K.ro, '#' .. owner)) or 0) == 0 then
-  local head, left = rw_live_waiting_writer(K, now_ms)
+if rw_purge_readers(K, now_ms) > 0 then
+  -- Ended holds of this owner may have gone: count again.
+  mine = redis.call('HGET', K.ro, '#' .. owner)
+end
+if not writer and (tonumber(mine) or 0) == 0 then
+  local head, left
+  head, left, err = rw_live_waiting_writer(K, now_ms)
+  if err then
+    return err
+  end
   if head then
     return refused(left, false)
   end

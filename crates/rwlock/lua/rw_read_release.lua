@@ -15,21 +15,37 @@
 --   2  released; it was the last live reader: `r` was published so that a
 --      waiting writer tries now (published before the writes, so a refused
 --      PUBLISH changes nothing)
---   error WRONGTYPE <key>
+--   error WRONGTYPE <key>  a key of another type that this call touches:
+--      r first, then w (no read hold: the registration's removal, whose
+--      HDEL is the call's first write) or ro (a read hold), each with
+--      pcall (hold_first) before the first write, so nothing is written; no
+--      TYPE is sent, and the keys the call never touches (the fence, ww,
+--      alive; w when it releases a hold, ro when it does not) are not looked
+--      at
 --
 -- O(log n).
-local K, now_ms, bad = rw_open(0)
-if bad then
-  return bad
+local K = rw_keys(0)
+local dl, err = hold_first(K.r, 'ZSCORE', K.r, ARGV[1])
+if err then
+  return err
 end
-local dl = redis.call('ZSCORE', K.r, ARGV[1])
 if not dl then
-  rw_unregister_reader(K, ARGV[1])
+  -- The first touch of w is the removal's HDEL (rw_unregister_reader).
+  err = rw_unregister_reader(K, ARGV[1])
+  if err then
+    return err
+  end
   return 0
 end
+local owner
+owner, err = hold_first(K.ro, 'HGET', K.ro, ARGV[1])
+if err then
+  return err
+end
+local now_ms = hold_now()
 if tonumber(dl) <= now_ms then
   -- Its lease ended: it held nothing any more (the purge would drop it).
-  rw_drop_reader(K, ARGV[1])
+  rw_drop_reader(K, ARGV[1], owner)
   lease_removed(K.r, K.ro)
   return 0
 end
@@ -37,7 +53,7 @@ local live = redis.call('ZCOUNT', K.r, '(' .. now_ms, '+inf')
 if live == 1 then
   msg_publish(ARGV[2], msg_notice('r'))
 end
-rw_drop_reader(K, ARGV[1])
+rw_drop_reader(K, ARGV[1], owner)
 lease_removed(K.r, K.ro)
 if live == 1 then
   return 2

@@ -11,13 +11,22 @@
 -- the call; never shortened), -1 gone (its lease had ended or it was
 -- released), -2 - j the hold's j-th key (r, ro) has another type: nothing
 -- written for that hold (the caller names the key; a per-hold code, so one
--- bad lock does not fail a watchdog round for the holds of others).
+-- bad lock does not fail a watchdog round for the holds of others). Both
+-- keys are read with pcall (hold_first: the hold's deadline, its owner)
+-- before anything is written for the hold; no TYPE is sent.
 --
 -- O(log n) per hold.
 -- The loop is lease_renew_batch (lease_lib.lua).
 return lease_renew_batch(2, function(i)
   local K = {r = KEYS[2 * i - 1], ro = KEYS[2 * i]}
   return K, K.r, K.ro
-end, function(K)
-  return select(2, hold_check_types({{K.r, 'zset'}, {K.ro, 'hash'}}))
-end, rw_drop_reader)
+end, function(K, attempt)
+  local f, _, j = hold_first_each({{K.r, 'ZSCORE', attempt}, {K.ro, 'HGET', attempt}})
+  if not f then
+    return j
+  end
+  K.owner = f[2]
+  return nil, f[1]
+end, function(K, a)
+  rw_drop_reader(K, a, K.owner)
+end)

@@ -23,22 +23,53 @@
 --      registrations, `w` (every waiter tries; all readers get in). The
 --      hand-on is rw_write_freed (rw_lib.lua), shared with
 --      rw_force_unlock_write.lua
---   error WRONGTYPE <key>
+--   error WRONGTYPE <key>  a key of another type that this call touches:
+--      ww first (the mark, a read), then w; alive, r and ro only when the
+--      call looks for another waiting writer or admits readers. Each is
+--      read with pcall (hold_first) before the first write, so nothing is
+--      written; no TYPE is sent, and the keys a call never touches (the
+--      fence always; alive, r and ro on a release nobody waits for) are not
+--      looked at. Dead waiting writers dropped on the way (queue_live_head)
+--      are a repair made before r and ro are read.
 --
 -- O(log n), plus O(n) in the registered readers when there are any (the
 -- mark q, read in the release's HMGET, says so: an unmarked release runs
 -- no command for them).
 local K = rw_keys(0)
-local bad = rw_check_types(K)
-if bad then
-  return bad
+local mark = ARGV[3] .. ':' .. ARGV[1]
+local marked, err = hold_first(K.ww, 'ZSCORE', K.ww, mark)
+if err then
+  return err
 end
-if redis.call('ZREM', K.ww, ARGV[3] .. ':' .. ARGV[1]) == 1 then
+if marked then
+  -- A waiting writer gives up. Read before its mark goes: w (is there a
+  -- writer?), alive (the walk below), and r, ro when readers may be
+  -- admitted.
+  local f
+  f, err = hold_first_each({{K.w, 'HGET', 'o'}, {K.alive, 'ZCARD'}})
+  if err then
+    return err
+  end
+  if not f[1] then
+    local _; _, err = hold_first_each({{K.r, 'ZCARD'}, {K.ro, 'HLEN'}})
+    if err then
+      return err
+    end
+  end
+  redis.call('ZREM', K.ww, mark)
   local now_ms = hold_now()
-  if not rw_live_waiting_writer(K, now_ms) then
+  local live, _
+  live, _, err = rw_live_waiting_writer(K, now_ms)
+  if err then
+    return err
+  end
+  if not live then
     local n, more = 0, false
-    if not redis.call('HGET', K.w, 'o') then
-      n, more = rw_admit_readers(K, ARGV[2], now_ms)
+    if not f[1] then
+      n, more, err = rw_admit_readers(K, ARGV[2], now_ms)
+      if err then
+        return err
+      end
     end
     if n == 0 or more then
       msg_publish(ARGV[2], msg_notice('m'))
@@ -46,12 +77,19 @@ if redis.call('ZREM', K.ww, ARGV[3] .. ':' .. ARGV[1]) == 1 then
   end
   return 1
 end
--- The mark q (readers registered) comes in the same HMGET as the hold.
-local r, queued = hold_release(K.w, ARGV[1], 'q')
+-- The mark q (readers registered) comes in the same HMGET as the hold,
+-- the first touch of w.
+local r, queued = hold_release_checked(K.w, ARGV[1], 'q')
+if r == nil then
+  return queued
+end
 if r ~= 2 then
   return r
 end
-rw_write_freed(K, ARGV[2], queued, function()
+err = rw_write_freed(K, ARGV[2], queued, function()
   return {'o', 't', 'n', 's', 'a:' .. ARGV[1]}
 end)
+if err then
+  return err
+end
 return 2

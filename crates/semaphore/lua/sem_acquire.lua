@@ -24,7 +24,13 @@
 --                        added the entry (with this call's secret), else
 --                        the entry's secret; its permits are granted to it
 --                        inside a release (g:<attempt> ..., sem_lib.lua)
---   error WRONGTYPE <key>  a key of another type; checked before any write
+--   error WRONGTYPE <key>  a key of another type that this call touches:
+--                        each is read with pcall on its first touch
+--                        (hold_first) before the first write, so nothing is
+--                        written; no TYPE is sent. h and hn, then s, then
+--                        q (and qo, alive when someone queues, or when
+--                        this call queues). Ended leases are purged (a
+--                        repair) before s and the queue's keys are read.
 --
 -- Why each branch: expired holds are purged first, so an ended lease never
 -- counts as taken; the head waiter's demand is reserved (see sem_lib.lua);
@@ -36,20 +42,34 @@
 local K = sem_keys(0)
 local owner, attempt, lease, mode = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local wt, n = tonumber(ARGV[5]), tonumber(ARGV[6])
-local bad = sem_check_types(K)
-if bad then
-  return bad
+-- The first touches of h (this attempt's deadline: a replay) and hn (the
+-- permits taken), before anything below writes them.
+local f, err = hold_first_each({{K.h, 'ZSCORE', attempt}, {K.hn, 'HGET', '#t'}})
+if err then
+  return err
 end
 local now_ms = hold_now()
 -- A replay of a granted attempt (lease_replay: a grant made under a
 -- claim is stretched to the lease asked for).
-local replay = lease_replay(K.h, K.hn, attempt, redis.call('ZSCORE', K.h, attempt), lease, now_ms)
+local replay = lease_replay(K.h, K.hn, attempt, f[1], lease, now_ms)
 if replay then
   return replay
 end
-sem_purge(K, now_ms)
-local avail = sem_available(K)
-local head, head_n = sem_live_head(K, now_ms)
+local taken = f[2]
+if sem_purge(K, now_ms) > 0 then
+  taken = redis.call('HGET', K.hn, '#t')
+end
+local p
+p, err = hold_first(K.s, 'HGET', K.s, 'p')
+if err then
+  return err
+end
+local avail = (tonumber(p) or 0) - (tonumber(taken) or 0)
+local head, head_n
+head, head_n, err = sem_live_head(K, now_ms)
+if err then
+  return err
+end
 local reserve = 0
 if head and head ~= attempt then
   reserve = head_n
@@ -72,11 +92,17 @@ local wait_ms = sem_next_expiry(K, now_ms)
 if mode == 'try' then
   return {0, wait_ms}
 end
+-- Queued: qo and alive are read (with pcall) before the first write; the
+-- walk above read them only when someone queued.
+f, err = hold_first_each({{K.qo, 'HGET', attempt}, {K.alive, 'ZSCORE', sem_client(owner)}})
+if err then
+  return err
+end
 local fresh, secret = 0, ARGV[7]
 local entry = table.concat({owner, ARGV[6], ARGV[3], ARGV[5], ARGV[7],
   string.format('%.0f', now_ms)}, ' ')
 if redis.call('ZSCORE', K.q, attempt) then
-  local _, _, _, l, _, s = sem_entry(redis.call('HGET', K.qo, attempt))
+  local _, _, _, l, _, s = sem_entry(f[1])
   if l then
     secret = s
   else

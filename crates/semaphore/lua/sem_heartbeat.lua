@@ -8,8 +8,12 @@
 -- ARGV[1]  client uuid
 -- ARGV[2]  waiter timeout in ms
 --
--- Reply: the number of semaphores refreshed (one with a key of another type
--- is skipped; its waiters' own tries report it).
+-- Reply: the number of semaphores refreshed. One with a key of another type
+-- is skipped with nothing written there; its waiters' own tries report it.
+-- The heartbeat touches every key of a semaphore (the purge and the
+-- wake-up below): s, h, hn, q and qo are each read once with pcall
+-- (hold_first) before alive's ZADD, the first write and alive's first
+-- touch. No TYPE is sent.
 --
 -- Besides refreshing, it purges ended leases and wakes the waiters that
 -- the permits they gave back serve (nobody else would notice), dropping
@@ -20,7 +24,10 @@
 -- The loop is queue_heartbeat (queue_lib.lua): the liveness record, the
 -- records of clients silent for a whole window dropped, the queue's TTLs;
 -- then ended leases purged and the waiters they serve woken.
-return queue_heartbeat(6, sem_keys, 'alive', sem_check_types, function(K, ttl)
+return queue_heartbeat(6, sem_keys, 'alive', function(K)
+  return select(2, hold_first_each({{K.s, 'HLEN'}, {K.h, 'ZCARD'}, {K.hn, 'HLEN'},
+    {K.q, 'ZCARD'}, {K.qo, 'HLEN'}}))
+end, function(K, ttl)
   hold_touch({K.q, K.qo, K.alive}, ttl)
 end, function(K, now_ms)
   sem_purge(K, now_ms)

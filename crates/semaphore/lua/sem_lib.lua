@@ -58,6 +58,11 @@ local function sem_keys(base)
   return hold_keys(base, {'s', 'h', 'hn', 'q', 'qo', 'alive'})
 end
 
+-- Every key of one semaphore is missing or of its type (TYPE, for the
+-- scripts off the hot path: deletion, permits, inspection, a part's
+-- release). The acquire, the release, the renewal and the heartbeat read
+-- each key they touch with pcall on its first touch instead (hold_first),
+-- before their first write, and send no TYPE.
 local function sem_check_types(K)
   return hold_check_types({
     {K.s, 'hash'}, {K.h, 'zset'}, {K.hn, 'hash'},
@@ -82,9 +87,13 @@ local function sem_entry(v)
   return owner, tonumber(n) or 0, w == ' w'
 end
 
--- Forget hold `a` and give its permits back.
-local function sem_drop_hold(K, a)
-  local _, n = sem_entry(redis.call('HGET', K.hn, a))
+-- Forget hold `a` and give its permits back (`v`: its value in K.hn as the
+-- caller read it, false when missing; nil to read it here).
+local function sem_drop_hold(K, a, v)
+  if v == nil then
+    v = redis.call('HGET', K.hn, a)
+  end
+  local _, n = sem_entry(v)
   redis.call('ZREM', K.h, a)
   redis.call('HDEL', K.hn, a)
   if n > 0 then
@@ -93,14 +102,20 @@ local function sem_drop_hold(K, a)
 end
 
 -- Holds whose lease ended give their permits back (up to 64 per call).
+-- Returns how many went, or nil and the error reply naming K.h
+-- (lease_purge). Callers read K.hn first (the drops write it).
 local function sem_purge(K, now_ms)
-  lease_purge(K.h, K.hn, now_ms, function(a) sem_drop_hold(K, a) end)
+  return lease_purge(K.h, K.hn, now_ms, function(a) sem_drop_hold(K, a) end)
 end
 
 -- Permits free now (may be negative after reduce_permits while holders
 -- still hold more than the new total), and whether the semaphore was set.
-local function sem_available(K)
-  local p = redis.call('HGET', K.s, 'p')
+-- `p`: the permits set as the caller read them from K.s (false when
+-- missing), or nil to read them here.
+local function sem_available(K, p)
+  if p == nil then
+    p = redis.call('HGET', K.s, 'p')
+  end
   local t = redis.call('HGET', K.hn, '#t')
   return (tonumber(p) or 0) - (tonumber(t) or 0), p ~= false
 end
@@ -126,13 +141,15 @@ local function sem_drop_waiter(K, a)
 end
 
 -- The first live waiter and its demand; drops dead ones on the way (64).
+-- Or nil, 0 and the error reply naming q, qo or alive (each read with
+-- pcall before any drop: queue_live_head).
 local function sem_live_head(K, now_ms)
-  local head, v = queue_live_head(K.q, K.qo, K.alive, now_ms, function(_, e)
+  local head, v, _, err = queue_live_head(K.q, K.qo, K.alive, now_ms, function(_, e)
     local owner = sem_entry(e)
     return owner and sem_client(owner)
   end)
   if not head then
-    return nil, 0
+    return nil, 0, err
   end
   local _, n = sem_entry(v)
   return head, n
@@ -156,13 +173,18 @@ end
 -- is granted its permits (sem_grant); an entry of an older version is
 -- woken to try instead (and counts as taken until it does). The first
 -- that does not fit stops the walk (it is the one the permits are kept
--- for). Dead waiters met on the way are dropped.
-local function sem_wake(K, now_ms, avail)
+-- for). Dead waiters met on the way are dropped. `list`: the first 64 of
+-- K.q as the caller read them, or anything else to read them here (callers
+-- pass sem_available(K) last, whose second value is a boolean).
+local function sem_wake(K, now_ms, avail, list)
   if avail <= 0 then
     return
   end
+  if type(list) ~= 'table' then
+    list = redis.call('ZRANGE', K.q, 0, 63)
+  end
   local used = 0
-  for _, a in ipairs(redis.call('ZRANGE', K.q, 0, 63)) do
+  for _, a in ipairs(list) do
     local v = redis.call('HGET', K.qo, a)
     local owner, n, woken, lease, claim, secret, ms = sem_entry(v)
     if not sem_alive(K, owner, now_ms) then

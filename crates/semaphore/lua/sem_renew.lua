@@ -12,13 +12,23 @@
 -- given back now; or it was released), -2 - j the hold's j-th key (s, h,
 -- hn) has another type: nothing written for that hold (the caller names the
 -- key; a per-hold code, so one bad semaphore does not fail a watchdog
--- round for the holds of others).
+-- round for the holds of others). h and hn are read with pcall (hold_first:
+-- the hold's deadline, its entry) before anything is written for the hold;
+-- s is never touched, and not looked at: no TYPE is sent.
 --
 -- O(log n) per hold.
 -- The loop is lease_renew_batch (lease_lib.lua).
 return lease_renew_batch(3, function(i)
   local K = {s = KEYS[3 * i - 2], h = KEYS[3 * i - 1], hn = KEYS[3 * i]}
   return K, K.h, K.hn
-end, function(K)
-  return select(2, hold_check_types({{K.s, 'hash'}, {K.h, 'zset'}, {K.hn, 'hash'}}))
-end, sem_drop_hold)
+end, function(K, attempt)
+  local f, _, j = hold_first_each({{K.h, 'ZSCORE', attempt}, {K.hn, 'HGET', attempt}})
+  if not f then
+    -- Positions in the group: s is 1.
+    return j + 1
+  end
+  K.entry = f[2]
+  return nil, f[1]
+end, function(K, a)
+  sem_drop_hold(K, a, K.entry)
+end)
