@@ -84,7 +84,7 @@ impl LuaScript {
     /// Declare a script whose source is `body` after what it uses of
     /// `libs` (library sources such as [`HOLD_LIB`], in that order): each
     /// library's definitions that `body` names, directly or through another
-    /// kept definition, each ended by a newline ([`join`]); joined on first
+    /// kept definition, each ended by a newline; joined on first
     /// use.
     pub const fn with_libs(
         name: &'static str,
@@ -112,7 +112,7 @@ impl LuaScript {
     }
 
     /// The Lua source the server runs: of its libraries, the definitions
-    /// the script's own text uses (see [`join`]), then that text.
+    /// the script's own text uses, then that text.
     pub fn source(&self) -> &str {
         if self.libs.is_empty() {
             return self.body;
