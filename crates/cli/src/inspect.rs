@@ -319,36 +319,8 @@ pub struct ReaderEntry {
 /// How many queue entries `deadbolt inspect` lists.
 pub const QUEUE_LISTED: usize = 20;
 
-/// One waiter in a fair lock's queue.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct QueueEntry {
-    /// The waiting acquire's attempt id.
-    pub attempt: String,
-    /// Owner id `<client uuid>:<handle id>` of the waiter.
-    pub owner: String,
-    /// The lease it asked for; `None` when not recorded.
-    pub lease: Option<Duration>,
-    /// How long its client counts as alive without another heartbeat;
-    /// `None` when its client is past its deadline or has no liveness record
-    /// (it will be skipped).
-    pub alive_for: Option<Duration>,
-    /// How long ago its client's liveness deadline passed; `None` when it is
-    /// alive or has no liveness record.
-    pub expired_ago: Option<Duration>,
-}
-
-impl From<deadbolt_core::QueuedWaiter> for QueueEntry {
-    fn from(w: deadbolt_core::QueuedWaiter) -> QueueEntry {
-        QueueEntry {
-            attempt: w.attempt,
-            owner: w.owner,
-            lease: w.lease,
-            alive_for: w.alive_for,
-            expired_ago: w.expired_ago,
-        }
-    }
-}
+/// One waiter in a fair lock's queue: core's own record of it.
+pub use deadbolt_core::QueuedWaiter as QueueEntry;
 
 impl From<deadbolt_semaphore::HolderInfo> for PermitHolder {
     fn from(h: deadbolt_semaphore::HolderInfo) -> PermitHolder {
@@ -382,20 +354,15 @@ impl From<deadbolt_rwlock::ReaderInfo> for ReaderEntry {
     }
 }
 
-impl QueueEntry {
-    /// Build an entry from the reply of `fair_queue.lua`: `lease_ms` is -1
-    /// when not recorded, `liveness_ms` is the time left before the owner's
-    /// client counts as dead (negative: past it; -1 also stands for "no
-    /// liveness record", which is skipped the same way).
-    /// "liveness left 4.8 s", "expired 1.2 s ago (will be skipped)".
-    fn liveness(&self) -> String {
-        match (self.alive_for, self.expired_ago) {
-            (Some(left), _) => format!("liveness left {:.1} s", left.as_secs_f64()),
-            (None, Some(ago)) => {
-                format!("expired {:.1} s ago (will be skipped)", ago.as_secs_f64())
-            }
-            (None, None) => "no liveness record (will be skipped)".to_string(),
+/// A queued waiter's liveness in words: "liveness left 4.8 s", "expired
+/// 1.2 s ago (will be skipped)".
+fn liveness(q: &QueueEntry) -> String {
+    match (q.alive_for, q.expired_ago) {
+        (Some(left), _) => format!("liveness left {:.1} s", left.as_secs_f64()),
+        (None, Some(ago)) => {
+            format!("expired {:.1} s ago (will be skipped)", ago.as_secs_f64())
         }
+        (None, None) => "no liveness record (will be skipped)".to_string(),
     }
 }
 
@@ -633,7 +600,7 @@ impl fmt::Display for LockState {
                 i + 1,
                 q.owner,
                 q.attempt,
-                q.liveness()
+                liveness(q)
             )?;
             named(f, ENTRY_CLIENT, &q.owner)?;
         }
@@ -815,9 +782,6 @@ async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::
             .queue(QUEUE_LISTED)
             .await
             .with_context(|| format!("reading the queue of {}", state.key))?
-            .into_iter()
-            .map(QueueEntry::from)
-            .collect()
     } else {
         Vec::new()
     };
@@ -997,23 +961,18 @@ mod tests {
     use super::*;
 
     fn entry(liveness_ms: i64) -> QueueEntry {
-        QueueEntry::from(deadbolt_core::QueuedWaiter::from_reply((
-            "a1".into(),
-            "c:1".into(),
-            30_000,
-            liveness_ms,
-        )))
+        QueueEntry::from_reply(("a1".into(), "c:1".into(), 30_000, liveness_ms))
     }
 
     #[test]
     fn liveness_says_which_way() {
-        assert_eq!(entry(4_800).liveness(), "liveness left 4.8 s");
-        assert_eq!(entry(0).liveness(), "liveness left 0.0 s");
+        assert_eq!(liveness(&entry(4_800)), "liveness left 4.8 s");
+        assert_eq!(liveness(&entry(0)), "liveness left 0.0 s");
         assert_eq!(
-            entry(-1_200).liveness(),
+            liveness(&entry(-1_200)),
             "expired 1.2 s ago (will be skipped)"
         );
-        assert_eq!(entry(-1).liveness(), "no liveness record (will be skipped)");
+        assert_eq!(liveness(&entry(-1)), "no liveness record (will be skipped)");
         assert_eq!(entry(-1).lease, Some(Duration::from_secs(30)));
     }
 

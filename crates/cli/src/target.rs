@@ -36,22 +36,3 @@ impl Target {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(redact("redis://u:secret@h:6379/"), "redis://***@h:6379/");
-        assert_eq!(redact("redis://127.0.0.1:6379/"), "redis://127.0.0.1:6379/");
-    }
-
-    #[test]
-    fn splits_url_lists() {
-        assert_eq!(
-            split_urls(" redis://a:1/, ,redis://b:2/"),
-            ["redis://a:1/", "redis://b:2/"]
-        );
-    }
-}

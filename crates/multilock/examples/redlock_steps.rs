@@ -1,0 +1,189 @@
+//! Where a Redlock lock+unlock spends its time: one task locks and unlocks
+//! distinct names on three throwaway servers, step by step, beside the
+//! same steps done with plain commands (SET NX PX and a compare-and-delete
+//! script, sent to the three servers at once, as rslock does) and beside a
+//! single `Lock` on one server. Prints p50/p99 per step and the client CPU
+//! per lock+unlock (this process's /proc utime+stime over the run).
+//!
+//! `cargo run --release -p deadbolt-multilock --example redlock_steps [N]`
+
+use std::time::{Duration, Instant};
+
+use deadbolt_core::{Acquire, Client, LeaseMode, WaitMode};
+use deadbolt_multilock::Redlock;
+use deadbolt_testkit::RedisServer;
+use futures::future::join_all;
+
+/// This process's CPU time so far, in clock ticks (1/100 s).
+fn cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    f.get(11).and_then(|u| u.parse().ok()).unwrap_or(0)
+        + f.get(12).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+/// Per-step samples of one contender, and its CPU ticks.
+struct Steps {
+    name: &'static str,
+    lock: Vec<Duration>,
+    unlock: Vec<Duration>,
+    ticks: u64,
+}
+
+/// The `permille`-th sample in order, in µs.
+fn pct(v: &mut [Duration], permille: usize) -> u128 {
+    v.sort();
+    v[(v.len() - 1) * permille / 1000].as_micros()
+}
+
+impl Steps {
+    fn print(mut self, n: usize) {
+        let total: Vec<Duration> = self
+            .lock
+            .iter()
+            .zip(&self.unlock)
+            .map(|(a, b)| *a + *b)
+            .collect();
+        let mut total = total;
+        println!(
+            "{:<22} lock p50 {:>6} p99 {:>6}  unlock p50 {:>6} p99 {:>6}  both p50 {:>6}  client CPU {:>5} µs/op",
+            self.name,
+            pct(&mut self.lock, 500),
+            pct(&mut self.lock, 990),
+            pct(&mut self.unlock, 500),
+            pct(&mut self.unlock, 990),
+            pct(&mut total, 500),
+            self.ticks * 10_000 / n as u64,
+        );
+    }
+}
+
+const UNLOCK: &str =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(3000);
+    let servers: Vec<RedisServer> = (0..3)
+        .map(|_| RedisServer::start().expect("redis-server"))
+        .collect();
+    let mut clients = Vec::new();
+    for s in &servers {
+        clients.push(Client::connect(&s.url()).await.expect("connect"));
+    }
+    let mut conns = Vec::new();
+    for s in &servers {
+        conns.push(s.conn().await);
+    }
+    let script = redis::Script::new(UNLOCK);
+    for round in 0..2 {
+        // Raw: SET NX PX on all three at once, then the compare-and-delete.
+        let mut raw = Steps {
+            name: "raw 3 servers",
+            lock: vec![],
+            unlock: vec![],
+            ticks: 0,
+        };
+        let t0 = cpu_ticks();
+        for i in 0..n {
+            let key = format!("raw:{round}:{i}");
+            let t = Instant::now();
+            let r: Vec<redis::RedisResult<Option<String>>> = join_all(conns.iter().map(|c| {
+                let mut c = c.clone();
+                let key = key.clone();
+                async move {
+                    redis::cmd("SET")
+                        .arg(&key)
+                        .arg("me")
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(30_000)
+                        .query_async(&mut c)
+                        .await
+                }
+            }))
+            .await;
+            assert!(r.iter().all(|r| matches!(r, Ok(Some(_)))));
+            raw.lock.push(t.elapsed());
+            let t = Instant::now();
+            let _: Vec<redis::RedisResult<i64>> = join_all(conns.iter().map(|c| {
+                let mut c = c.clone();
+                let mut inv = script.key(&key);
+                inv.arg("me");
+                async move { inv.invoke_async(&mut c).await }
+            }))
+            .await;
+            raw.unlock.push(t.elapsed());
+        }
+        raw.ticks = cpu_ticks() - t0;
+        raw.print(n);
+
+        for (name, lease) in [
+            ("lock, watchdog lease", LeaseMode::Watchdog),
+            (
+                "lock, fixed lease",
+                LeaseMode::Fixed(Duration::from_secs(30)),
+            ),
+        ] {
+            let mut one = Steps {
+                name,
+                lock: vec![],
+                unlock: vec![],
+                ticks: 0,
+            };
+            let t0 = cpu_ticks();
+            for i in 0..n {
+                let lock =
+                    deadbolt_lock::Lock::new(&clients[0], &format!("one:{round}:{name}:{i}"));
+                let t = Instant::now();
+                let g = lock
+                    .acquire_with(lease, WaitMode::Try)
+                    .await
+                    .unwrap()
+                    .unwrap();
+                one.lock.push(t.elapsed());
+                let t = Instant::now();
+                g.unlock().await.unwrap();
+                one.unlock.push(t.elapsed());
+            }
+            one.ticks = cpu_ticks() - t0;
+            one.print(n);
+        }
+
+        for (name, lease) in [
+            ("redlock, watchdog lease", LeaseMode::Watchdog),
+            (
+                "redlock, fixed lease",
+                LeaseMode::Fixed(Duration::from_secs(30)),
+            ),
+        ] {
+            let mut red = Steps {
+                name,
+                lock: vec![],
+                unlock: vec![],
+                ticks: 0,
+            };
+            let t0 = cpu_ticks();
+            for i in 0..n {
+                let rl = Redlock::new(&clients, &format!("red:{round}:{name}:{i}")).unwrap();
+                let t = Instant::now();
+                let g = rl
+                    .acquire_with(lease, WaitMode::Try)
+                    .await
+                    .unwrap()
+                    .unwrap();
+                red.lock.push(t.elapsed());
+                let t = Instant::now();
+                g.unlock().await.unwrap();
+                red.unlock.push(t.elapsed());
+            }
+            red.ticks = cpu_ticks() - t0;
+            red.print(n);
+        }
+        println!();
+    }
+}
