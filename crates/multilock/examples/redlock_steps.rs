@@ -80,7 +80,12 @@ async fn main() {
         conns.push(s.conn().await);
     }
     let script = redis::Script::new(UNLOCK);
-    for round in 0..2 {
+    let rounds = if std::env::var_os("ONLY_CONCURRENT").is_some() {
+        0
+    } else {
+        2
+    };
+    for round in 0..rounds {
         // Raw: SET NX PX on all three at once, then the compare-and-delete.
         let mut raw = Steps {
             name: "raw 3 servers",
@@ -185,5 +190,73 @@ async fn main() {
             red.print(n);
         }
         println!();
+    }
+    concurrent(&clients, &conns, n).await;
+}
+
+/// Four tasks at once, as the bench's multi row runs them: acq/s and the
+/// lock+unlock p50, Redlock beside plain commands on the same servers.
+async fn concurrent(clients: &[Client], conns: &[redis::aio::MultiplexedConnection], n: usize) {
+    const TASKS: usize = 4;
+    let script = redis::Script::new(UNLOCK);
+    for which in ["raw 3 servers x4", "redlock lock() x4"] {
+        let t0 = Instant::now();
+        let c0 = cpu_ticks();
+        let tasks = (0..TASKS).map(|t| {
+            let clients = clients.to_vec();
+            let conns = conns.to_vec();
+            let script = script.clone();
+            tokio::spawn(async move {
+                let mut times = Vec::new();
+                for i in 0..n / TASKS {
+                    let name = format!("c:{which}:{t}:{i}");
+                    let start = Instant::now();
+                    if which.starts_with("raw") {
+                        let _: Vec<redis::RedisResult<Option<String>>> =
+                            join_all(conns.iter().map(|c| {
+                                let mut c = c.clone();
+                                let name = name.clone();
+                                async move {
+                                    redis::cmd("SET")
+                                        .arg(&name)
+                                        .arg("me")
+                                        .arg("NX")
+                                        .arg("PX")
+                                        .arg(30_000)
+                                        .query_async(&mut c)
+                                        .await
+                                }
+                            }))
+                            .await;
+                        let _: Vec<redis::RedisResult<i64>> = join_all(conns.iter().map(|c| {
+                            let mut c = c.clone();
+                            let mut inv = script.key(&name);
+                            inv.arg("me");
+                            async move { inv.invoke_async(&mut c).await }
+                        }))
+                        .await;
+                    } else {
+                        let rl = Redlock::new(&clients, &name).unwrap();
+                        rl.lock().await.unwrap().unlock().await.unwrap();
+                    }
+                    times.push(start.elapsed());
+                }
+                times
+            })
+        });
+        let mut all: Vec<Duration> = Vec::new();
+        for t in join_all(tasks).await {
+            all.extend(t.unwrap());
+        }
+        let t0_us = t0.elapsed().as_micros().max(1);
+        let ticks = cpu_ticks() - c0;
+        let count = all.len();
+        println!(
+            "{which:<22} {:>6} acq/s  lock+unlock p50 {:>6} µs  p99 {:>6} µs  client CPU {:>5} µs/op",
+            (count as u128 * 1_000_000) / t0_us,
+            pct(&mut all, 500),
+            pct(&mut all, 990),
+            ticks * 10_000 / count as u64
+        );
     }
 }
