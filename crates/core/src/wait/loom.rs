@@ -35,9 +35,9 @@ use loom::sync::Mutex;
 use loom::thread;
 use tokio::time::Instant;
 
-use super::local::{Claim, Delivered, LocalGrant, LocalNow, LocalWaiter};
+use super::fixtures::{local_waiter, plain};
+use super::local::{Claim, Delivered, LocalGrant, LocalNow};
 use super::slot::{Seat, Shared, Waiter, Woke};
-use crate::scripts::{ScriptCall, HOLD_RENEW};
 
 const CH: &str = "lock:ch";
 /// The lock's word on the server: who holds it.
@@ -111,25 +111,6 @@ impl Server {
     }
 }
 
-fn plain() -> Waiter {
-    Waiter {
-        policy: &crate::wake::OnePerClient,
-        class: "",
-        tag: None,
-        wakeable: false,
-        local: None,
-    }
-}
-
-fn local_waiter(attempt: &str) -> Arc<LocalWaiter> {
-    Arc::new(LocalWaiter::new(
-        "client:1",
-        attempt,
-        30_000,
-        ScriptCall::new(&HOLD_RENEW, vec![], vec![]),
-    ))
-}
-
 /// Far enough never to matter (and under loom a wait never times out).
 fn far() -> Instant {
     Instant::now() + Duration::from_secs(3600)
@@ -200,7 +181,7 @@ fn a_release_racing_a_subscription_wakes_the_waiter() {
             let server = server.clone();
             thread::spawn(move || server.release(HOLDER))
         };
-        let seat = shared.subscribe(CH, plain());
+        let seat = shared.subscribe(CH, plain(""));
         acquire(&seat, &server, 2);
         assert_eq!(server.holder(), 2);
         drop(seat);
@@ -220,8 +201,8 @@ fn a_cancelled_waiter_passes_its_wake_up_on() {
     model(|| {
         let (shared, _ops) = Shared::new("client:1".into());
         let server = Server::new(&shared);
-        let c_seat = shared.subscribe(CH, plain());
-        let w_seat = shared.subscribe(CH, plain());
+        let c_seat = shared.subscribe(CH, plain(""));
+        let w_seat = shared.subscribe(CH, plain(""));
         let holder = {
             let server = server.clone();
             thread::spawn(move || server.release(HOLDER))
@@ -260,8 +241,8 @@ fn a_waiter_cancelled_with_its_try_in_flight_loses_no_wake_up() {
     model(|| {
         let (shared, _ops) = Shared::new("client:1".into());
         let server = Server::new(&shared);
-        let c_seat = shared.subscribe(CH, plain());
-        let w_seat = shared.subscribe(CH, plain());
+        let c_seat = shared.subscribe(CH, plain(""));
+        let w_seat = shared.subscribe(CH, plain(""));
         let holder = {
             let server = server.clone();
             thread::spawn(move || server.release(HOLDER))
@@ -310,10 +291,10 @@ fn a_local_hand_off_racing_a_cancel_loses_neither_hold_nor_wake_up() {
             CH,
             Waiter {
                 local: Some(l_local.clone()),
-                ..plain()
+                ..plain("")
             },
         );
-        let w_seat = shared.subscribe(CH, plain());
+        let w_seat = shared.subscribe(CH, plain(""));
         let unlock = {
             let (server, shared) = (server.clone(), shared.clone());
             thread::spawn(move || unlock_locally(&shared, &server, L))

@@ -687,4 +687,6 @@ impl Subscription {
 }
 
 #[cfg(test)]
+mod fixtures;
+#[cfg(test)]
 mod races;

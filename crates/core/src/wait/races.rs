@@ -17,7 +17,7 @@ use deadbolt_testkit::support::{cmd, server};
 use deadbolt_testkit::RedisServer;
 use tokio::time::Instant;
 
-use crate::scripts::{ScriptCall, HOLD_RENEW};
+use crate::wait::fixtures::{local_waiter, plain};
 use crate::wait::local::{Delivered, LocalGrant, LocalNow, LocalWaiter};
 use crate::wait::{Engine, Subscription, Waiter, Woke};
 use crate::Client;
@@ -38,25 +38,6 @@ async fn engine() -> (RedisServer, Client, Arc<Engine>) {
     let client = Client::connect(&srv.url()).await.expect("connect");
     let engine = client.inner.engine.clone();
     (srv, client, engine)
-}
-
-fn plain(class: &'static str) -> Waiter {
-    Waiter {
-        policy: &crate::wake::OnePerClient,
-        class,
-        tag: None,
-        wakeable: false,
-        local: None,
-    }
-}
-
-fn local_waiter(attempt: &str) -> Arc<LocalWaiter> {
-    Arc::new(LocalWaiter::new(
-        "client:1",
-        attempt,
-        30_000,
-        ScriptCall::new(&HOLD_RENEW, vec![], vec![]),
-    ))
 }
 
 fn with_local(class: &'static str, local: &Arc<LocalWaiter>) -> Waiter {
@@ -82,6 +63,15 @@ async fn joined(engine: &Arc<Engine>, channel: &str, waiter: Waiter) -> Subscrip
     let sub = engine.subscribe(channel, waiter);
     assert!(sub.confirmed(Instant::now() + LONG).await, "not confirmed");
     sub
+}
+
+/// Two plain waiters on "ch", in that order, each with a try in flight.
+async fn two_trying(engine: &Arc<Engine>) -> (Subscription, Subscription) {
+    let first = joined(engine, "ch", plain("")).await;
+    let next = joined(engine, "ch", plain("")).await;
+    first.begin_try();
+    next.begin_try();
+    (first, next)
 }
 
 /// The wait must end by a wake-up, promptly.
@@ -185,10 +175,7 @@ async fn a_woken_waiter_that_leaves_passes_the_wake_up_to_its_class() {
 #[tokio::test]
 async fn a_woken_waiter_that_acquired_passes_nothing_on() {
     let (_srv, _client, engine) = engine().await;
-    let first = joined(&engine, "ch", plain("")).await;
-    let next = joined(&engine, "ch", plain("")).await;
-    first.begin_try();
-    next.begin_try();
+    let (first, next) = two_trying(&engine).await;
     engine.nudge("ch");
     first.mark_acquired();
     drop(first);
@@ -201,10 +188,7 @@ async fn a_woken_waiter_that_acquired_passes_nothing_on() {
 #[tokio::test]
 async fn a_waiter_cancelled_in_its_wait_does_not_swallow_the_wake_up() {
     let (_srv, _client, engine) = engine().await;
-    let first = joined(&engine, "ch", plain("")).await;
-    let next = joined(&engine, "ch", plain("")).await;
-    first.begin_try();
-    next.begin_try();
+    let (first, next) = two_trying(&engine).await;
     {
         let mut wait = pin!(first.wait(Instant::now() + LONG));
         assert!(futures::poll!(&mut wait).is_pending(), "asleep");
@@ -221,10 +205,7 @@ async fn a_waiter_cancelled_in_its_wait_does_not_swallow_the_wake_up() {
 #[tokio::test]
 async fn a_waiter_that_leaves_unwoken_wakes_nobody_and_is_skipped_after() {
     let (_srv, _client, engine) = engine().await;
-    let first = joined(&engine, "ch", plain("")).await;
-    let next = joined(&engine, "ch", plain("")).await;
-    first.begin_try();
-    next.begin_try();
+    let (first, next) = two_trying(&engine).await;
     drop(first);
     not_woken(&next, "nobody was woken").await;
     next.begin_try();
@@ -242,10 +223,7 @@ async fn a_waiter_that_leaves_unwoken_wakes_nobody_and_is_skipped_after() {
 #[tokio::test]
 async fn a_waiter_leaving_after_its_wait_returned_passes_the_wake_up_on() {
     let (_srv, _client, engine) = engine().await;
-    let first = joined(&engine, "ch", plain("")).await;
-    let next = joined(&engine, "ch", plain("")).await;
-    first.begin_try();
-    next.begin_try();
+    let (first, next) = two_trying(&engine).await;
     engine.nudge("ch");
     woken(&first, "the longest waiting").await;
     // Out of time before its try: the acquire loop drops the subscription.
@@ -259,10 +237,7 @@ async fn a_waiter_leaving_after_its_wait_returned_passes_the_wake_up_on() {
 #[tokio::test]
 async fn a_waiter_whose_try_was_answered_passes_nothing_on() {
     let (_srv, _client, engine) = engine().await;
-    let first = joined(&engine, "ch", plain("")).await;
-    let next = joined(&engine, "ch", plain("")).await;
-    first.begin_try();
-    next.begin_try();
+    let (first, next) = two_trying(&engine).await;
     engine.nudge("ch");
     woken(&first, "the longest waiting").await;
     first.begin_try();
