@@ -29,7 +29,9 @@ pub use crate::guard::ExclusiveGuard;
 pub use crate::guarded::Guarded;
 pub use crate::handle::{Acquire, Handle};
 pub use crate::heartbeat::HeartbeatSpec;
-pub use crate::hold::{drift, run_while_held, Hold, HoldSet, HoldSpec, LeaseMode, LeaseState};
+pub use crate::hold::{
+    drift, lease_lost, run_while_held, Hold, HoldSet, HoldSpec, LeaseMode, LeaseState, Validity,
+};
 pub use crate::hold_guard_methods;
 pub use crate::keys::Keys;
 pub use crate::lockable::Lockable;

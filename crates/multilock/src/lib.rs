@@ -30,8 +30,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    drift, lease_ms, new_attempt_id, run_while_held, Acquire, Client, Error, Guarded, Hold,
-    HoldSpec, LeaseMode, LeaseState, Lockable, PlainLock, Result, ScriptCall, WaitMode, HOLD_RENEW,
+    drift, lease_lost, lease_ms, new_attempt_id, run_while_held, Acquire, Client, Error, Guarded,
+    Hold, HoldSpec, LeaseMode, LeaseState, Lockable, PlainLock, Result, ScriptCall, Validity,
+    WaitMode, HOLD_RENEW,
 };
 use deadbolt_lock::scripts::LOCK_RELEASE;
 use deadbolt_lock::Lock;
@@ -658,6 +659,16 @@ struct RedShared {
     token: u64,
 }
 
+impl Validity for RedShared {
+    fn lease_state(&self) -> &watch::Sender<LeaseState> {
+        &self.state
+    }
+
+    fn lease_until(&self) -> &Mutex<Instant> {
+        &self.valid_until
+    }
+}
+
 impl RedlockGuard {
     fn new(
         holds: Vec<Hold>,
@@ -690,24 +701,13 @@ impl RedlockGuard {
     /// `Active` until the validity runs out or a renewal fails to reach a
     /// majority in time (`Lost`).
     pub fn state(&self) -> LeaseState {
-        let s = *self.shared.state.borrow();
-        if s == LeaseState::Active && Instant::now() >= *self.shared.valid_until.lock() {
-            self.shared.state.send_replace(LeaseState::Lost);
-            return LeaseState::Lost;
-        }
-        s
+        self.shared.current()
     }
 
     /// The validity computed at acquire (or at the last renewal that reached
     /// a majority): `TTL − elapsed − drift`, never more.
     pub fn valid_for(&self) -> Duration {
-        if self.state() != LeaseState::Active {
-            return Duration::ZERO;
-        }
-        self.shared
-            .valid_until
-            .lock()
-            .saturating_duration_since(Instant::now())
+        Validity::valid_for(&*self.shared)
     }
 
     /// Run `work` under the hold: it is dropped as soon as the hold can
@@ -725,30 +725,13 @@ impl RedlockGuard {
         run_while_held(self.lost(), work).await
     }
 
-    /// Resolves when the lock can no longer be counted on.
+    /// Resolves when the lock can no longer be counted on (`Lost`,
+    /// `Unknown`); never for a release, as a `Hold`'s.
     ///
     /// # Cancel safety
     /// Cancel safe: it only watches.
     pub fn lost(&self) -> impl Future<Output = LeaseState> + Send + 'static {
-        let shared = self.shared.clone();
-        let mut rx = shared.state.subscribe();
-        async move {
-            loop {
-                let s = *rx.borrow_and_update();
-                if s.is_terminal() {
-                    return s;
-                }
-                let until = *shared.valid_until.lock();
-                tokio::select! {
-                    r = rx.changed() => if r.is_err() { return LeaseState::Lost },
-                    () = tokio::time::sleep_until(until) => {
-                        if Instant::now() >= *shared.valid_until.lock() {
-                            shared.state.send_replace(LeaseState::Lost);
-                        }
-                    }
-                }
-            }
-        }
+        lease_lost(self.shared.clone())
     }
 
     /// Release on every server that holds it.

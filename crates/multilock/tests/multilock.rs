@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use deadbolt_core::{Client, LeaseState, Lockable};
+use deadbolt_core::{Client, LeaseMode, LeaseState, Lockable, WaitMode};
 use deadbolt_fair::FairLock;
 use deadbolt_lock::Lock;
 use deadbolt_multilock::{MultiLock, Redlock};
@@ -265,6 +265,25 @@ async fn redlock_unlock_during_a_renewal_round_releases() {
         let n: i64 = cmd(s, &["EXISTS", "deadbolt:{race}:lock"]).await;
         assert_eq!(n, 0, "released on the servers that answer");
     }
+}
+
+/// A Redlock's `lost()` means what a `Hold`'s does: it resolves for a loss,
+/// never for a release, not even when the released lease's end passes
+/// (before, it resolved with `Released` at the unlock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_lost_never_resolves_for_a_release() {
+    let (_srvs, clients) = servers(3).await;
+    let lease = Duration::from_millis(400);
+    let g = Redlock::new(&clients, "kept")
+        .unwrap()
+        .acquire_with(LeaseMode::Fixed(lease), WaitMode::Try)
+        .await
+        .unwrap()
+        .expect("free");
+    let lost = g.lost();
+    g.unlock().await.unwrap();
+    let r = tokio::time::timeout(lease * 2, lost).await;
+    assert!(r.is_err(), "lost() resolved after a release: {r:?}");
 }
 
 /// Plain locks of one client are taken in one script (one round trip), all

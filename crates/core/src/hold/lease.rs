@@ -38,6 +38,91 @@ impl LeaseState {
     }
 }
 
+/// A lease as this process knows it: where it stands and until when it is
+/// known valid. Every kind of hold (a [`Hold`](crate::Hold), a Redlock's
+/// quorum) keeps these two and reads them through this trait, so that
+/// `state`, `valid_for` and `lost` mean one thing everywhere: a lease
+/// whose validity ran out reads `Lost`, and `lost` never resolves for a
+/// release.
+pub trait Validity: Send + Sync + 'static {
+    /// The state, changed only through [`finish`](Validity::finish) (and
+    /// the holder's own release).
+    fn lease_state(&self) -> &watch::Sender<LeaseState>;
+
+    /// Until when the lease is known valid.
+    fn lease_until(&self) -> &Mutex<Instant>;
+
+    /// Move to `to` unless already terminal; returns whether it moved. A
+    /// holder that reports a loss (metrics, waiters) does it here.
+    fn finish(&self, to: LeaseState) -> bool {
+        settle(self.lease_state(), to)
+    }
+
+    /// The current state; an `Active` lease whose validity ran out becomes
+    /// (and reads) `Lost`.
+    fn current(&self) -> LeaseState {
+        let s = *self.lease_state().borrow();
+        if s == LeaseState::Active && Instant::now() >= *self.lease_until().lock() {
+            self.finish(LeaseState::Lost);
+            return LeaseState::Lost;
+        }
+        s
+    }
+
+    /// How much longer the lease is known valid (zero unless `Active`).
+    fn valid_for(&self) -> Duration {
+        if self.current() != LeaseState::Active {
+            return Duration::ZERO;
+        }
+        self.lease_until()
+            .lock()
+            .saturating_duration_since(Instant::now())
+    }
+}
+
+/// Move `state` to `to` unless it is terminal already; whether it moved.
+fn settle(state: &watch::Sender<LeaseState>, to: LeaseState) -> bool {
+    state.send_if_modified(|s| {
+        if s.is_terminal() {
+            false
+        } else {
+            *s = to;
+            true
+        }
+    })
+}
+
+/// Resolves once the lease can no longer be counted on: `Lost` or `Unknown`
+/// (also when its validity runs out, which [`Validity::finish`]es it as
+/// `Lost`). A lease that was released was not lost: then it never
+/// resolves.
+pub fn lease_lost<V: Validity>(v: Arc<V>) -> impl std::future::Future<Output = LeaseState> + Send {
+    let mut rx = v.lease_state().subscribe();
+    async move {
+        loop {
+            let s = *rx.borrow_and_update();
+            if matches!(s, LeaseState::Lost | LeaseState::Unknown) {
+                return s;
+            }
+            if s == LeaseState::Released {
+                // Terminal, and not a loss: never resolves. (Waiting on
+                // for the lease's end instead went round at once for
+                // ever once that end had passed.)
+                return std::future::pending().await;
+            }
+            let until = *v.lease_until().lock();
+            tokio::select! {
+                r = rx.changed() => if r.is_err() { return *v.lease_state().borrow() },
+                () = tokio::time::sleep_until(until) => {
+                    if Instant::now() >= *v.lease_until().lock() {
+                        v.finish(LeaseState::Lost);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// How long a hold lasts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseMode {
@@ -163,17 +248,19 @@ impl std::fmt::Debug for HoldInner {
 
 pub(crate) static NEXT_HOLD: AtomicU64 = AtomicU64::new(1);
 
-impl HoldInner {
-    /// Move to `to` unless already terminal. Returns whether it moved.
-    pub(crate) fn finish(&self, to: LeaseState) -> bool {
-        let moved = self.state.send_if_modified(|s| {
-            if s.is_terminal() {
-                false
-            } else {
-                *s = to;
-                true
-            }
-        });
+impl Validity for HoldInner {
+    fn lease_state(&self) -> &watch::Sender<LeaseState> {
+        &self.state
+    }
+
+    fn lease_until(&self) -> &Mutex<Instant> {
+        &self.valid_until
+    }
+
+    /// Move to `to` unless already terminal; a loss is counted, logged,
+    /// and told to the local waiters sleeping on this hold.
+    fn finish(&self, to: LeaseState) -> bool {
+        let moved = settle(&self.state, to);
         if moved && matches!(to, LeaseState::Lost | LeaseState::Unknown) {
             crate::metrics::lost(self.spec.kind);
             tracing::warn!(kind = self.spec.kind, key = %self.spec.key, state = ?to, "hold can no longer be counted on");
@@ -184,6 +271,13 @@ impl HoldInner {
             }
         }
         moved
+    }
+}
+
+impl HoldInner {
+    /// [`Validity::finish`], callable without the trait in scope.
+    pub(crate) fn finish(&self, to: LeaseState) -> bool {
+        Validity::finish(self, to)
     }
 
     pub(crate) fn renewed(&self, sent_at: Instant, pttl_ms: u64) {

@@ -18,7 +18,9 @@ use crate::ctx::Client;
 use crate::error::{Error, Result};
 use crate::scripts::ScriptCall;
 
-pub use lease::{drift, valid_until, HoldSpec, LeaseMode, LeaseState, PassSpec};
+pub use lease::{
+    drift, lease_lost, valid_until, HoldSpec, LeaseMode, LeaseState, PassSpec, Validity,
+};
 pub(crate) use lease::{HoldInner, Renewal, NEXT_HOLD};
 
 /// Run `work` until `lost` resolves (a guard's `lost()`): the one way
@@ -227,23 +229,12 @@ impl Hold {
 
     /// Current lease state; a fixed lease whose validity ran out reads `Lost`.
     pub fn state(&self) -> LeaseState {
-        let s = *self.inner.state.borrow();
-        if s == LeaseState::Active && self.inner.expired(Instant::now()) {
-            self.inner.finish(LeaseState::Lost);
-            return LeaseState::Lost;
-        }
-        s
+        self.inner.current()
     }
 
     /// How much longer the hold is known valid (zero unless `Active`).
     pub fn valid_for(&self) -> Duration {
-        if self.state() != LeaseState::Active {
-            return Duration::ZERO;
-        }
-        self.inner
-            .valid_until
-            .lock()
-            .saturating_duration_since(Instant::now())
+        Validity::valid_for(&*self.inner)
     }
 
     /// Resolves once the hold can no longer be counted on: `Lost` or `Unknown`
@@ -253,31 +244,7 @@ impl Hold {
     /// # Cancel safety
     /// Cancel safe: it only watches.
     pub fn lost(&self) -> impl std::future::Future<Output = LeaseState> + Send + 'static {
-        let inner = self.inner.clone();
-        let mut rx = inner.state.subscribe();
-        async move {
-            loop {
-                let s = *rx.borrow_and_update();
-                if matches!(s, LeaseState::Lost | LeaseState::Unknown) {
-                    return s;
-                }
-                if s == LeaseState::Released {
-                    // Terminal, and not a loss: never resolves. (Waiting on
-                    // for the lease's end instead went round at once for
-                    // ever once that end had passed.)
-                    return std::future::pending().await;
-                }
-                let until = *inner.valid_until.lock();
-                tokio::select! {
-                    r = rx.changed() => if r.is_err() { return *inner.state.borrow() },
-                    () = tokio::time::sleep_until(until) => {
-                        if inner.expired(Instant::now()) {
-                            inner.finish(LeaseState::Lost);
-                        }
-                    }
-                }
-            }
-        }
+        lease_lost(self.inner.clone())
     }
 
     /// Run `work` under this hold: it is dropped (cancelled at its next
