@@ -1,0 +1,221 @@
+//! The floor under the Lock's Redis cost: one throwaway redis-server, four
+//! tasks locking and unlocking distinct names (as the bench's uncontended
+//! row), three ways one after another, twice over:
+//!
+//! - `raw`: the textbook lock, `SET NX PX` and a compare-and-delete script;
+//! - `floor`: a script doing only what a reentrant, fenced lock cannot do
+//!   without (read the holder, advance the fencing counter, write the hold
+//!   with its count and token, set its expiry; the release reads the holder
+//!   and deletes), and nothing of what the Lock adds (the stale-hold repair,
+//!   the waiting clients' queue, the reservation, the attempt's field);
+//! - `lock`: deadbolt's `Lock` (`lock()` and `unlock()`).
+//!
+//! For each: lock+unlock pairs per second, the server's CPU per pair (INFO
+//! cpu, its event loop and system calls included), the µs per call inside
+//! Redis (INFO commandstats, the commands a script runs included) and the
+//! commands run per pair.
+//!
+//! `cargo run --release -p deadbolt-lock --example lock_floor [SECONDS]`
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use deadbolt_core::{Acquire as _, Client};
+use deadbolt_testkit::RedisServer;
+use redis::aio::MultiplexedConnection;
+
+const TASKS: usize = 4;
+
+const RAW_UNLOCK: &str =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+/// KEYS: hold hash, fencing counter; ARGV: owner, lease ms. Re-entry adds
+/// to the count; a fresh hold takes the next token.
+const FLOOR_LOCK: &str = "
+local o = redis.call('HGET', KEYS[1], 'o')
+if o == ARGV[1] then
+  redis.call('HINCRBY', KEYS[1], 'n', 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+elseif o then
+  return 0
+end
+local t = redis.call('INCR', KEYS[2])
+redis.call('HSET', KEYS[1], 'o', ARGV[1], 't', t, 'n', 1)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return t";
+
+/// KEYS: hold hash; ARGV: owner. The last hold's release deletes it.
+const FLOOR_UNLOCK: &str = "
+local f = redis.call('HMGET', KEYS[1], 'o', 'n')
+if f[1] ~= ARGV[1] then return 0 end
+if tonumber(f[2]) > 1 then return redis.call('HINCRBY', KEYS[1], 'n', -1) end
+return redis.call('DEL', KEYS[1])";
+
+/// One of the three ways, run by one task on its `i`-th name.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Way {
+    Raw,
+    Floor,
+    Lock,
+}
+
+async fn one(way: Way, conn: &mut MultiplexedConnection, client: &Client, name: &str) {
+    let key = format!("{name}:h");
+    match way {
+        Way::Raw => {
+            let set: Option<String> = redis::cmd("SET")
+                .arg(&key)
+                .arg("me")
+                .arg("NX")
+                .arg("PX")
+                .arg(30_000)
+                .query_async(conn)
+                .await
+                .unwrap();
+            assert!(set.is_some());
+            let _: i64 = redis::Script::new(RAW_UNLOCK)
+                .key(&key)
+                .arg("me")
+                .invoke_async(conn)
+                .await
+                .unwrap();
+        }
+        Way::Floor => {
+            let t: i64 = redis::Script::new(FLOOR_LOCK)
+                .key(&key)
+                .key(format!("{name}:f"))
+                .arg("me")
+                .arg(30_000)
+                .invoke_async(conn)
+                .await
+                .unwrap();
+            assert!(t > 0);
+            let _: i64 = redis::Script::new(FLOOR_UNLOCK)
+                .key(&key)
+                .arg("me")
+                .invoke_async(conn)
+                .await
+                .unwrap();
+        }
+        Way::Lock => {
+            let g = deadbolt_lock::Lock::new(client, name).lock().await.unwrap();
+            g.unlock().await.unwrap();
+        }
+    }
+}
+
+/// `INFO` of `section` as field → value.
+async fn info(conn: &mut MultiplexedConnection, section: &str) -> BTreeMap<String, String> {
+    let text: String = redis::cmd("INFO")
+        .arg(section)
+        .query_async(conn)
+        .await
+        .unwrap();
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// Server CPU so far, µs.
+fn cpu_us(cpu: &BTreeMap<String, String>) -> f64 {
+    ["used_cpu_user", "used_cpu_sys"]
+        .iter()
+        .map(|k| cpu[*k].parse::<f64>().unwrap_or(0.0) * 1e6)
+        .sum()
+}
+
+/// commandstats as command → (calls, usec).
+fn stats(s: &BTreeMap<String, String>) -> BTreeMap<String, (f64, f64)> {
+    s.iter()
+        .filter_map(|(k, v)| {
+            let cmd = k.strip_prefix("cmdstat_")?;
+            let field = |name: &str| {
+                v.split(',')
+                    .find_map(|p| p.strip_prefix(name)?.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            Some((cmd.to_string(), (field("calls="), field("usec="))))
+        })
+        .collect()
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let secs: f64 = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1.5);
+    let srv = RedisServer::start().expect("redis-server");
+    let client = Client::connect(&srv.url()).await.expect("connect");
+    let mut admin = srv.conn().await;
+    println!("way      pairs/s  server CPU µs/pair  in-command µs/pair  sent+in-script commands/pair  (EVALSHA µs/call)");
+    for round in 0..2 {
+        for (label, way) in [
+            ("raw", Way::Raw),
+            ("floor", Way::Floor),
+            ("lock", Way::Lock),
+        ] {
+            let _: () = redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            let cpu0 = cpu_us(&info(&mut admin, "cpu").await);
+            let t0 = Instant::now();
+            let until = t0 + Duration::from_secs_f64(secs);
+            let tasks = (0..TASKS).map(|t| {
+                let mut conn = admin.clone();
+                let client = client.clone();
+                tokio::spawn(async move {
+                    let mut n = 0u64;
+                    while Instant::now() < until {
+                        one(way, &mut conn, &client, &format!("{label}:{round}:{t}:{n}")).await;
+                        n += 1;
+                    }
+                    n
+                })
+            });
+            let pairs: u64 = futures::future::join_all(tasks)
+                .await
+                .into_iter()
+                .map(Result::unwrap)
+                .sum();
+            let elapsed = t0.elapsed().as_secs_f64();
+            let cpu = cpu_us(&info(&mut admin, "cpu").await) - cpu0;
+            let st = stats(&info(&mut admin, "commandstats").await);
+            let pairs_f = f64::from(u32::try_from(pairs).unwrap_or(u32::MAX));
+            // What the tasks send: the scripts, and the raw lock's SET;
+            // every other command but the bench's own ran inside a script.
+            let sent: &[&str] = if way == Way::Raw {
+                &["set", "evalsha", "eval"]
+            } else {
+                &["evalsha", "eval"]
+            };
+            let admin_cmds = [
+                "info",
+                "config|resetstat",
+                "script|load",
+                "hello",
+                "client|setname",
+                "ping",
+            ];
+            let in_cmd: f64 = sent.iter().filter_map(|c| st.get(*c)).map(|s| s.1).sum();
+            let inner: f64 = st
+                .iter()
+                .filter(|(c, _)| !sent.contains(&c.as_str()) && !admin_cmds.contains(&c.as_str()))
+                .map(|(_, s)| s.0)
+                .sum();
+            let sent_calls: f64 = sent.iter().filter_map(|c| st.get(*c)).map(|s| s.0).sum();
+            let evalsha = st.get("evalsha").map_or(0.0, |s| s.1 / s.0.max(1.0));
+            println!(
+                "{label:<7} {:>8.0}  {:>18.1}  {:>18.1}  {:>28.1}  ({evalsha:.2})",
+                pairs_f / elapsed,
+                cpu / pairs_f,
+                in_cmd / pairs_f,
+                (sent_calls + inner) / pairs_f,
+            );
+        }
+    }
+}
