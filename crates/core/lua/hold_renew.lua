@@ -19,18 +19,20 @@
 --         naming it, and the hold counts as not renewed (it stays while its
 --         validity lasts), as for every renew script
 --
--- O(k) for k holds in the batch, O(1) each.
+-- O(k) for k holds in the batch, O(1) each. Each key is read first with a
+-- pcall'd HEXISTS of the hold's field (the way every hot path checks a key's
+-- type: no TYPE call); only a key that does not record the hold takes one
+-- more command, EXISTS, to tell gone (-1) from taken over (-2).
 
 local lease = tonumber(ARGV[1])
 local out = {}
 for i, key in ipairs(KEYS) do
-  local kind = redis.call('TYPE', key).ok
-  if kind == 'none' then
-    out[i] = -1
-  elseif kind ~= 'hash' then
+  local mine = redis.pcall('HEXISTS', key, 'a:' .. ARGV[i + 1])
+  if type(mine) == 'table' then
+    -- Not a hash: refused by name by the caller, nothing written.
     out[i] = -3
-  elseif redis.call('HEXISTS', key, 'a:' .. ARGV[i + 1]) == 0 then
-    out[i] = -2
+  elseif mine == 0 then
+    out[i] = redis.call('EXISTS', key) == 0 and -1 or -2
   else
     local pttl = redis.call('PTTL', key)
     if pttl >= 0 and pttl < lease then
