@@ -61,8 +61,9 @@ if n > 1 then
         return redis.error_reply('BADVALUE ' .. k .. ' not an integer')
       end
     elseif op == 'hset' then
-      local t = redis.call('TYPE', k).ok
-      if t ~= 'none' and t ~= 'hash' then
+      -- Read with pcall, as every hot path checks a key's type: an error
+      -- table for a key that is not a hash (a missing key reads 0).
+      if type(redis.pcall('HLEN', k)) == 'table' then
         return redis.error_reply('WRONGTYPE ' .. k)
       end
     end
