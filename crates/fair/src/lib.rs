@@ -31,16 +31,17 @@ use deadbolt_core::primitive::{
 pub mod scripts {
     deadbolt_core::primitive::lua_scripts! {
         list pub SCRIPTS;
+        libs [MSG_LIB, HOLD_LIB, QUEUE_LIB, "fair_lib"];
         /// Take, re-enter, pick up or queue for a fair lock.
-        pub FAIR_ACQUIRE = "fair_acquire" with MSG_LIB, HOLD_LIB, QUEUE_LIB, "fair_lib";
+        pub FAIR_ACQUIRE = "fair_acquire";
         /// Leave a fair lock's queue or release a hold, passing the lock on.
-        pub FAIR_RELEASE = "fair_release" with MSG_LIB, HOLD_LIB, QUEUE_LIB, "fair_lib";
+        pub FAIR_RELEASE = "fair_release";
         /// Delete a fair lock whoever holds it, passing it on.
-        pub FAIR_FORCE_UNLOCK = "fair_force_unlock" with MSG_LIB, HOLD_LIB, QUEUE_LIB, "fair_lib";
+        pub FAIR_FORCE_UNLOCK = "fair_force_unlock";
         /// Keep one client's fair-lock waiters alive; hand off expired holds.
-        pub FAIR_HEARTBEAT = "fair_heartbeat" with MSG_LIB, HOLD_LIB, QUEUE_LIB, "fair_lib";
+        pub FAIR_HEARTBEAT = "fair_heartbeat";
         /// List the head of a fair lock's queue (read-only).
-        pub FAIR_QUEUE = "fair_queue" with MSG_LIB, HOLD_LIB, QUEUE_LIB, "fair_lib";
+        pub FAIR_QUEUE = "fair_queue";
     }
 }
 pub use scripts::SCRIPTS;
@@ -140,11 +141,6 @@ impl ExclusiveKind for Fifo {
 mod tests {
     use super::*;
     use deadbolt_core::primitive::Grant;
-
-    #[test]
-    fn every_script_has_a_header_contract() {
-        deadbolt_core::primitive::check_headers(SCRIPTS);
-    }
 
     #[test]
     fn hand_off_messages() {

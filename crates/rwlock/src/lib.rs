@@ -46,28 +46,29 @@ use futures::future::BoxFuture;
 pub mod scripts {
     deadbolt_core::primitive::lua_scripts! {
         list pub SCRIPTS;
+        libs [MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "rw_lib"];
         /// Take, re-enter or replay a read hold.
-        pub RW_READ_ACQUIRE = "rw_read_acquire" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "rw_lib";
+        pub RW_READ_ACQUIRE = "rw_read_acquire";
         /// Release one read hold.
-        pub RW_READ_RELEASE = "rw_read_release" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "rw_lib";
+        pub RW_READ_RELEASE = "rw_read_release";
         /// Renew many read holds (each its own lease).
-        pub RW_READ_RENEW = "rw_read_renew" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "rw_lib";
+        pub RW_READ_RENEW = "rw_read_renew";
         /// Take, re-enter or replay the write hold, or mark a waiting writer.
-        pub RW_WRITE_ACQUIRE = "rw_write_acquire" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "rw_lib";
+        pub RW_WRITE_ACQUIRE = "rw_write_acquire";
         /// Release one write hold, or remove a waiting writer's mark.
-        pub RW_WRITE_RELEASE = "rw_write_release" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "rw_lib";
+        pub RW_WRITE_RELEASE = "rw_write_release";
         /// Keep one client's waiting writers alive on many locks.
-        pub RW_HEARTBEAT = "rw_heartbeat" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "rw_lib";
+        pub RW_HEARTBEAT = "rw_heartbeat";
         /// Remove every hold, whoever holds it.
-        pub RW_FORCE_UNLOCK = "rw_force_unlock" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "rw_lib";
+        pub RW_FORCE_UNLOCK = "rw_force_unlock";
         /// Remove the write hold, whoever holds it, and hand it on as a release.
-        pub RW_FORCE_UNLOCK_WRITE = "rw_force_unlock_write" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "rw_lib";
+        pub RW_FORCE_UNLOCK_WRITE = "rw_force_unlock_write";
         /// Remove every read hold, whoever holds it, and wake the writers.
-        pub RW_FORCE_UNLOCK_READ = "rw_force_unlock_read" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "rw_lib";
+        pub RW_FORCE_UNLOCK_READ = "rw_force_unlock_read";
         /// Read one owner's read and write hold counts atomically.
-        pub RW_HOLDS = "rw_holds" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "rw_lib";
+        pub RW_HOLDS = "rw_holds";
         /// Read the lock's state atomically.
-        pub RW_INSPECT = "rw_inspect" with MSG_LIB, HOLD_LIB, QUEUE_LIB, LEASE_LIB, "rw_lib";
+        pub RW_INSPECT = "rw_inspect";
     }
 }
 pub use scripts::SCRIPTS;
@@ -712,11 +713,6 @@ impl ReadGuard {
 mod tests {
     use super::*;
     use deadbolt_core::primitive::Grant;
-
-    #[test]
-    fn every_script_has_a_header_contract() {
-        deadbolt_core::primitive::check_headers(SCRIPTS);
-    }
 
     #[test]
     fn messages() {
