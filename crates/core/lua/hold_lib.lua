@@ -15,25 +15,27 @@ local HOLD_MAX_INT = 9007199254740991
 
 -- The keys of one primitive as a table: names[i] -> KEYS[base + i]. Scripts
 -- that take several primitives' keys (a heartbeat batch) pass each group's
--- base.
-local function hold_keys(base, names)
-  local K = {}
+-- base. `types` (optional; types[i] the Redis type of names[i]'s key) is
+-- kept for hold_check_keys.
+local function hold_keys(base, names, types)
+  local K = {_names = names, _types = types}
   for i, name in ipairs(names) do
     K[name] = KEYS[base + i]
   end
   return K
 end
 
--- Check that every key in `keys` (a list of {key, type}) is missing or of the
--- expected type. Returns nil, or an error reply naming the first bad key
--- and that key's position in `keys`. Scripts call it before their first
--- write: a script that fails half-way would leave its earlier writes
--- behind (Redis has no rollback).
-local function hold_check_types(keys)
-  for i, kt in ipairs(keys) do
-    local t = redis.call('TYPE', kt[1]).ok
-    if t ~= 'none' and t ~= kt[2] then
-      return redis.error_reply('WRONGTYPE ' .. kt[1]), i
+-- Check that every key of K (hold_keys, with types) is missing or of its
+-- type, with one TYPE each. Returns nil, or an error reply naming the first
+-- bad key. For scripts off the hot paths, before their first write: a
+-- script that fails half-way would leave its earlier writes behind (Redis
+-- has no rollback); the hot paths read each key with pcall on its first
+-- touch instead (hold_first).
+local function hold_check_keys(K)
+  for i, name in ipairs(K._names) do
+    local t = redis.call('TYPE', K[name]).ok
+    if t ~= 'none' and t ~= K._types[i] then
+      return redis.error_reply('WRONGTYPE ' .. K[name])
     end
   end
   return nil
@@ -153,12 +155,12 @@ local function hold_now()
 end
 
 -- The opening of a script on a primitive's keys: keys(base) as a table,
--- checked with check(K) (nil, or the error reply naming a key of another
--- type), and the server time in ms. Returns K, now_ms; or nil, nil and the
--- error reply (nothing is written before it).
-local function hold_open(keys, check, base)
+-- checked with hold_check_keys, and the server time in ms. Returns K,
+-- now_ms; or nil, nil and the error reply naming a key of another type
+-- (nothing is written before it).
+local function hold_open(keys, base)
   local K = keys(base)
-  local bad = check(K)
+  local bad = hold_check_keys(K)
   if bad then
     return nil, nil, bad
   end
@@ -196,18 +198,84 @@ local function hold_advance_fence(fence, now_us)
   return hold_next_token(fence, last, now_us)
 end
 
--- A hand-off message to a registered waiter (attempt `attempt`, entry
--- secret `secret`, registered at `at` on the server clock asking for
--- `lease` with a claim of `claim` ms): its grant line (msg_grant_line,
--- msg_lib.lua: 'g:<attempt> <token> <ttl> <secret> <claim>'). The claim is
--- min(claim, lease): the hold's TTL from the grant on, until its taker
--- extends it to its lease; ttl = the claim plus how long the registration
--- waited, because the waiter counts the hold's validity from the request
--- that registered it. Returns the line and the claim.
-local function hold_grant_message(attempt, stoken, secret, lease, claim, at, now_ms)
-  local c = math.min(tonumber(claim), tonumber(lease))
-  local ttl = c + math.max(0, now_ms - tonumber(at))
-  return msg_grant_line(attempt, stoken, ttl, secret, c), c
+-- Registrations: a waiter that a release may grant to inside the
+-- release (the Lock's d:<client>, the RwLock's q:<attempt>, the FairLock's
+-- and the Semaphore's queue entries) is recorded as one entry text, the same
+-- for every primitive (the field or hash it lives in is the primitive's):
+--   '<owner> <attempt> <lease> <claim> <secret> <at>[ <extra>]'
+-- owner id, attempt id, the lease it asked for (ms), its claim (ms: how
+-- long a grant made to it holds before its taker extends it to the lease),
+-- the secret of the call that registered it (echoed by the grant, so the
+-- waiter accepts only a grant for its current entry, and a client that may
+-- PUBLISH but not read the key cannot forge one), the server ms it
+-- registered at, and the primitive's own word (the Semaphore's permit
+-- count). docs/architecture.md follows a claim through its life.
+
+-- The entry text of a registration (layout above); `at` a number, the rest
+-- strings or integers.
+local function reg_entry(owner, attempt, lease, claim, secret, at, extra)
+  local t = {owner, attempt, lease, claim, secret, string.format('%.0f', at)}
+  t[7] = extra
+  return table.concat(t, ' ')
+end
+
+-- A registration read back (reg_entry's layout) as a table {owner, attempt,
+-- lease, claim, secret, at, extra} (lease, claim and at numbers; secret and
+-- extra strings, extra nil without one), or nil for anything else (false,
+-- or an entry of another layout).
+local function reg_read(v)
+  local o, a, l, c, s, at, x = string.match(v or '',
+    '^(%S+) (%S+) (%d+) (%d+) (%d+) (%d+) ?(%S*)$')
+  if o then
+    return {owner = o, attempt = a, lease = tonumber(l), claim = tonumber(c), secret = s,
+      at = tonumber(at), extra = x ~= '' and x or nil}
+  end
+end
+
+-- Register `entry` (reg_entry) for `attempt` under `field` of hash `key`,
+-- once: a field already there keeps its entry. Best effort (pcall): a
+-- refused write (OOM, a key of another type) registers nothing. Returns 1
+-- and `secret` when this call registered, 0 and the stored secret when
+-- the field holds this attempt's earlier registration, nil otherwise (not
+-- registered, or the field is another attempt's).
+local function reg_register(key, field, entry, attempt, secret)
+  local made = redis.pcall('HSETNX', key, field, entry)
+  if made == 1 then
+    return 1, secret
+  end
+  if made == 0 then
+    local e = reg_read(redis.call('HGET', key, field))
+    if e and e.attempt == attempt then
+      return 0, e.secret
+    end
+  end
+end
+
+-- Remove the registration under `field` of hash `key` if it is
+-- `attempt`'s (the attempt leaves without a grant; another attempt's
+-- entry stays). Read with pcall: a key of another type removes nothing.
+-- Returns true when one went.
+local function reg_drop(key, field, attempt)
+  local e = redis.pcall('HGET', key, field)
+  if type(e) == 'string' and string.match(e, '^%S+ (%S+) ') == attempt then
+    redis.call('HDEL', key, field)
+    return true
+  end
+  return false
+end
+
+-- The grant line for registration `e` (reg_read) with fencing token
+-- `stoken` (a string; '0' for holds without one), made at server ms
+-- `now_ms` (msg_grant_line, msg_lib.lua: 'g:<attempt> <token> <ttl>
+-- <secret> <claim>'). The claim is min(claim, lease): the hold's TTL from
+-- the grant on, until its taker extends it to its lease; ttl = the claim
+-- plus how long the registration waited, because the waiter counts the
+-- hold's validity from the request that registered it. Returns the line
+-- and the claim.
+local function reg_grant(e, stoken, now_ms)
+  local c = math.min(e.claim, e.lease)
+  local ttl = c + math.max(0, now_ms - e.at)
+  return msg_grant_line(e.attempt, stoken, ttl, e.secret, c), c
 end
 
 -- The sequence number of an attempt id ('<hex>s<number>', drawn by
@@ -327,4 +395,16 @@ local function hold_release(key, attempt, ...)
     return 0
   end
   return unpack(r)
+end
+
+-- Tell the watches of hold hash `key` (deadbolt_core::watch) that its hold
+-- is force-unlocked, not released: 'f:<key> <token>' (msg_forced) on
+-- '<key>:watch', a channel of its own that no waiter hears, sent before
+-- the key's own notifications (callers delete after). Nothing is sent for
+-- a hash that records no hold. One HGET.
+local function hold_forced(key)
+  local token = redis.call('HGET', key, 't')
+  if token then
+    msg_publish(key .. ':watch', msg_forced(key, token))
+  end
 end

@@ -94,29 +94,30 @@ end
 
 -- The renew contract of leased holds (the watchdog's batches, `extend`):
 -- ARGV[1] the lease in ms to guarantee from now, ARGV[1+i] the i-th hold's
--- attempt, its keys the i-th group of `width` in KEYS, as the table
--- keys(i). `first(K, attempt)` reads, with pcall, each key of the group
--- that renewing the hold touches (the ZSET, its companion hash) before
--- anything is written for it, and returns nil and the hold's deadline in
--- the ZSET (false when missing); or the position (1-based, in the group)
--- of a key of another type: that hold gets -2 - position with nothing
--- written, so one bad key does not fail a watchdog round for the holds of
--- others (a key of the group that renewing never touches is not read, and
--- does not refuse it). `drop(K, attempt)` forgets an ended hold. Returns
--- one integer per hold: ms of lease left after the call (never
--- shortened), -1 gone, or -2 - j. O(log n) per hold.
-local function lease_renew_batch(width, keys, first, drop)
+-- attempt, its keys the i-th group of `width` in KEYS: keys(i) returns
+-- the group as a table K, its ZSET of leases, the companion hash, and the
+-- ZSET's position in the group (1-based; the hash follows it). Both are
+-- read with pcall (the hold's deadline, its entry in the hash) before
+-- anything is written for the hold; a key of another type gives that hold
+-- -2 - its position in the group, with nothing written, so one bad key
+-- does not fail a watchdog round for the holds of others (a key of the
+-- group that renewing never touches is not read, and does not refuse it).
+-- `drop(K, attempt, entry)` forgets an ended hold, `entry` its value in
+-- the hash as read. Returns one integer per hold: ms of lease left after
+-- the call (never shortened), -1 gone, or -2 - j. O(log n) per hold.
+local function lease_renew_batch(width, keys, drop)
   local lease = tonumber(ARGV[1])
   local now_ms = hold_now()
   local out = {}
   for i = 1, #KEYS / width do
-    local K, z, h = keys(i)
-    local j, dl = first(K, ARGV[i + 1])
-    if j then
-      out[i] = -2 - j
+    local K, z, h, at = keys(i)
+    local attempt = ARGV[i + 1]
+    local f, _, j = hold_first_each({{z, 'ZSCORE', attempt}, {h, 'HGET', attempt}})
+    if not f then
+      out[i] = -2 - (at + j - 1)
     else
-      out[i] = lease_renew(z, h, ARGV[i + 1], lease, now_ms,
-        function(a) drop(K, a) end, dl)
+      out[i] = lease_renew(z, h, attempt, lease, now_ms,
+        function(a) drop(K, a, f[2]) end, f[1])
     end
   end
   return out

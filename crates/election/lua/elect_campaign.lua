@@ -13,8 +13,10 @@
 -- ARGV[3]  lease in milliseconds
 -- ARGV[4]  'try', 'wait' or 'again' (the acquire contract; every candidate
 --          waits alike, so it is not read)
--- ARGV[5]  the candidate's info (any string, shown to observers)
--- ARGV[6]  the observers' channel  <ns>:{name}:elect:obs
+-- ARGV[5..6]  the entry secret and the stale-hold bound of the acquire
+--          prefix core always sends (deadbolt-core's acquire module): unused
+-- ARGV[7]  the candidate's info (any string, shown to observers)
+-- ARGV[8]  the observers' channel  <ns>:{name}:elect:obs
 --
 -- Reply:
 --   {1, term, pttl}  elected: the leadership is this campaign's until its
@@ -54,8 +56,8 @@ local term, sterm = hold_token(last, now_us)
 -- (the script is atomic, so nobody sees the order): a user whose ACL
 -- forbids the channel gets NOPERM with nothing written. An observer that
 -- misses the message catches up within its bound.
-msg_publish(ARGV[6], msg_term(sterm))
+msg_publish(ARGV[8], msg_term(sterm))
 hold_next_token(KEYS[2], last, now_us)
-hold_create(KEYS[1], ARGV[1], sterm, ARGV[2], 'i', ARGV[5])
+hold_create(KEYS[1], ARGV[1], sterm, ARGV[2], 'i', ARGV[7])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {1, term, tonumber(ARGV[3])}

@@ -3,8 +3,9 @@
 -- loop's contract; it records nothing.)
 --
 -- KEYS[1]  leadership  <ns>:{name}:elect  (layout in elect_campaign.lua)
--- ARGV[1..4]  owner, attempt, lease, mode (unused: a wait holds nothing)
--- ARGV[5]  the term the observer saw last, '0' for nobody leading
+-- ARGV[1..6]  the acquire prefix core always sends (owner, attempt, lease,
+--          mode, secret, stale-hold bound; unused: a wait holds nothing)
+-- ARGV[7]  the term the observer saw last, '0' for nobody leading
 --
 -- Reply:
 --   {1, 0, 0}  changed: another term leads now, or nobody does
@@ -24,7 +25,7 @@ if v.err then
   return redis.error_reply('WRONGTYPE ' .. KEYS[1])
 end
 local term = v[1] and string.format('%.0f', tonumber(v[2]) or 0) or '0'
-if term ~= ARGV[5] then
+if term ~= ARGV[7] then
   return {1, 0, 0}
 end
 if not v[1] then

@@ -8,13 +8,15 @@
 -- ARGV[3]  lease in ms
 -- ARGV[4]  mode: 'try' (one attempt, never joins or jumps the queue)
 --                'wait' (joins the queue when it cannot take the lock)
--- ARGV[5]  waiter timeout in ms of this waiter's client (its claim lease on
---          a hand-off, its liveness window); stored with the queue entry
--- ARGV[6]  secret: a fresh random integer (< 2^53) per call, stored with the
+-- ARGV[5]  secret: a fresh random integer (< 2^53) per call, stored with the
 --          queue entry when this call creates it and echoed by the hand-off
--- ARGV[7]  optional: the handle's stale-hold bound (hold_is_stale in
---          hold_lib.lua): '0' when it may hold this lock (a re-entry is
---          expected), else this attempt's sequence number
+-- ARGV[6]  the handle's stale-hold bound (hold_is_stale in hold_lib.lua):
+--          '0' when it may hold this lock (a re-entry is expected) or has
+--          no bound, else this attempt's sequence number
+--          (ARGV[1..6] are the acquire prefix core always sends, in this
+--          order, whatever the spec: deadbolt-core's acquire module)
+-- ARGV[7]  waiter timeout in ms of this waiter's client (its claim lease on
+--          a hand-off, its liveness window); stored with the queue entry
 --
 -- Reply:
 --   {1, token, pttl}      granted: fresh (queue empty or we are its live head),
@@ -38,7 +40,7 @@
 --   other errors (OOM) as Redis gave them, from the first write
 local K = fair_keys(0)
 local owner, attempt, lease, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local wt, secret = tonumber(ARGV[5]), ARGV[6]
+local wt, secret = tonumber(ARGV[7]), ARGV[5]
 -- The first touch of the hold hash: a key of another type is named.
 local holder, err = hold_first(K.hold, 'HGET', K.hold, 'o')
 if err then
@@ -48,7 +50,7 @@ local now_ms, now_us = hold_now()
 -- A stale hold of this owner (hold_is_stale) is dropped, not re-entered:
 -- the lock is free, and the live head of the queue, if any, gets it below.
 -- A repair, the only write before the reads below (as in lock_acquire.lua).
-if hold_is_stale(K.hold, holder, owner, attempt, ARGV[7]) then
+if hold_is_stale(K.hold, holder, owner, attempt, ARGV[6]) then
   redis.call('DEL', K.hold)
   holder = false
 end
@@ -59,26 +61,19 @@ end
 -- type is refused by name with nothing written.
 local function enqueue(pttl)
   local fresh = 0
-  local queued, e = hold_first(K.q, 'ZSCORE', K.q, attempt)
-  if e then
-    return e
-  end
-  local entry
-  entry, e = hold_first(K.qo, 'HGET', K.qo, attempt)
-  if e then
-    return e
-  end
   local client = fair_client(owner)
-  local _; _, e = hold_first(K.alive, 'ZSCORE', K.alive, client)
+  local f, e = hold_first_each({{K.q, 'ZSCORE', attempt}, {K.qo, 'HGET', attempt},
+    {K.alive, 'ZSCORE', client}})
   if e then
     return e
   end
+  local queued, entry = f[1], f[2]
   local touch = fair_touch_due(K, wt * 3)
   if queued then
     -- Already queued (a retry of this attempt): the stored secret stands.
     secret = select(4, fair_entry(entry or ''))
     if touch then
-      _, e = hold_first(K.seq, 'GET', K.seq)
+      local _; _, e = hold_first(K.seq, 'GET', K.seq)
       if e then
         return e
       end
@@ -96,7 +91,7 @@ local function enqueue(pttl)
       return hold_named_error(K.seq, seq)
     end
     redis.call('ZADD', K.q, seq, attempt)
-    redis.call('HSET', K.qo, attempt, owner .. ' ' .. lease .. ' ' .. ARGV[5] .. ' ' .. secret)
+    redis.call('HSET', K.qo, attempt, reg_entry(owner, attempt, lease, ARGV[7], secret, now_ms))
     fresh = 1
   end
   -- Every try of a waiter also proves its client alive.

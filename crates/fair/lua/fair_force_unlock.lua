@@ -7,7 +7,7 @@
 --   error WRONGTYPE <key> when a key of the lock is of another type (nothing
 --   is deleted: force-unlock removes locks, not whatever sits at the key).
 local K = fair_keys(0)
-local bad = fair_check_types(K)
+local bad = hold_check_keys(K)
 if bad then
   return bad
 end
@@ -22,12 +22,7 @@ end
 -- Then, out of memory, the hand-off is made in full or the PUBLISH (ACL)
 -- fails with nothing changed.
 redis.call('HDEL', K.hold, '-')
-local token = redis.call('HGET', K.hold, 't')
--- For watches (deadbolt_core::watch): this hold was force-unlocked, not
--- released; on a channel of its own ('<hold>:watch'), which no waiter hears.
-if token then
-  msg_publish(K.hold .. ':watch', msg_forced(K.hold, token))
-end
+hold_forced(K.hold)
 local now_ms, now_us = hold_now()
 if not fair_pass_on(K, now_ms, now_us, tonumber(ARGV[1])) then
   redis.call('DEL', K.hold)

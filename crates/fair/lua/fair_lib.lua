@@ -15,8 +15,9 @@
 --   K.fence  <ns>:{<slot tag>}:fence   the slot's fencing counter (string,
 --                                      no TTL; see hold_next_token)
 --   K.q      <ns>:{name}:fair:q        queue ZSET: attempt -> enqueue seq
---   K.qo     <ns>:{name}:fair:qo       hash: attempt ->
---                                      '<owner id> <lease ms> <waiter timeout ms> <secret>'
+--   K.qo     <ns>:{name}:fair:qo       hash: attempt -> its registration
+--                                      (reg_entry in hold_lib.lua; claim =
+--                                      the waiter's waiter timeout)
 --   K.alive  <ns>:{name}:fair:alive    ZSET: client uuid -> liveness deadline
 --                                      (server clock, ms)
 --   K.seq    <ns>:{name}:fair:seq      enqueue counter (server order)
@@ -36,28 +37,30 @@
 -- Every function is O(log n) in the queue length, except fair_live_head,
 -- which removes up to 64 dead heads (O(log n) each) per call.
 
+-- The keys, with their types for hold_check_keys: the scripts off the hot
+-- path (force-unlock, the queue's listing) check them all before their
+-- first write; fair_acquire.lua, fair_release.lua and the heartbeat read
+-- each key they touch with pcall instead (hold_first, hold_first_each),
+-- with no TYPE call.
 local function fair_keys(base)
-  return hold_keys(base, {'hold', 'fence', 'q', 'qo', 'alive', 'seq'})
-end
-
--- Every key of one fair lock is missing or of its type (hold_check_types).
--- For the scripts off the hot path (force-unlock, the queue's listing),
--- before their first write; fair_acquire.lua, fair_release.lua and the
--- heartbeat read each key they touch with pcall instead (hold_first,
--- hold_first_each), with no TYPE call.
-local function fair_check_types(K)
-  return hold_check_types({
-    {K.hold, 'hash'}, {K.fence, 'string'}, {K.q, 'zset'},
-    {K.qo, 'hash'}, {K.alive, 'zset'}, {K.seq, 'string'},
-  })
+  return hold_keys(base, {'hold', 'fence', 'q', 'qo', 'alive', 'seq'},
+    {'hash', 'string', 'zset', 'hash', 'zset', 'string'})
 end
 
 -- The client of an owner id (queue_client).
 local fair_client = queue_client
 
--- A queue entry's value: owner id, requested lease, the waiter's own
--- waiter_timeout (its claim lease on a hand-off) and the entry's secret.
+-- A queue entry's value (a registration, reg_read in hold_lib.lua, whose
+-- claim is the waiter's own waiter_timeout: its claim lease on a
+-- hand-off): owner id, requested lease, that claim and the entry's secret.
+-- An entry of the layout before registrations were one
+-- ('<owner> <lease> <waiter timeout> <secret>') reads the same; anything
+-- else as an owner alone, with secret '0' (no grant can match it).
 local function fair_entry(v)
+  local e = reg_read(v)
+  if e then
+    return e.owner, e.lease, e.claim, e.secret
+  end
   local owner, lease, wt, secret = string.match(v, '^(%S+) (%d+) (%d+) (%d+)$')
   if owner then
     return owner, tonumber(lease), tonumber(wt), secret

@@ -11,7 +11,7 @@
 --
 -- O(log n + limit).
 local K = fair_keys(0)
-local bad = fair_check_types(K)
+local bad = hold_check_keys(K)
 if bad then
   return bad
 end

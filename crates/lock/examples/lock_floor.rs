@@ -60,6 +60,19 @@ enum Way {
     Lock,
 }
 
+/// Run script `src` (EVALSHA, loaded on first use) with `keys` and `args`.
+async fn eval(conn: &mut MultiplexedConnection, src: &str, keys: &[&str], args: &[&str]) -> i64 {
+    let script = redis::Script::new(src);
+    let mut inv = script.prepare_invoke();
+    for k in keys {
+        inv.key(*k);
+    }
+    for a in args {
+        inv.arg(*a);
+    }
+    inv.invoke_async(conn).await.unwrap()
+}
+
 async fn one(way: Way, conn: &mut MultiplexedConnection, client: &Client, name: &str) {
     let key = format!("{name}:h");
     match way {
@@ -74,29 +87,12 @@ async fn one(way: Way, conn: &mut MultiplexedConnection, client: &Client, name: 
                 .await
                 .unwrap();
             assert!(set.is_some());
-            let _: i64 = redis::Script::new(RAW_UNLOCK)
-                .key(&key)
-                .arg("me")
-                .invoke_async(conn)
-                .await
-                .unwrap();
+            eval(conn, RAW_UNLOCK, &[&key], &["me"]).await;
         }
         Way::Floor => {
-            let t: i64 = redis::Script::new(FLOOR_LOCK)
-                .key(&key)
-                .key(format!("{name}:f"))
-                .arg("me")
-                .arg(30_000)
-                .invoke_async(conn)
-                .await
-                .unwrap();
-            assert!(t > 0);
-            let _: i64 = redis::Script::new(FLOOR_UNLOCK)
-                .key(&key)
-                .arg("me")
-                .invoke_async(conn)
-                .await
-                .unwrap();
+            let fence = format!("{name}:f");
+            assert!(eval(conn, FLOOR_LOCK, &[&key, &fence], &["me", "30000"]).await > 0);
+            eval(conn, FLOOR_UNLOCK, &[&key], &["me"]).await;
         }
         Way::Lock => {
             let g = deadbolt_lock::Lock::new(client, name).lock().await.unwrap();

@@ -14,11 +14,12 @@
 --                      a try, m = 1 once a MultiLock did (multi_acquire.lua):
 --                      the release then publishes (lock_release.lua), which
 --                      it skips when no mark is set
---                  d:<client id> = '<owner> <attempt> <lease> <claim> <secret>
---                      <ms>': the waiter a client registered on its
---                      failed try (one per client; at <ms> on the server
---                      clock): the release grants the lock to it inside
---                      the release (lock_release.lua); gone with the hash
+--                  d:<client id> = the registration (hold_lib.lua's
+--                      reg_entry: owner, attempt, lease, claim, secret,
+--                      server ms) of the waiter a client registered on its
+--                      failed try (one per client): the release grants
+--                      the lock to it inside the release
+--                      (lock_release.lua); gone with the hash
 -- KEYS[2]  fencing counter of the name's hash slot  <ns>:{<slot tag>}:fence
 --          (string, no TTL; shared by the slot's names: hold_next_token)
 -- KEYS[3]  waiting clients  <ns>:{name}:lock:waiters  (ZSET: client id ->
@@ -32,12 +33,14 @@
 -- ARGV[3]  lease in milliseconds (integer, 1 .. 2^53-1)
 -- ARGV[4]  'try' (one attempt), 'wait' (the first try of an acquire that
 --          waits if busy) or 'again' (a later try of that acquire)
--- ARGV[5]  claim lease in ms of a grant made to this waiter by a release
--- ARGV[6]  the call's entry secret (random, 1 .. 2^53-1): stored with the
+-- ARGV[5]  the call's entry secret (random, 1 .. 2^53-1): stored with the
 --          registration this call makes, echoed by a grant to it
--- ARGV[7]  optional: the handle's stale-hold bound (hold_is_stale in
---          hold_lib.lua): '0' when it may hold this lock (a re-entry is
---          expected), else this attempt's sequence number
+-- ARGV[6]  the handle's stale-hold bound (hold_is_stale in hold_lib.lua):
+--          '0' when it may hold this lock (a re-entry is expected) or has
+--          no bound, else this attempt's sequence number
+--          (ARGV[1..6] are the acquire prefix core always sends, in this
+--          order, whatever the spec: deadbolt-core's acquire module)
+-- ARGV[7]  claim lease in ms of a grant made to this waiter by a release
 --
 -- Reply:
 --   {1, token, pttl}  granted: a fresh hold, a re-entry, or a replay of an attempt
@@ -71,7 +74,7 @@ if type(owner) == 'table' then
 end
 -- A stale hold of this owner (hold_is_stale) is dropped, not re-entered:
 -- a repair, the only write before the checks below; the lock is free.
-if hold_is_stale(KEYS[1], owner, ARGV[1], ARGV[2], ARGV[7]) then
+if hold_is_stale(KEYS[1], owner, ARGV[1], ARGV[2], ARGV[6]) then
   redis.call('DEL', KEYS[1])
   owner = false
 end
@@ -158,18 +161,10 @@ if owner ~= ARGV[1] then
       -- release: the first to fail a try, until it leaves or is served.
       -- Best effort as the marks (a refused write: no registration; the
       -- release then names the client and reserves, as without one).
-      local field = 'd:' .. client
-      local made = redis.pcall('HSETNX', KEYS[1], field, table.concat({ARGV[1],
-        ARGV[2], ARGV[3], ARGV[5], ARGV[6], string.format('%.0f', now_ms)}, ' '))
-      if made == 1 then
-        return {2, pttl, 1, tonumber(ARGV[6])}
-      end
-      if made == 0 then
-        local a, secret = string.match(redis.call('HGET', KEYS[1], field) or '',
-          '^%S+ (%S+) %d+ %d+ (%d+) %d+$')
-        if a == ARGV[2] then
-          return {2, pttl, 0, tonumber(secret)}
-        end
+      local fresh, secret = reg_register(KEYS[1], 'd:' .. client,
+        reg_entry(ARGV[1], ARGV[2], ARGV[3], ARGV[7], ARGV[5], now_ms), ARGV[2], ARGV[5])
+      if fresh then
+        return {2, pttl, fresh, tonumber(secret)}
       end
     else
       redis.pcall('HSET', KEYS[1], 'w', 1)

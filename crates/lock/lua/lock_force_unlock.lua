@@ -16,12 +16,8 @@ local t = redis.call('TYPE', KEYS[1]).ok
 if t ~= 'none' and t ~= 'hash' then
   return redis.error_reply('WRONGTYPE ' .. KEYS[1])
 end
-local token = t == 'hash' and redis.call('HGET', KEYS[1], 't')
--- For watches (deadbolt_core::watch): this hold is force-unlocked, not
--- released; on a channel of its own, which no waiter hears. Before the
--- delete, so a watch hears it before the key's own notification.
-if token then
-  msg_publish(KEYS[1] .. ':watch', msg_forced(KEYS[1], token))
+if t == 'hash' then
+  hold_forced(KEYS[1])
 end
 if redis.call('DEL', KEYS[1]) == 1 then
   msg_publish(ARGV[1], msg_notice('1'))

@@ -63,25 +63,20 @@ if r ~= 2 then
     -- and its client's place in the queue: the client's other waiters
     -- do not listen where a grant's hint (h:) would reach them; the next
     -- of them queues and registers anew on its try.
-    local field = 'd:' .. ARGV[4]
-    local e = redis.pcall('HGET', KEYS[1], field)
-    if type(e) == 'string' and string.match(e, '^%S+ (%S+) ') == ARGV[1] then
-      redis.call('HDEL', KEYS[1], field)
-      if KEYS[2] then
-        redis.pcall('ZREM', KEYS[2], ARGV[4])
-      end
+    if reg_drop(KEYS[1], 'd:' .. ARGV[4], ARGV[1]) and KEYS[2] then
+      redis.pcall('ZREM', KEYS[2], ARGV[4])
     end
   end
   return r
 end
 -- The last hold.
 local msg, named = msg_notice('1'), nil
--- The registration (d:<client>) of a waiting client: owner, attempt,
--- lease, claim, secret and the server ms it registered at; nil without one.
+-- The registration (d:<client>, reg_read) of a waiting client; nil
+-- without one.
 local function registration(c)
   local e = redis.pcall('HGET', KEYS[1], 'd:' .. c)
   if type(e) == 'string' then
-    return string.match(e, '^(%S+) (%S+) (%d+) (%d+) (%d+) (%d+)$')
+    return reg_read(e)
   end
 end
 -- Grant the lock to the registered waiter (owner o, attempt a) of the
@@ -129,11 +124,8 @@ if KEYS[2] and marked then
       -- of range, OOM) the release goes on as without a registration. The
       -- other clients' registrations stay in the hash. Published before
       -- the writes, as below.
-      local o, a, lease, claim, secret, at
-      if KEYS[4] then
-        o, a, lease, claim, secret, at = registration(named)
-      end
-      if not o then
+      local e = KEYS[4] and registration(named)
+      if not e then
         break
       end
       if not stoken then
@@ -144,7 +136,7 @@ if KEYS[2] and marked then
           break
         end
       end
-      local gmsg, c = hold_grant_message(a, stoken, secret, lease, claim, at, now_ms)
+      local gmsg, c = reg_grant(e, stoken, now_ms)
       -- To the waiter's client alone (its channel: the unlock channel and
       -- ':<client id>'). PUBLISH says how many connections heard it.
       local heard = msg_publish(ARGV[2] .. ':' .. named, gmsg)
@@ -155,8 +147,8 @@ if KEYS[2] and marked then
       -- grant nobody takes that holds the lock for a claim. A younger
       -- registration is granted as before: its waiter may be subscribing
       -- still, and finds its hold on its next try.
-      if heard ~= 0 or now_ms - tonumber(at) < tonumber(claim) then
-        grant_to(o, a, stoken, c)
+      if heard ~= 0 or now_ms - e.at < e.claim then
+        grant_to(e.owner, e.attempt, stoken, c)
         return 4
       end
       redis.call('HDEL', KEYS[1], 'd:' .. named)

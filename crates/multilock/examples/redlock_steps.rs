@@ -13,6 +13,7 @@ use deadbolt_core::{Acquire, Client, LeaseMode, WaitMode};
 use deadbolt_multilock::Redlock;
 use deadbolt_testkit::RedisServer;
 use futures::future::join_all;
+use redis::aio::MultiplexedConnection;
 
 /// This process's CPU time so far, in clock ticks (1/100 s).
 fn cpu_ticks() -> u64 {
@@ -38,14 +39,22 @@ fn pct(v: &mut [Duration], permille: usize) -> u128 {
 }
 
 impl Steps {
+    fn new(name: &'static str) -> Steps {
+        Steps {
+            name,
+            lock: vec![],
+            unlock: vec![],
+            ticks: 0,
+        }
+    }
+
     fn print(mut self, n: usize) {
-        let total: Vec<Duration> = self
+        let mut total: Vec<Duration> = self
             .lock
             .iter()
             .zip(&self.unlock)
             .map(|(a, b)| *a + *b)
             .collect();
-        let mut total = total;
         println!(
             "{:<22} lock p50 {:>6} p99 {:>6}  unlock p50 {:>6} p99 {:>6}  both p50 {:>6}  client CPU {:>5} µs/op",
             self.name,
@@ -57,6 +66,65 @@ impl Steps {
             self.ticks * 10_000 / n as u64,
         );
     }
+}
+
+/// SET `key` NX PX on every server at once (rslock's lock step); true when
+/// all of them granted it.
+async fn raw_lock(conns: &[MultiplexedConnection], key: &str) -> bool {
+    let r: Vec<redis::RedisResult<Option<String>>> = join_all(conns.iter().map(|c| {
+        let mut c = c.clone();
+        async move {
+            redis::cmd("SET")
+                .arg(key)
+                .arg("me")
+                .arg("NX")
+                .arg("PX")
+                .arg(30_000)
+                .query_async(&mut c)
+                .await
+        }
+    }))
+    .await;
+    r.iter().all(|r| matches!(r, Ok(Some(_))))
+}
+
+/// The compare-and-delete of `key` on every server at once.
+async fn raw_unlock(conns: &[MultiplexedConnection], script: &redis::Script, key: &str) {
+    let _: Vec<redis::RedisResult<i64>> = join_all(conns.iter().map(|c| {
+        let mut c = c.clone();
+        let mut inv = script.key(key);
+        inv.arg("me");
+        async move { inv.invoke_async(&mut c).await }
+    }))
+    .await;
+}
+
+/// `n` sequential try-acquires (with `lease`) and unlocks of the handles
+/// `make(i)` gives, timed step by step.
+async fn time_acquires<A: Acquire>(
+    name: &'static str,
+    n: usize,
+    lease: LeaseMode,
+    make: impl Fn(usize) -> A,
+    unlock: impl AsyncFn(A::Guard),
+) -> Steps {
+    let mut s = Steps::new(name);
+    let t0 = cpu_ticks();
+    for i in 0..n {
+        let handle = make(i);
+        let t = Instant::now();
+        let g = handle
+            .acquire_with(lease, WaitMode::Try)
+            .await
+            .unwrap()
+            .unwrap();
+        s.lock.push(t.elapsed());
+        let t = Instant::now();
+        unlock(g).await;
+        s.unlock.push(t.elapsed());
+    }
+    s.ticks = cpu_ticks() - t0;
+    s
 }
 
 const UNLOCK: &str =
@@ -85,109 +153,44 @@ async fn main() {
     } else {
         2
     };
+    let (watchdog, fixed) = (
+        LeaseMode::Watchdog,
+        LeaseMode::Fixed(Duration::from_secs(30)),
+    );
     for round in 0..rounds {
         // Raw: SET NX PX on all three at once, then the compare-and-delete.
-        let mut raw = Steps {
-            name: "raw 3 servers",
-            lock: vec![],
-            unlock: vec![],
-            ticks: 0,
-        };
+        let mut raw = Steps::new("raw 3 servers");
         let t0 = cpu_ticks();
         for i in 0..n {
             let key = format!("raw:{round}:{i}");
             let t = Instant::now();
-            let r: Vec<redis::RedisResult<Option<String>>> = join_all(conns.iter().map(|c| {
-                let mut c = c.clone();
-                let key = key.clone();
-                async move {
-                    redis::cmd("SET")
-                        .arg(&key)
-                        .arg("me")
-                        .arg("NX")
-                        .arg("PX")
-                        .arg(30_000)
-                        .query_async(&mut c)
-                        .await
-                }
-            }))
-            .await;
-            assert!(r.iter().all(|r| matches!(r, Ok(Some(_)))));
+            assert!(raw_lock(&conns, &key).await);
             raw.lock.push(t.elapsed());
             let t = Instant::now();
-            let _: Vec<redis::RedisResult<i64>> = join_all(conns.iter().map(|c| {
-                let mut c = c.clone();
-                let mut inv = script.key(&key);
-                inv.arg("me");
-                async move { inv.invoke_async(&mut c).await }
-            }))
-            .await;
+            raw_unlock(&conns, &script, &key).await;
             raw.unlock.push(t.elapsed());
         }
         raw.ticks = cpu_ticks() - t0;
         raw.print(n);
 
         for (name, lease) in [
-            ("lock, watchdog lease", LeaseMode::Watchdog),
-            (
-                "lock, fixed lease",
-                LeaseMode::Fixed(Duration::from_secs(30)),
-            ),
+            ("lock, watchdog lease", watchdog),
+            ("lock, fixed lease", fixed),
         ] {
-            let mut one = Steps {
-                name,
-                lock: vec![],
-                unlock: vec![],
-                ticks: 0,
-            };
-            let t0 = cpu_ticks();
-            for i in 0..n {
-                let lock =
-                    deadbolt_lock::Lock::new(&clients[0], &format!("one:{round}:{name}:{i}"));
-                let t = Instant::now();
-                let g = lock
-                    .acquire_with(lease, WaitMode::Try)
-                    .await
-                    .unwrap()
-                    .unwrap();
-                one.lock.push(t.elapsed());
-                let t = Instant::now();
-                g.unlock().await.unwrap();
-                one.unlock.push(t.elapsed());
-            }
-            one.ticks = cpu_ticks() - t0;
-            one.print(n);
+            let c = &clients[0];
+            let make = |i| deadbolt_lock::Lock::new(c, &format!("one:{round}:{name}:{i}"));
+            time_acquires(name, n, lease, make, async |g| g.unlock().await.unwrap())
+                .await
+                .print(n);
         }
-
         for (name, lease) in [
-            ("redlock, watchdog lease", LeaseMode::Watchdog),
-            (
-                "redlock, fixed lease",
-                LeaseMode::Fixed(Duration::from_secs(30)),
-            ),
+            ("redlock, watchdog lease", watchdog),
+            ("redlock, fixed lease", fixed),
         ] {
-            let mut red = Steps {
-                name,
-                lock: vec![],
-                unlock: vec![],
-                ticks: 0,
-            };
-            let t0 = cpu_ticks();
-            for i in 0..n {
-                let rl = Redlock::new(&clients, &format!("red:{round}:{name}:{i}")).unwrap();
-                let t = Instant::now();
-                let g = rl
-                    .acquire_with(lease, WaitMode::Try)
-                    .await
-                    .unwrap()
-                    .unwrap();
-                red.lock.push(t.elapsed());
-                let t = Instant::now();
-                g.unlock().await.unwrap();
-                red.unlock.push(t.elapsed());
-            }
-            red.ticks = cpu_ticks() - t0;
-            red.print(n);
+            let make = |i| Redlock::new(&clients, &format!("red:{round}:{name}:{i}")).unwrap();
+            time_acquires(name, n, lease, make, async |g| g.unlock().await.unwrap())
+                .await
+                .print(n);
         }
         println!();
     }
@@ -196,7 +199,7 @@ async fn main() {
 
 /// Four tasks at once, as the bench's multi row runs them: acq/s and the
 /// lock+unlock p50, Redlock beside plain commands on the same servers.
-async fn concurrent(clients: &[Client], conns: &[redis::aio::MultiplexedConnection], n: usize) {
+async fn concurrent(clients: &[Client], conns: &[MultiplexedConnection], n: usize) {
     const TASKS: usize = 4;
     let script = redis::Script::new(UNLOCK);
     for which in ["raw 3 servers x4", "redlock lock() x4"] {
@@ -212,29 +215,8 @@ async fn concurrent(clients: &[Client], conns: &[redis::aio::MultiplexedConnecti
                     let name = format!("c:{which}:{t}:{i}");
                     let start = Instant::now();
                     if which.starts_with("raw") {
-                        let _: Vec<redis::RedisResult<Option<String>>> =
-                            join_all(conns.iter().map(|c| {
-                                let mut c = c.clone();
-                                let name = name.clone();
-                                async move {
-                                    redis::cmd("SET")
-                                        .arg(&name)
-                                        .arg("me")
-                                        .arg("NX")
-                                        .arg("PX")
-                                        .arg(30_000)
-                                        .query_async(&mut c)
-                                        .await
-                                }
-                            }))
-                            .await;
-                        let _: Vec<redis::RedisResult<i64>> = join_all(conns.iter().map(|c| {
-                            let mut c = c.clone();
-                            let mut inv = script.key(&name);
-                            inv.arg("me");
-                            async move { inv.invoke_async(&mut c).await }
-                        }))
-                        .await;
+                        raw_lock(&conns, &name).await;
+                        raw_unlock(&conns, &script, &name).await;
                     } else {
                         let rl = Redlock::new(&clients, &name).unwrap();
                         rl.lock().await.unwrap().unlock().await.unwrap();

@@ -22,12 +22,8 @@ if writer + readers == 0 then
   redis.call('DEL', K.r, K.ro)
   return {0, 0}
 end
-local token = writer == 1 and redis.call('HGET', K.w, 't')
--- For watches (deadbolt_core::watch): this write hold is force-unlocked,
--- not released; on a channel of its own ('<w>:watch'), which no waiter
--- hears, before the keys' own notifications.
-if token then
-  msg_publish(K.w .. ':watch', msg_forced(K.w, token))
+if writer == 1 then
+  hold_forced(K.w)
 end
 msg_publish(ARGV[1], msg_notice('w'))
 redis.call('DEL', K.w, K.r, K.ro)

@@ -36,12 +36,7 @@ end
 -- rw_write_freed writes (see fair_force_unlock.lua); and a refused PUBLISH
 -- (ACL) fails the call with nothing changed.
 redis.call('HDEL', K.w, '-')
-local token = redis.call('HGET', K.w, 't')
--- For watches (deadbolt_core::watch): this write hold was force-unlocked,
--- not released; on a channel of its own ('<w>:watch'), which no waiter hears.
-if token then
-  msg_publish(K.w .. ':watch', msg_forced(K.w, token))
-end
+hold_forced(K.w)
 rw_write_freed(K, ARGV[1], f[2], function()
   local held = {}
   for _, k in ipairs(redis.call('HKEYS', K.w)) do

@@ -11,13 +11,14 @@
 --                                    s, a:<attempt> per hold); TTL = its
 --                                    lease. Also the registrations of the
 --                                    readers waiting for it (or for a
---                                    waiting writer): q:<attempt> =
---                                    '<owner> <lease> <claim> <secret>
---                                    <ms>', and the mark q = 1 while any
---                                    may be there (read in the release's
---                                    one HMGET); without a writer the hash
---                                    holds only those, with a TTL past the
---                                    registered readers' sleep bounds
+--                                    waiting writer): q:<attempt> = its
+--                                    registration (reg_entry in
+--                                    hold_lib.lua), and the mark q = 1
+--                                    while any may be there (read in the
+--                                    release's one HMGET); without a
+--                                    writer the hash holds only those,
+--                                    with a TTL past the registered
+--                                    readers' sleep bounds
 --   K.fence  <ns>:{<slot tag>}:fence   the slot's fencing counter (string,
 --                                      no TTL; see hold_next_token)
 --   K.r      <ns>:{name}:rw:r        ZSET reader attempt -> lease deadline
@@ -35,7 +36,7 @@
 --       the registered readers were admitted, inside a writer's release
 --       (or the give-up of the last waiting writer): each holds a read
 --       hold under its claim from then on, which it extends to its lease
---       (hold_grant_message in hold_lib.lua); one message for them all
+--       (reg_grant in hold_lib.lua); one message for them all
 --   w   the writer released and admitted nobody: every waiter tries
 --       (readers all get in)
 --   r   the last reader left, or a writer released while another writer
@@ -46,20 +47,14 @@
 -- Each function is O(log n) in the number of readers or waiting writers,
 -- plus O(log n) per expired entry it removes (at most 64 per call).
 
+-- The keys, with their types for hold_check_keys (TYPE, for the scripts
+-- off the hot path: force-unlocks, inspection, the holds' listing). The
+-- acquires, releases, the read renewal and the heartbeat read each key
+-- they touch with pcall on its first touch instead (hold_first), before
+-- their first write, and send no TYPE.
 local function rw_keys(base)
-  return hold_keys(base, {'w', 'fence', 'r', 'ro', 'ww', 'alive'})
-end
-
--- Every key of one read-write lock is missing or of its type (TYPE, for
--- the scripts off the hot path: force-unlocks, inspection, the holds'
--- listing). The acquires, releases, the read renewal and the heartbeat
--- read each key they touch with pcall on its first touch instead
--- (hold_first), before their first write, and send no TYPE.
-local function rw_check_types(K)
-  return hold_check_types({
-    {K.w, 'hash'}, {K.fence, 'string'}, {K.r, 'zset'},
-    {K.ro, 'hash'}, {K.ww, 'zset'}, {K.alive, 'zset'},
-  })
+  return hold_keys(base, {'w', 'fence', 'r', 'ro', 'ww', 'alive'},
+    {'hash', 'string', 'zset', 'hash', 'zset', 'zset'})
 end
 
 -- Forget one read hold (`attempt`; `owner` its owner as the caller read it
@@ -117,16 +112,10 @@ end
 -- write (OOM) leaves the reader unregistered, to its sleep bound. Returns
 -- fresh (1 or 0) and the registration's secret, or nil.
 local function rw_register_reader(K, owner, attempt, lease, claim, secret, now_ms, writer, bound)
-  local field = 'q:' .. attempt
-  local made = redis.pcall('HSETNX', K.w, field, table.concat({owner, lease, claim, secret,
-    string.format('%.0f', now_ms)}, ' '))
-  local fresh, s = nil, secret
-  if made == 1 then
-    fresh = 1
+  local fresh, s = reg_register(K.w, 'q:' .. attempt,
+    reg_entry(owner, attempt, lease, claim, secret, now_ms), attempt, secret)
+  if fresh == 1 then
     redis.call('HSET', K.w, 'q', 1)
-  elseif made == 0 then
-    s = string.match(redis.call('HGET', K.w, field) or '', '^%S+ %d+ %d+ (%d+) %d+$')
-    fresh = s and 0
   end
   if fresh and not writer then
     hold_touch({K.w}, math.max(bound, 0) + tonumber(claim))
@@ -172,13 +161,12 @@ local function rw_admit_readers(K, channel, now_ms)
         more = true
         break
       end
-      local owner, lease, claim, secret, at = string.match(f[i + 1],
-        '^(%S+) (%d+) (%d+) (%d+) (%d+)$')
+      local e = reg_read(f[i + 1])
       fields[#fields + 1] = f[i]
-      if owner then
-        local msg, c = hold_grant_message(a, '0', secret, lease, claim, at, now_ms)
+      if e then
+        local msg, c = reg_grant(e, '0', now_ms)
         lines[#lines + 1] = msg
-        holds[#holds + 1] = {a, owner, now_ms + c}
+        holds[#holds + 1] = {a, e.owner, now_ms + c}
       end
     end
   end
@@ -264,7 +252,7 @@ local function rw_write_freed(K, channel, queued, held)
   redis.call('DEL', K.w)
 end
 
--- The opening of most scripts: hold_open with this lock's keys and checks.
+-- The opening of most scripts: hold_open with this lock's keys.
 local function rw_open(base)
-  return hold_open(rw_keys, rw_check_types, base)
+  return hold_open(rw_keys, base)
 end

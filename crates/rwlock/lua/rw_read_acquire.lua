@@ -9,10 +9,14 @@
 -- ARGV[3]  lease in ms
 -- ARGV[4]  mode: 'try' (one attempt) | 'wait' (the first try of an acquire
 --          that waits) | 'again' (a later try of that acquire)
--- ARGV[5]  claim lease in ms of an admission made to this reader by a
---          release (rw_admit_readers)
--- ARGV[6]  the call's entry secret (random): stored with the registration
+-- ARGV[5]  the call's entry secret (random): stored with the registration
 --          this call makes, echoed by the admission message
+-- ARGV[6]  the stale-hold bound: unused (read holds are counted one per
+--          attempt, each with its own lease)
+--          (ARGV[1..6] are the acquire prefix core always sends, in this
+--          order, whatever the spec: deadbolt-core's acquire module)
+-- ARGV[7]  claim lease in ms of an admission made to this reader by a
+--          release (rw_admit_readers)
 --
 -- Reply:
 --   {1, 0, pttl}   granted (read holds carry no fencing token): a fresh read
@@ -64,7 +68,7 @@ local mode = ARGV[4]
 -- Refused: a waiting reader registers (not a one-shot try).
 local function refused(pttl, writer)
   if mode ~= 'try' then
-    local fresh, secret = rw_register_reader(K, owner, attempt, ARGV[3], ARGV[5], ARGV[6],
+    local fresh, secret = rw_register_reader(K, owner, attempt, ARGV[3], ARGV[7], ARGV[5],
       now_ms, writer, pttl)
     if fresh then
       return {2, pttl, fresh, tonumber(secret)}

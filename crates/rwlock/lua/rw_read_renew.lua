@@ -19,14 +19,5 @@
 -- The loop is lease_renew_batch (lease_lib.lua).
 return lease_renew_batch(2, function(i)
   local K = {r = KEYS[2 * i - 1], ro = KEYS[2 * i]}
-  return K, K.r, K.ro
-end, function(K, attempt)
-  local f, _, j = hold_first_each({{K.r, 'ZSCORE', attempt}, {K.ro, 'HGET', attempt}})
-  if not f then
-    return j
-  end
-  K.owner = f[2]
-  return nil, f[1]
-end, function(K, a)
-  rw_drop_reader(K, a, K.owner)
-end)
+  return K, K.r, K.ro, 1
+end, rw_drop_reader)

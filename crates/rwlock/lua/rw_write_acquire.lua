@@ -8,11 +8,14 @@
 -- ARGV[2]  attempt id
 -- ARGV[3]  lease in ms
 -- ARGV[4]  mode: 'try' (one attempt, no mark) | 'wait' (mark as waiting)
--- ARGV[5]  waiter timeout in ms (how long the mark outlives its client's
+-- ARGV[5]  the entry secret: '0' (a writer waits for unnamed wake-ups)
+-- ARGV[6]  the handle's stale-hold bound (hold_is_stale in hold_lib.lua):
+--          '0' when it may hold the write side (a re-entry is expected) or
+--          has no bound, else this attempt's sequence number
+--          (ARGV[1..6] are the acquire prefix core always sends, in this
+--          order, whatever the spec: deadbolt-core's acquire module)
+-- ARGV[7]  waiter timeout in ms (how long the mark outlives its client's
 --          last heartbeat)
--- ARGV[6]  optional: the handle's stale-hold bound (hold_is_stale in
---          hold_lib.lua): '0' when it may hold the write side (a re-entry
---          is expected), else this attempt's sequence number
 --
 -- Reply:
 --   {1, token, pttl}    granted: fresh, a re-entry by the writer, or a replay
@@ -40,7 +43,7 @@
 -- O(log n) in the readers and waiting writers (plus expired ones removed).
 local K = rw_keys(0)
 local owner, attempt, lease, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local wt = tonumber(ARGV[5])
+local wt = tonumber(ARGV[7])
 -- The first touch of the writer's hash: a key of another type is named.
 local writer, err = hold_first(K.w, 'HGET', K.w, 'o')
 if err then

@@ -3,7 +3,8 @@
 -- hold_lib.lua and latch_lib.lua come first: latch_count.)
 --
 -- KEYS[1]  the latch  <ns>:{name}:latch
--- ARGV[1..4]  owner, attempt, lease, mode (unused: a wait holds nothing)
+-- ARGV[1..6]  the acquire prefix core always sends (owner, attempt, lease,
+--          mode, secret, stale-hold bound; unused: a wait holds nothing)
 --
 -- Reply:
 --   {1, 0, 0}   the count is zero (or the latch was never set): done

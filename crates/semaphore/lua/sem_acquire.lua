@@ -7,10 +7,13 @@
 -- ARGV[2]  attempt id
 -- ARGV[3]  lease in ms
 -- ARGV[4]  mode: 'try' (one attempt, never queues) | 'wait'
--- ARGV[5]  waiter timeout in ms (the waiter's liveness window)
--- ARGV[6]  n, the permits wanted (1 .. 2^53-1, checked by the client)
--- ARGV[7]  the call's entry secret (added by the acquire loop): stored with
---          the queue entry this call creates, echoed by a grant to it
+-- ARGV[5]  the call's entry secret: stored with the queue entry this call
+--          creates, echoed by a grant to it
+-- ARGV[6]  the stale-hold bound: unused (each hold is its own attempt's)
+--          (ARGV[1..6] are the acquire prefix core always sends, in this
+--          order, whatever the spec: deadbolt-core's acquire module)
+-- ARGV[7]  waiter timeout in ms (the waiter's liveness window)
+-- ARGV[8]  n, the permits wanted (1 .. 2^53-1, checked by the client)
 --
 -- Reply:
 --   {1, 0, pttl}         granted n permits under their own lease (permits
@@ -41,7 +44,7 @@
 -- O(log n).
 local K = sem_keys(0)
 local owner, attempt, lease, mode = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
-local wt, n = tonumber(ARGV[5]), tonumber(ARGV[6])
+local wt, n = tonumber(ARGV[7]), tonumber(ARGV[8])
 -- The first touches of h (this attempt's deadline: a replay) and hn (the
 -- permits taken), before anything below writes them.
 local f, err = hold_first_each({{K.h, 'ZSCORE', attempt}, {K.hn, 'HGET', '#t'}})
@@ -76,8 +79,8 @@ if head and head ~= attempt then
 end
 if avail - reserve >= n then
   redis.call('ZADD', K.h, now_ms + lease, attempt)
-  redis.call('HSET', K.hn, attempt, owner .. ' ' .. ARGV[6])
-  redis.call('HINCRBY', K.hn, '#t', ARGV[6])
+  redis.call('HSET', K.hn, attempt, owner .. ' ' .. ARGV[8])
+  redis.call('HINCRBY', K.hn, '#t', ARGV[8])
   lease_added(K.h, K.hn, now_ms + lease)
   if redis.call('ZREM', K.q, attempt) == 1 then
     redis.call('HDEL', K.qo, attempt)
@@ -98,9 +101,8 @@ f, err = hold_first_each({{K.qo, 'HGET', attempt}, {K.alive, 'ZSCORE', sem_clien
 if err then
   return err
 end
-local fresh, secret = 0, ARGV[7]
-local entry = table.concat({owner, ARGV[6], ARGV[3], ARGV[5], ARGV[7],
-  string.format('%.0f', now_ms)}, ' ')
+local fresh, secret = 0, ARGV[5]
+local entry = reg_entry(owner, attempt, ARGV[3], ARGV[7], ARGV[5], now_ms, ARGV[8])
 if redis.call('ZSCORE', K.q, attempt) then
   local _, _, _, l, _, s = sem_entry(f[1])
   if l then

@@ -18,12 +18,12 @@
 --                                    expires K.h and K.hn together, and the
 --                                    count goes with the holds it counted.
 --   K.q      <ns>:{name}:sem:q       ZSET waiting attempt -> enqueue seq
---   K.qo     <ns>:{name}:sem:qo      hash waiting attempt -> '<owner id> <n>
---                                    <lease> <claim> <secret> <ms>' (its
---                                    lease and claim in ms, the entry
---                                    secret, the server ms it queued);
---                                    entries of older versions read
---                                    '<owner id> <n>', with ' w' once woken
+--   K.qo     <ns>:{name}:sem:qo      hash waiting attempt -> its
+--                                    registration (reg_entry in
+--                                    hold_lib.lua: owner, attempt, lease,
+--                                    claim, secret, the server ms it
+--                                    queued, and n, the permits wanted);
+--                                    older layouts: sem_entry
 --   K.alive  <ns>:{name}:sem:alive   ZSET client uuid -> liveness deadline of
 --                                    its waiters (server ms)
 -- K.h/K.hn live as long as the longest lease; K.q/K.qo/K.alive 3 ×
@@ -54,20 +54,14 @@
 -- O(log n) per holder or waiter touched; purges and wakes handle at most 64
 -- entries per call.
 
+-- The keys, with their types for hold_check_keys (TYPE, for the scripts
+-- off the hot path: deletion, permits, inspection, a part's release). The
+-- acquire, the release, the renewal and the heartbeat read each key they
+-- touch with pcall on its first touch instead (hold_first), before their
+-- first write, and send no TYPE.
 local function sem_keys(base)
-  return hold_keys(base, {'s', 'h', 'hn', 'q', 'qo', 'alive'})
-end
-
--- Every key of one semaphore is missing or of its type (TYPE, for the
--- scripts off the hot path: deletion, permits, inspection, a part's
--- release). The acquire, the release, the renewal and the heartbeat read
--- each key they touch with pcall on its first touch instead (hold_first),
--- before their first write, and send no TYPE.
-local function sem_check_types(K)
-  return hold_check_types({
-    {K.s, 'hash'}, {K.h, 'zset'}, {K.hn, 'hash'},
-    {K.q, 'zset'}, {K.qo, 'hash'}, {K.alive, 'zset'},
-  })
+  return hold_keys(base, {'s', 'h', 'hn', 'q', 'qo', 'alive'},
+    {'hash', 'zset', 'hash', 'zset', 'hash', 'zset'})
 end
 
 -- The client of an owner id (queue_client).
@@ -75,8 +69,15 @@ local sem_client = queue_client
 
 -- A queue entry (or a hold's '<owner> <n>'): owner, n, woken (older
 -- entries), and for a current queue entry its lease, claim, secret (a
--- string) and the server ms it queued.
+-- string) and the server ms it queued. A current entry is a registration
+-- (reg_read in hold_lib.lua) with n as its extra word; the layouts of
+-- older versions read the same: '<owner> <n> <lease> <claim> <secret>
+-- <ms>', and '<owner> <n>' with ' w' once woken.
 local function sem_entry(v)
+  local e = reg_read(v)
+  if e and e.extra then
+    return e.owner, tonumber(e.extra), false, e.lease, e.claim, e.secret, e.at
+  end
   local owner, n, lease, claim, secret, ms = string.match(v or '',
     '^(%S+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
   if owner then
@@ -159,7 +160,8 @@ end
 -- under its claim, min(claim, lease), and tell it (published first: a
 -- refused PUBLISH leaves everything as it was).
 local function sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms)
-  local msg, c = hold_grant_message(a, '0', secret, lease, claim, ms, now_ms)
+  local msg, c = reg_grant({attempt = a, lease = lease, claim = claim, secret = secret, at = ms},
+    '0', now_ms)
   msg_publish(K.s .. ':ch:' .. sem_client(owner), msg)
   local sn = string.format('%.0f', n)
   redis.call('ZADD', K.h, now_ms + c, a)
@@ -208,7 +210,7 @@ local function sem_wake(K, now_ms, avail, list)
   end
 end
 
--- The opening of most scripts: hold_open with this lock's keys and checks.
+-- The opening of most scripts: hold_open with this semaphore's keys.
 local function sem_open(base)
-  return hold_open(sem_keys, sem_check_types, base)
+  return hold_open(sem_keys, base)
 end

@@ -29,7 +29,7 @@
 -- O(log n), plus O(log n) per purged hold or woken waiter.
 local K = sem_keys(0)
 local op, n = ARGV[1], tonumber(ARGV[2] or '0')
-local bad = sem_check_types(K)
+local bad = hold_check_keys(K)
 if bad then
   return bad
 end

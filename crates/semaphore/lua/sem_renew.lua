@@ -20,15 +20,6 @@
 -- The loop is lease_renew_batch (lease_lib.lua).
 return lease_renew_batch(3, function(i)
   local K = {s = KEYS[3 * i - 2], h = KEYS[3 * i - 1], hn = KEYS[3 * i]}
-  return K, K.h, K.hn
-end, function(K, attempt)
-  local f, _, j = hold_first_each({{K.h, 'ZSCORE', attempt}, {K.hn, 'HGET', attempt}})
-  if not f then
-    -- Positions in the group: s is 1.
-    return j + 1
-  end
-  K.entry = f[2]
-  return nil, f[1]
-end, function(K, a)
-  sem_drop_hold(K, a, K.entry)
-end)
+  -- Positions in the group: s is 1.
+  return K, K.h, K.hn, 2
+end, sem_drop_hold)

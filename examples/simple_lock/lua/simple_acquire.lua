@@ -4,8 +4,9 @@
 -- KEYS[1]  the lock  <ns>:{name}:simple  (string: the holding attempt id)
 -- KEYS[2]  fencing counter  <ns>:{name}:simple:fence  (string, TTL one hour)
 -- ARGV     the acquire contract (deadbolt-core's acquire module):
---          [owner, attempt, lease_ms, mode]; mode is not needed here (this
---          lock keeps no queue, so a waiting try is a try)
+--          [owner, attempt, lease_ms, mode, secret, bound]; only the
+--          attempt and the lease are needed here (this lock keeps no queue,
+--          so a waiting try is a try, and it is not reentrant)
 --
 -- Reply:
 --   {1, token, pttl}  granted, or a replay of this attempt's grant (a retry

@@ -6,15 +6,20 @@
 //! holder's remaining TTL, whichever is sooner, and tries again.
 //!
 //! Acquire scripts share one contract:
-//! `ARGV = [owner, attempt, lease_ms, mode, extra...]`, where mode is `'try'`
+//! `ARGV = [owner, attempt, lease_ms, mode, secret, bound, extra...]`, the
+//! first six always sent, in this order, whatever the spec (so no script's
+//! argument moves with a builder flag), where mode is `'try'`
 //! (one attempt), `'wait'` (the first try of an acquire that waits when
 //! busy) or `'again'` (a later try of that acquire; scripts that need not
-//! tell the two apart treat every mode but `'try'` alike), reply
+//! tell the two apart treat every mode but `'try'` alike), `secret` is the
+//! call's entry secret (below; `'0'` when grants do not come by name),
+//! `bound` the stale-hold bound of [`HoldSet::acquire_arg`](crate::HoldSet::acquire_arg)
+//! (`'0'` without a set of live holds), and `extra` the spec's own; reply
 //! `{1, token, pttl}` granted, `{0, pttl}` busy (nothing recorded),
 //! `{2, pttl, fresh, secret}` queued (the attempt is recorded and must be
 //! released when the caller gives up; `secret` identifies the queue entry).
-//! Specs with hand-off by name ([`AcquireBuilder::tagged`]) get one more ARGV
-//! after the extra ones: a fresh random secret per call, stored with the
+//! Specs with hand-off by name ([`AcquireBuilder::tagged`]) send as `secret`
+//! a fresh random one per call, stored with the
 //! queue entry the call creates and echoed by a hand-off message for that
 //! entry. A hand-off is accepted only when it carries the secret of the
 //! waiter's current entry: a late grant for an entry the waiter already lost
@@ -617,11 +622,20 @@ impl<'a> Loop<'a> {
                 attempt_id.to_string(),
                 ms.to_string(),
                 mode.to_string(),
+                // Always sent, so that every script finds each argument at
+                // the same place whatever the spec: '0' for "no entry
+                // secret" and "no stale-hold bound".
+                if spec.grants.by_name() {
+                    new_secret().to_string()
+                } else {
+                    "0".into()
+                },
+                spec.live
+                    .as_ref()
+                    .map_or_else(|| "0".into(), |s| s.acquire_arg(attempt_id)),
             ]
             .into_iter()
             .chain(spec.extra_args.iter().cloned())
-            .chain(spec.grants.by_name().then(|| new_secret().to_string()))
-            .chain(spec.live.as_ref().map(|s| s.acquire_arg(attempt_id)))
             .collect(),
         )
     }

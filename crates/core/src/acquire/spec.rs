@@ -36,7 +36,7 @@ pub struct AcquireSpec {
     pub(crate) acquire: &'static LuaScript,
     /// KEYS of the acquire script.
     pub(crate) keys: Vec<String>,
-    /// ARGV after the four common ones.
+    /// ARGV after the six of the prefix (owner, attempt, lease, mode, secret, bound).
     pub(crate) extra_args: Vec<String>,
     /// Release script (by attempt id).
     pub(crate) release: &'static LuaScript,
@@ -77,7 +77,7 @@ pub struct AcquireSpec {
     /// `docs/architecture.md` for the budget that keeps them from starving.
     pub(crate) pass: Option<&'static LuaScript>,
     /// The holds of the handle this spec belongs to, for reentrant
-    /// primitives whose holds are counted per owner in one hash. When given, every acquire call ends its ARGV with
+    /// primitives whose holds are counted per owner in one hash. When given, every acquire call sends as its stale-hold bound (`ARGV[6]`)
     /// [`HoldSet::acquire_arg`]: `0` when one of them is still active or
     /// another acquire of the handle (a clone in another task) is in
     /// progress, else the attempt's sequence number ([`attempt_seq`](crate::attempt_seq)), and
@@ -111,7 +111,7 @@ pub(crate) enum Grants {
 
 impl Grants {
     /// Grants come by name: each acquire call carries a fresh entry secret
-    /// as its last ARGV, and the waiter is registered under its attempt.
+    /// (`ARGV[5]`), and the waiter is registered under its attempt.
     pub(crate) fn by_name(&self) -> bool {
         *self != Grants::Unnamed
     }
@@ -207,7 +207,7 @@ impl AcquireBuilder {
         self
     }
 
-    /// ARGV of the acquire script after the four common ones.
+    /// ARGV of the acquire script after the six of the prefix.
     pub fn extra_args(mut self, args: Vec<String>) -> Self {
         self.0.extra_args = args;
         self
@@ -244,7 +244,7 @@ impl AcquireBuilder {
 
     /// Hand-off by name: `t:<attempt>` / `g:<attempt> ...` messages wake
     /// this waiter (and only it), and each acquire call carries a fresh
-    /// entry secret as its last ARGV (see the module docs).
+    /// entry secret as `ARGV[5]` (see the module docs).
     pub fn tagged(mut self) -> Self {
         self.0.grants = Grants::Named;
         self
@@ -253,7 +253,7 @@ impl AcquireBuilder {
     /// Hand-off by name beside the unnamed wake-ups, for primitives without
     /// a server-side queue whose release grants to a waiter that a client
     /// registered on its failed try, when there is one: each acquire call
-    /// carries a fresh entry secret as its last ARGV (as [`tagged`]); a
+    /// carries a fresh entry secret as `ARGV[5]` (as [`tagged`]); a
     /// reply `{2, pttl, fresh, secret}` says the attempt is the client's
     /// registered waiter (the attempt is armed then: its release must clear
     /// the registration when it gives up), `{0, pttl}` that it is not. The
@@ -310,7 +310,7 @@ impl AcquireBuilder {
 
     /// The holds of the handle this acquire belongs to, for reentrant
     /// primitives whose holds are counted per owner in one hash. Every
-    /// acquire call then ends its ARGV with [`HoldSet::acquire_arg`]: `0`
+    /// acquire call then sends as its stale-hold bound (`ARGV[6]`) [`HoldSet::acquire_arg`]: `0`
     /// when one of them is still active or another acquire of the handle
     /// (a clone in another task) is in progress, else the attempt's
     /// sequence number ([`attempt_seq`](crate::attempt_seq)), and the holds it grants are

@@ -95,7 +95,7 @@ impl HoldSet {
         v.push(Arc::downgrade(&hold.inner));
     }
 
-    /// The last ARGV of a call of `attempt`, an acquire made inside
+    /// The stale-hold bound (`ARGV[6]`) of a call of `attempt`, an acquire made inside
     /// [`enter`](Self::enter) (see [`AcquireBuilder::live`](crate::AcquireBuilder::live)):
     /// `0` when one of the remembered holds is still active or another
     /// acquire of the handle is in progress (a re-entry is possible), else
