@@ -99,18 +99,26 @@ local function hold_fence_value(fence, v)
   return n
 end
 
--- Read the fencing counter at `fence`. Returns the counter (0 when
--- missing), or nil and an error reply: WRONGTYPE for a key of another type,
--- BADVALUE for a value hold_fence_value refuses, or the server's own error.
-local function hold_read_fence(fence)
-  local v = redis.pcall('GET', fence)
-  if type(v) == 'table' then
-    return nil, hold_named_error(fence, v)
+-- The count kept as a string at `key`, read with GET as the key's first
+-- touch: `check(key, v)` of its value `v` (the count, or nil and an error
+-- reply for a value that is no usable count), 0 when the key is missing,
+-- or nil and the error reply naming a key of another type.
+local function hold_read_count(key, check)
+  local v, err = hold_first(key, 'GET', key)
+  if err then
+    return nil, err
   end
   if not v then
     return 0
   end
-  return hold_fence_value(fence, v)
+  return check(key, v)
+end
+
+-- Read the fencing counter at `fence`. Returns the counter (0 when
+-- missing), or nil and an error reply: WRONGTYPE for a key of another type,
+-- BADVALUE for a value hold_fence_value refuses, or the server's own error.
+local function hold_read_fence(fence)
+  return hold_read_count(fence, hold_fence_value)
 end
 
 -- The next fencing token after counter `last`: max(last + 1, server time in

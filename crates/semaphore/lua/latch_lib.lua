@@ -6,21 +6,16 @@
 
 -- The count of the latch `key` (a string; absent = 0), or nil and an error
 -- reply: WRONGTYPE naming the key, or BADVALUE for a value that is no whole
--- number. A garbled count is refused by every call alike: a wait must not
--- take it for zero (and release every waiter) nor wait for a count nobody
--- can count down. O(1).
+-- number (hold_read_count). A garbled count is refused by every call alike:
+-- a wait must not take it for zero (and release every waiter) nor wait for
+-- a count nobody can count down. O(1).
 local function latch_count(key)
-  local v = redis.pcall('GET', key)
-  if type(v) == 'table' then
-    return nil, hold_named_error(key, v)
-  end
-  if not v then
-    return 0
-  end
-  local count = tonumber(string.match(v, '^%d+$') and v or nil)
-  if count == nil then
-    return nil, redis.error_reply('BADVALUE ' .. key .. ' latch count '
-      .. string.sub(v, 1, 24) .. ' is not a whole number')
-  end
-  return count
+  return hold_read_count(key, function(k, v)
+    local count = tonumber(string.match(v, '^%d+$') and v or nil)
+    if count == nil then
+      return nil, redis.error_reply('BADVALUE ' .. k .. ' latch count '
+        .. string.sub(v, 1, 24) .. ' is not a whole number')
+    end
+    return count
+  end)
 end
