@@ -53,99 +53,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..4 {
         clients.push(Client::connect(&url).await?);
     }
-    let c = clients[0].clone();
     println!("Redis µs per call, from SLOWLOG (each workload {RUN:?}):");
-    measure(&mut admin, &names, "lock, uncontended", || {
-        distinct(&c, |c, i| {
-            let l = deadbolt_lock::Lock::new(c, &format!("u:lock:{i}"));
-            async move { l.lock().await?.unlock().await }
-        })
-    })
-    .await?;
-    measure(&mut admin, &names, "fair lock, uncontended", || {
-        distinct(&c, |c, i| {
-            let l = deadbolt_fair::FairLock::new(c, &format!("u:fair:{i}"));
-            async move { l.lock().await?.unlock().await }
-        })
-    })
-    .await?;
-    measure(&mut admin, &names, "rwlock read, uncontended", || {
-        distinct(&c, |c, i| {
-            let l = deadbolt_rwlock::RwLock::new(c, &format!("u:rw:{i}"));
-            async move { l.read_lock().lock().await?.unlock().await }
-        })
-    })
-    .await?;
-    measure(&mut admin, &names, "rwlock write, uncontended", || {
-        distinct(&c, |c, i| {
-            let l = deadbolt_rwlock::RwLock::new(c, &format!("u:rww:{i}"));
-            async move { l.write_lock().lock().await?.unlock().await }
-        })
-    })
-    .await?;
-    for i in 0..4 {
-        let s = deadbolt_semaphore::Semaphore::new(&c, &format!("u:sem:{i}"));
-        s.try_set_permits(1).await?;
+    for (what, tasks, op, name) in WORKLOADS {
+        if let Op::Sem = op {
+            // One permit on each name of its own, four on the shared one.
+            let permits = match tasks {
+                Tasks::Distinct => 1,
+                Tasks::Contended => 4,
+            };
+            for name in tasks.names(name) {
+                deadbolt_semaphore::Semaphore::new(&clients[0], &name)
+                    .try_set_permits(permits)
+                    .await?;
+            }
+        }
+        let on = &clients[..tasks.sizes().1];
+        measure(&mut admin, &names, what, || run(on, tasks, op, name)).await?;
     }
-    measure(&mut admin, &names, "semaphore, uncontended", || {
-        distinct(&c, |c, i| {
-            let s = deadbolt_semaphore::Semaphore::new(c, &format!("u:sem:{i}"));
-            async move { s.acquire(1).await?.release().await }
-        })
-    })
-    .await?;
-    measure(&mut admin, &names, "lock, 8 waiters / 4 clients", || {
-        contended(&clients, |c| {
-            let l = deadbolt_lock::Lock::new(c, "c:lock");
-            async move { l.lock().await?.unlock().await }
-        })
-    })
-    .await?;
-    measure(
-        &mut admin,
-        &names,
-        "fair lock, 8 waiters / 4 clients",
-        || {
-            contended(&clients, |c| {
-                let l = deadbolt_fair::FairLock::new(c, "c:fair");
-                async move { l.lock().await?.unlock().await }
-            })
-        },
-    )
-    .await?;
-    measure(
-        &mut admin,
-        &names,
-        "rwlock, 8 waiters / 4 clients, 10% writes",
-        || {
-            contended(&clients, |c| {
-                let l = deadbolt_rwlock::RwLock::new(c, "c:rw");
-                async move {
-                    if rand::random_range(0..10) == 0 {
-                        l.write_lock().lock().await?.unlock().await
-                    } else {
-                        l.read_lock().lock().await?.unlock().await
-                    }
-                }
-            })
-        },
-    )
-    .await?;
-    deadbolt_semaphore::Semaphore::new(&c, "c:sem")
-        .try_set_permits(4)
-        .await?;
-    measure(
-        &mut admin,
-        &names,
-        "semaphore of 4, 8 waiters / 4 clients",
-        || {
-            contended(&clients, |c| {
-                let s = deadbolt_semaphore::Semaphore::new(c, "c:sem");
-                async move { s.acquire(1).await?.release().await }
-            })
-        },
-    )
-    .await?;
     measure(
         &mut admin,
         &names,
@@ -159,47 +83,152 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// 4 tasks on one client, each locking and unlocking its own name for [`RUN`].
-async fn distinct<F, Fut>(c: &Client, op: F) -> anyhow::Result<()>
-where
-    F: Fn(&Client, usize) -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = deadbolt_core::Result<()>> + Send + 'static,
-{
-    let end = Instant::now() + RUN;
-    let mut tasks = Vec::new();
-    for i in 0..4 {
-        let (c, op) = (c.clone(), op.clone());
-        tasks.push(tokio::spawn(async move {
-            while Instant::now() < end {
-                op(&c, i).await?;
-            }
-            Ok::<(), deadbolt_core::Error>(())
-        }));
-    }
-    for t in tasks {
-        t.await.expect("a task panicked")?;
-    }
-    Ok(())
+/// The deadbolt workloads, in order: what is printed, the tasks, what each
+/// does, and the name (of distinct tasks, the prefix of their names).
+const WORKLOADS: [(&str, Tasks, Op, &str); 9] = [
+    ("lock, uncontended", Tasks::Distinct, Op::Lock, "u:lock"),
+    (
+        "fair lock, uncontended",
+        Tasks::Distinct,
+        Op::Fair,
+        "u:fair",
+    ),
+    (
+        "rwlock read, uncontended",
+        Tasks::Distinct,
+        Op::Read,
+        "u:rw",
+    ),
+    (
+        "rwlock write, uncontended",
+        Tasks::Distinct,
+        Op::Write,
+        "u:rww",
+    ),
+    ("semaphore, uncontended", Tasks::Distinct, Op::Sem, "u:sem"),
+    (
+        "lock, 8 waiters / 4 clients",
+        Tasks::Contended,
+        Op::Lock,
+        "c:lock",
+    ),
+    (
+        "fair lock, 8 waiters / 4 clients",
+        Tasks::Contended,
+        Op::Fair,
+        "c:fair",
+    ),
+    (
+        "rwlock, 8 waiters / 4 clients, 10% writes",
+        Tasks::Contended,
+        Op::Mixed,
+        "c:rw",
+    ),
+    (
+        "semaphore of 4, 8 waiters / 4 clients",
+        Tasks::Contended,
+        Op::Sem,
+        "c:sem",
+    ),
+];
+
+/// Who takes the locks of a workload.
+#[derive(Debug, Clone, Copy)]
+enum Tasks {
+    /// 4 tasks on one client, each on a name of its own (uncontended).
+    Distinct,
+    /// 8 waiters over the 4 clients on one name.
+    Contended,
 }
 
-/// 8 waiters over the 4 clients on one name for [`RUN`].
-async fn contended<F, Fut>(clients: &[Client], op: F) -> anyhow::Result<()>
-where
-    F: Fn(&Client) -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = deadbolt_core::Result<()>> + Send + 'static,
-{
+impl Tasks {
+    /// How many tasks, over how many of the clients.
+    fn sizes(self) -> (usize, usize) {
+        match self {
+            Tasks::Distinct => (4, 1),
+            Tasks::Contended => (8, 4),
+        }
+    }
+
+    /// The names they take, from `name`: one per task, or the one.
+    fn names(self, name: &str) -> Vec<String> {
+        match self {
+            Tasks::Distinct => (0..4).map(|i| format!("{name}:{i}")).collect(),
+            Tasks::Contended => vec![name.to_string()],
+        }
+    }
+}
+
+/// What a task does, again and again.
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    /// Lock and unlock a `Lock`.
+    Lock,
+    /// Lock and unlock a `FairLock`.
+    Fair,
+    /// Read-lock and unlock a `RwLock`.
+    Read,
+    /// Write-lock and unlock a `RwLock`.
+    Write,
+    /// A `RwLock`: a write one time in ten, else a read.
+    Mixed,
+    /// Take a permit of a `Semaphore` and give it back.
+    Sem,
+}
+
+impl Op {
+    /// Do it once on the primitive `name` of `c`.
+    async fn once(self, c: &Client, name: &str) -> deadbolt_core::Result<()> {
+        match self {
+            Op::Lock => {
+                deadbolt_lock::Lock::new(c, name)
+                    .lock()
+                    .await?
+                    .unlock()
+                    .await
+            }
+            Op::Fair => {
+                let l = deadbolt_fair::FairLock::new(c, name);
+                l.lock().await?.unlock().await
+            }
+            Op::Read => Op::rw(c, name, false).await,
+            Op::Write => Op::rw(c, name, true).await,
+            Op::Mixed => Op::rw(c, name, rand::random_range(0..10) == 0).await,
+            Op::Sem => {
+                let s = deadbolt_semaphore::Semaphore::new(c, name);
+                s.acquire(1).await?.release().await
+            }
+        }
+    }
+
+    /// Write-lock (or read-lock) the `RwLock` `name` of `c`, and unlock.
+    async fn rw(c: &Client, name: &str, write: bool) -> deadbolt_core::Result<()> {
+        let l = deadbolt_rwlock::RwLock::new(c, name);
+        if write {
+            l.write_lock().lock().await?.unlock().await
+        } else {
+            l.read_lock().lock().await?.unlock().await
+        }
+    }
+}
+
+/// The tasks of a workload over `clients` in turn, each doing `op` on its
+/// name (of [`Tasks::names`]) for [`RUN`].
+async fn run(clients: &[Client], tasks: Tasks, op: Op, name: &str) -> anyhow::Result<()> {
     let end = Instant::now() + RUN;
-    let mut tasks = Vec::new();
-    for i in 0..8 {
-        let (c, op) = (clients[i % clients.len()].clone(), op.clone());
-        tasks.push(tokio::spawn(async move {
+    let names = tasks.names(name);
+    let mut running = Vec::new();
+    for i in 0..tasks.sizes().0 {
+        let c = clients[i % clients.len()].clone();
+        let name = names[i % names.len()].clone();
+        running.push(tokio::spawn(async move {
             while Instant::now() < end {
-                op(&c).await?;
+                op.once(&c, &name).await?;
             }
             Ok::<(), deadbolt_core::Error>(())
         }));
     }
-    for t in tasks {
+    for t in running {
         t.await.expect("a task panicked")?;
     }
     Ok(())
@@ -274,12 +303,7 @@ where
 {
     // First without the SLOWLOG (logging every command inside a script
     // adds to the script's time): INFO commandstats of all scripts together.
-    slowlog(admin, "-1").await?;
-    let () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(admin)
-        .await?;
-    work().await.map_err(|e| format!("{what}: {e:#}"))?;
+    fresh_run(admin, ("-1", ["CONFIG", "RESETSTAT"]), what, &work).await?;
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(admin)
@@ -304,12 +328,7 @@ where
         })
         .collect::<Vec<_>>()
         .join("; ");
-    slowlog(admin, "0").await?;
-    let () = redis::cmd("SLOWLOG")
-        .arg("RESET")
-        .query_async(admin)
-        .await?;
-    work().await.map_err(|e| format!("{what}: {e:#}"))?;
+    fresh_run(admin, ("0", ["SLOWLOG", "RESET"]), what, &work).await?;
     let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
         .arg("GET")
         .arg(SLOWLOG_LEN)
@@ -364,12 +383,29 @@ where
     Ok(())
 }
 
-/// Set `slowlog-log-slower-than` (`0`: log every command; `-1`: none).
-async fn slowlog(admin: &mut MultiplexedConnection, v: &str) -> redis::RedisResult<()> {
-    redis::cmd("CONFIG")
+/// Run `work` once afresh: `slowlog-log-slower-than` set to `slower` (`0`:
+/// log every command; `-1`: none), and the counters it is read by reset
+/// first (`reset`: the command and its argument).
+async fn fresh_run<F, Fut>(
+    admin: &mut MultiplexedConnection,
+    (slower, reset): (&str, [&str; 2]),
+    what: &str,
+    work: &F,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("slowlog-log-slower-than")
-        .arg(v)
+        .arg(slower)
         .query_async(admin)
-        .await
+        .await?;
+    let () = redis::cmd(reset[0])
+        .arg(reset[1])
+        .query_async(admin)
+        .await?;
+    work().await.map_err(|e| format!("{what}: {e:#}"))?;
+    Ok(())
 }

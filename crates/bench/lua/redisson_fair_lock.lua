@@ -29,22 +29,13 @@
 -- * not queued: join at the tail, with the timeout of the waiter before us
 --   (or now plus the lock's PTTL when we are the first) plus threadWaitTime.
 --   ZADD answers 0 when our field raced in already; then no second RPUSH.
+--
+-- Uses redisson_lib.lua: drop_stale_heads, reentered.
 
 local wait = tonumber(ARGV[3])
 local now = tonumber(ARGV[4])
 
-while true do
-  local head = redis.call('LINDEX', KEYS[2], 0)
-  if not head then
-    break
-  end
-  local due = tonumber(redis.call('ZSCORE', KEYS[3], head))
-  if due and due > now then
-    break
-  end
-  redis.call('ZREM', KEYS[3], head)
-  redis.call('LPOP', KEYS[2])
-end
+drop_stale_heads(KEYS[2], KEYS[3], now)
 
 if redis.call('EXISTS', KEYS[1]) == 0
     and (redis.call('EXISTS', KEYS[2]) == 0
@@ -60,9 +51,7 @@ if redis.call('EXISTS', KEYS[1]) == 0
   return nil
 end
 
-if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
-  redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+if reentered(KEYS[1], ARGV[2], ARGV[1]) then
   return nil
 end
 

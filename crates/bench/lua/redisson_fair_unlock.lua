@@ -27,48 +27,35 @@
 -- * our field is missing: not ours; change nothing.
 -- * count still above 0 after one off: a re-entered hold; renew the lease.
 -- * count down to 0: delete the lock, keep the reply, wake the head waiter.
+--
+-- Uses redisson_lib.lua: drop_stale_heads, latched, give_back.
 
 local now = tonumber(ARGV[4])
 
-while true do
-  local head = redis.call('LINDEX', KEYS[2], 0)
-  if not head then
-    break
-  end
-  local due = tonumber(redis.call('ZSCORE', KEYS[3], head))
-  if due and due > now then
-    break
-  end
-  redis.call('ZREM', KEYS[3], head)
-  redis.call('LPOP', KEYS[2])
-end
-
-local replied = redis.call('GET', KEYS[4])
-if replied then
-  return tonumber(replied)
-end
-
-if redis.call('EXISTS', KEYS[1]) == 0 then
+-- Wake the head waiter, if any: its turn has come.
+local function wake_head()
   local next_waiter = redis.call('LINDEX', KEYS[2], 0)
   if next_waiter then
     redis.call('PUBLISH', ARGV[5] .. ':' .. next_waiter, ARGV[1])
   end
+end
+
+drop_stale_heads(KEYS[2], KEYS[3], now)
+
+local seen, reply = latched(KEYS[4])
+if seen then
+  return reply
+end
+
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  wake_head()
   return 1
 end
 
-if redis.call('HEXISTS', KEYS[1], ARGV[3]) == 0 then
-  return nil
+local given = give_back(KEYS[1], ARGV[3], ARGV[2], KEYS[4], ARGV[6])
+if given ~= 1 then
+  return given
 end
-if redis.call('HINCRBY', KEYS[1], ARGV[3], -1) > 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('SET', KEYS[4], 0, 'PX', ARGV[6])
-  return 0
-end
-
-redis.call('DEL', KEYS[1])
 redis.call('SET', KEYS[4], 1, 'PX', ARGV[6])
-local next_waiter = redis.call('LINDEX', KEYS[2], 0)
-if next_waiter then
-  redis.call('PUBLISH', ARGV[5] .. ':' .. next_waiter, ARGV[1])
-end
+wake_head()
 return 1

@@ -17,15 +17,14 @@
 -- * our field is there: the holding thread takes it again (re-entry); one
 --   more on its count, and a fresh lease.
 -- * another thread holds it: no change; the PTTL bounds the caller's wait.
+--
+-- Uses redisson_lib.lua: add_hold, reentered.
 
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  add_hold(KEYS[1], ARGV[2], ARGV[1])
   return nil
 end
-if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
-  redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+if reentered(KEYS[1], ARGV[2], ARGV[1]) then
   return nil
 end
 return redis.call('PTTL', KEYS[1])

@@ -23,20 +23,17 @@
 -- * our field is missing: not ours (or the lease ran out); change nothing.
 -- * count still above 0 after one off: a re-entered hold; renew the lease.
 -- * count down to 0: delete the lock and tell the waiters on its channel.
+--
+-- Uses redisson_lib.lua: latched, give_back.
 
-local replied = redis.call('GET', KEYS[3])
-if replied then
-  return tonumber(replied)
+local seen, reply = latched(KEYS[3])
+if seen then
+  return reply
 end
-if redis.call('HEXISTS', KEYS[1], ARGV[3]) == 0 then
-  return nil
+local given = give_back(KEYS[1], ARGV[3], ARGV[2], KEYS[3], ARGV[4])
+if given ~= 1 then
+  return given
 end
-if redis.call('HINCRBY', KEYS[1], ARGV[3], -1) > 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('SET', KEYS[3], 0, 'PX', ARGV[4])
-  return 0
-end
-redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', KEYS[2], ARGV[1])
 redis.call('SET', KEYS[3], 1, 'PX', ARGV[4])
 return 1

@@ -36,7 +36,7 @@ use deadbolt_core::Acquire as _;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
+use anyhow::{bail, ensure, Context as _};
 use futures::future::BoxFuture;
 use redis::aio::MultiplexedConnection;
 
@@ -72,10 +72,13 @@ pub(crate) trait Contender: Send + Sync {
     /// them out of the round-trip counts.
     fn client_commands(&self) -> &'static [&'static str];
 
-    /// The sleep between tries of a polling contender; `None` for one that
-    /// waits for an event. The hand-off scenario randomises the holder's hold
-    /// over one period so the release falls at a random phase of the poll.
-    fn poll_period(&self) -> Option<Duration>;
+    /// The sleep between tries of a polling contender; `None` (the default)
+    /// for one that waits for an event. The hand-off scenario randomises the
+    /// holder's hold over one period so the release falls at a random phase
+    /// of the poll.
+    fn poll_period(&self) -> Option<Duration> {
+        None
+    }
 
     /// Whether reads ([`LockHandle::acquire_read`]) may hold the lock
     /// together; false for the exclusive locks, whose reads exclude
@@ -138,74 +141,52 @@ pub(crate) fn make(
     kind: ContenderKind,
     opts: &ContenderOptions,
 ) -> Result<Box<dyn Contender>, String> {
-    match kind {
-        ContenderKind::Lock => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
+    use lock_write::{LockWrite, Write};
+    use redisson::{Redisson, Variant};
+    let lease_ms = lease_millis(opts.lease);
+    let contender: Box<dyn Contender> = match kind {
+        ContenderKind::Lock => Box::new(Deadbolt::new(kind, opts, |c, n| {
             Arc::new(deadbolt_lock::Lock::new(&c[0], n))
-        }))),
-        ContenderKind::LockIncr => Ok(Box::new(lock_write::LockWrite {
-            write: lock_write::Write::Plain,
-            namespace: opts.namespace.clone(),
-            lease: opts.lease,
         })),
-        ContenderKind::LockGuarded => Ok(Box::new(lock_write::LockWrite {
-            write: lock_write::Write::Guarded,
-            namespace: opts.namespace.clone(),
-            lease: opts.lease,
-        })),
-        ContenderKind::Fair => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
+        ContenderKind::LockIncr => Box::new(LockWrite::new(Write::Plain, opts)),
+        ContenderKind::LockGuarded => Box::new(LockWrite::new(Write::Guarded, opts)),
+        ContenderKind::Fair => Box::new(Deadbolt::new(kind, opts, |c, n| {
             Arc::new(deadbolt_fair::FairLock::new(&c[0], n))
-        }))),
-        ContenderKind::Rw => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
+        })),
+        ContenderKind::Rw => Box::new(Deadbolt::new(kind, opts, |c, n| {
             Arc::new(deadbolt_rwlock::RwLock::new(&c[0], n))
-        }))),
-        ContenderKind::Sem => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
+        })),
+        ContenderKind::Sem => Box::new(Deadbolt::new(kind, opts, |c, n| {
             Arc::new(deadbolt_semaphore::Semaphore::new(&c[0], n))
-        }))),
-        ContenderKind::Multi => Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
+        })),
+        ContenderKind::Multi => Box::new(Deadbolt::new(kind, opts, |c, n| {
             let names: Vec<String> = (1..=MULTI_PARTS).map(|i| format!("{n}:{i}")).collect();
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
             Arc::new(deadbolt_multilock::MultiLock::of_locks(&c[0], &names))
-        }))),
+        })),
         ContenderKind::Redlock => {
             needs_redlock_servers(opts)?;
-            Ok(Box::new(Deadbolt::new(kind, opts, |c, n| {
+            Box::new(Deadbolt::new(kind, opts, |c, n| {
                 Arc::new(
                     deadbolt_multilock::Redlock::new(c, n)
                         .expect("connect gives the Redlock contender its 3 servers"),
                 )
-            })))
+            }))
         }
-        ContenderKind::SemPoll => Ok(Box::new(Poll {
-            namespace: opts.namespace.clone(),
-            interval: opts.poll_interval,
-            scheme: SemPoll {
-                lease_ms: lease_millis(opts.lease),
-                permits: opts.permits,
-            },
-        })),
-        ContenderKind::RawPoll => Ok(Box::new(Poll {
-            namespace: opts.namespace.clone(),
-            interval: opts.poll_interval,
-            scheme: RawPoll {
-                lease_ms: lease_millis(opts.lease),
-            },
-        })),
-        ContenderKind::Rslock => rslock_contender(opts, 1),
-        ContenderKind::Redisson => Ok(Box::new(redisson::Redisson {
-            variant: redisson::Variant::Lock,
-            namespace: opts.namespace.clone(),
-            lease_ms: lease_millis(opts.lease),
-        })),
-        ContenderKind::RedissonFair => Ok(Box::new(redisson::Redisson {
-            variant: redisson::Variant::Fair,
-            namespace: opts.namespace.clone(),
-            lease_ms: lease_millis(opts.lease),
-        })),
+        ContenderKind::SemPoll => {
+            let permits = opts.permits;
+            Box::new(Poll::new(opts, SemPoll { lease_ms, permits }))
+        }
+        ContenderKind::RawPoll => Box::new(Poll::new(opts, RawPoll { lease_ms })),
+        ContenderKind::Rslock => rslock_contender(opts, 1)?,
+        ContenderKind::Redisson => Box::new(Redisson::new(Variant::Lock, opts)),
+        ContenderKind::RedissonFair => Box::new(Redisson::new(Variant::Fair, opts)),
         ContenderKind::Rslock3 => {
             needs_redlock_servers(opts)?;
-            rslock_contender(opts, REDLOCK_SERVERS)
+            rslock_contender(opts, REDLOCK_SERVERS)?
         }
-    }
+    };
+    Ok(contender)
 }
 
 /// Why a Redlock contender cannot run, when the run has too few servers.
@@ -228,18 +209,39 @@ fn lease_millis(lease: Duration) -> u64 {
 // deadbolt's primitives
 // ---------------------------------------------------------------------------
 
-/// Commands a deadbolt client sends itself: scripts (EVALSHA, and EVAL/SCRIPT
-/// LOAD after a NOSCRIPT) and Pub/Sub (un)subscriptions. PING is listed so
-/// that a health check, if one were added, would show; the bench's own PINGs
-/// are subtracted. PUBLISH, DEL, SET… run inside deadbolt's scripts only.
-const DEADBOLT_COMMANDS: &[&str] = &[
-    "evalsha",
-    "eval",
-    "script|load",
-    "subscribe",
-    "unsubscribe",
-    "ping",
-];
+/// `head` then `tail` as one list of `N` command names (`N`, the two
+/// lengths added up, is checked when the constant is built).
+const fn joined<const N: usize>(head: &[&'static str], tail: &[&'static str]) -> [&'static str; N] {
+    assert!(
+        head.len() + tail.len() == N,
+        "N must be the two lengths added up"
+    );
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = if i < head.len() {
+            head[i]
+        } else {
+            tail[i - head.len()]
+        };
+        i += 1;
+    }
+    out
+}
+
+/// The commands a client sends to run scripts: EVALSHA, and EVAL/SCRIPT
+/// LOAD after a NOSCRIPT.
+const SCRIPT_COMMANDS: [&str; 3] = ["evalsha", "eval", "script|load"];
+
+/// [`SCRIPT_COMMANDS`] and the Pub/Sub (un)subscriptions of a client that
+/// waits for messages.
+const PUBSUB_COMMANDS: [&str; 5] = joined(&SCRIPT_COMMANDS, &["subscribe", "unsubscribe"]);
+
+/// Commands a deadbolt client sends itself: scripts and Pub/Sub
+/// ([`PUBSUB_COMMANDS`]). PING is listed so that a health check, if one were
+/// added, would show; the bench's own PINGs are subtracted. PUBLISH, DEL,
+/// SET… run inside deadbolt's scripts only.
+const DEADBOLT_COMMANDS: &[&str] = &joined::<6>(&PUBSUB_COMMANDS, &["ping"]);
 
 /// A handle of the lock `name` over a contender client's deadbolt clients
 /// (one per server; every kind but the Redlock uses the first only).
@@ -284,10 +286,6 @@ impl Contender for Deadbolt {
         DEADBOLT_COMMANDS
     }
 
-    fn poll_period(&self) -> Option<Duration> {
-        None
-    }
-
     fn shared_reads(&self) -> bool {
         self.kind == ContenderKind::Rw
     }
@@ -306,18 +304,16 @@ impl Contender for Deadbolt {
                 // Scripts loaded at connect, before any run counts commands,
                 // so no SCRIPT LOAD shows in cmds/acq. The MultiLock and the
                 // Redlock run the Lock's scripts.
-                let client = deadbolt_core::Client::builder(url)
-                    .preload(deadbolt_lock::SCRIPTS)
-                    .preload(deadbolt_fair::SCRIPTS)
-                    .preload(deadbolt_rwlock::SCRIPTS)
-                    .preload(deadbolt_semaphore::SCRIPTS)
-                    .preload(deadbolt_multilock::SCRIPTS)
-                    .namespace(&self.namespace)
-                    .watchdog_timeout(self.lease)
-                    .build()
-                    .await
-                    .context("connecting a deadbolt client")?;
-                clients.push(client);
+                let scripts = [
+                    deadbolt_lock::SCRIPTS,
+                    deadbolt_fair::SCRIPTS,
+                    deadbolt_rwlock::SCRIPTS,
+                    deadbolt_semaphore::SCRIPTS,
+                    deadbolt_multilock::SCRIPTS,
+                ];
+                let builder = deadbolt_core::Client::builder(url);
+                clients
+                    .push(deadbolt_client(builder, &scripts, &self.namespace, self.lease).await?);
             }
             Ok(Box::new(DeadboltClient {
                 clients,
@@ -366,16 +362,26 @@ impl ContenderClient for DeadboltClient {
 
 /// [`DEADBOLT_COMMANDS`] and, for a cluster's sharded Pub/Sub, SSUBSCRIBE
 /// and SUNSUBSCRIBE: what a deadbolt client sends itself on any topology.
-pub(crate) const DEADBOLT_TOPOLOGY_COMMANDS: &[&str] = &[
-    "evalsha",
-    "eval",
-    "script|load",
-    "subscribe",
-    "unsubscribe",
-    "ssubscribe",
-    "sunsubscribe",
-    "ping",
-];
+pub(crate) const DEADBOLT_TOPOLOGY_COMMANDS: &[&str] =
+    &joined::<8>(&PUBSUB_COMMANDS, &["ssubscribe", "sunsubscribe", "ping"]);
+
+/// A deadbolt client from `builder` in the bench's `namespace`, with `lease`
+/// as its watchdog timeout and every list of `preload` loaded at connect.
+async fn deadbolt_client(
+    builder: deadbolt_core::ClientBuilder,
+    preload: &[&[&'static deadbolt_core::scripts::LuaScript]],
+    namespace: &str,
+    lease: Duration,
+) -> anyhow::Result<deadbolt_core::Client> {
+    preload
+        .iter()
+        .fold(builder, |b, scripts| b.preload(scripts))
+        .namespace(namespace)
+        .watchdog_timeout(lease)
+        .build()
+        .await
+        .context("connecting a deadbolt client")
+}
 
 /// One client of deadbolt `Lock`s from `builder` (the `lock` contender's
 /// handles, on any topology), with the Lock's scripts loaded at connect.
@@ -384,13 +390,7 @@ pub(crate) async fn connect_lock(
     namespace: &str,
     lease: Duration,
 ) -> anyhow::Result<Box<dyn ContenderClient>> {
-    let client = builder
-        .preload(deadbolt_lock::SCRIPTS)
-        .namespace(namespace)
-        .watchdog_timeout(lease)
-        .build()
-        .await
-        .context("connecting a deadbolt client")?;
+    let client = deadbolt_client(builder, &[deadbolt_lock::SCRIPTS], namespace, lease).await?;
     Ok(Box::new(DeadboltClient {
         clients: vec![client],
         make: |c, n| Arc::new(deadbolt_lock::Lock::new(&c[0], n)),
@@ -398,75 +398,58 @@ pub(crate) async fn connect_lock(
     }))
 }
 
-/// Every deadbolt exclusive lock (`Lock`, `FairLock`): `lock()` waits with a
-/// watchdog lease.
-impl<K: deadbolt_core::ExclusiveKind> LockHandle for deadbolt_core::Exclusive<K> {
-    fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
-        Box::pin(async move { Ok(Box::new(self.lock().await?) as Box<dyn Held>) })
-    }
+/// [`LockHandle`] for deadbolt's handles: `acquire` waits on `self.$acquire`
+/// with a watchdog lease (`acquire_read` on `self.$read`, where given), the
+/// guard it gets boxed as the [`Held`].
+macro_rules! deadbolt_handles {
+    ($(
+        $(#[$doc:meta])*
+        $handle:ty $(where $g:ident: $bound:path)? => [$($acquire:tt)*] $(read [$($read:tt)*])?;
+    )*) => {$(
+        $(#[$doc])*
+        impl$(<$g: $bound>)? LockHandle for $handle {
+            fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
+                Box::pin(async move { Ok(Box::new(self.$($acquire)*.await?) as Box<dyn Held>) })
+            }
+            $(
+                fn acquire_read(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
+                    Box::pin(async move { Ok(Box::new(self.$($read)*.await?) as Box<dyn Held>) })
+                }
+            )?
+        }
+    )*};
 }
 
-impl Held for deadbolt_core::ExclusiveGuard {
-    fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
-        Box::pin(async move { Ok((*self).unlock().await?) })
-    }
+deadbolt_handles! {
+    /// Every deadbolt exclusive lock (`Lock`, `FairLock`): `lock()`.
+    deadbolt_core::Exclusive<K> where K: deadbolt_core::ExclusiveKind => [lock()];
+    /// deadbolt's `RwLock`: `read()` for a read, `write()` for anything else.
+    deadbolt_rwlock::RwLock => [write_lock().lock()] read [read_lock().lock()];
+    /// deadbolt's `Semaphore`: `acquire(1)`.
+    deadbolt_semaphore::Semaphore => [acquire(1)];
+    /// deadbolt's `MultiLock`: `lock()` takes every part.
+    deadbolt_multilock::MultiLock => [lock()];
+    /// deadbolt's `Redlock`: `lock()` waits for a majority, renewed while held.
+    deadbolt_multilock::Redlock => [lock()];
 }
 
-/// deadbolt's `RwLock`: `read()` for a read, `write()` for anything else,
-/// both with a watchdog lease.
-impl LockHandle for deadbolt_rwlock::RwLock {
-    fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
-        Box::pin(async move { Ok(Box::new(self.write_lock().lock().await?) as Box<dyn Held>) })
-    }
-
-    fn acquire_read(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
-        Box::pin(async move { Ok(Box::new(self.read_lock().lock().await?) as Box<dyn Held>) })
-    }
+/// [`Held`] for deadbolt's guards, each given back by its own `$release()`.
+macro_rules! deadbolt_guards {
+    ($($guard:ty => $release:ident;)*) => {$(
+        impl Held for $guard {
+            fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
+                Box::pin(async move { Ok((*self).$release().await?) })
+            }
+        }
+    )*};
 }
 
-impl Held for deadbolt_rwlock::ReadGuard {
-    fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
-        Box::pin(async move { Ok((*self).unlock().await?) })
-    }
-}
-
-/// deadbolt's `Semaphore`: `acquire(1)` with a watchdog lease.
-impl LockHandle for deadbolt_semaphore::Semaphore {
-    fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
-        Box::pin(async move { Ok(Box::new(self.acquire(1).await?) as Box<dyn Held>) })
-    }
-}
-
-impl Held for deadbolt_semaphore::Permits {
-    fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
-        Box::pin(async move { Ok((*self).release().await?) })
-    }
-}
-
-/// deadbolt's `MultiLock`: `lock()` takes every part with a watchdog lease.
-impl LockHandle for deadbolt_multilock::MultiLock {
-    fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
-        Box::pin(async move { Ok(Box::new(self.lock().await?) as Box<dyn Held>) })
-    }
-}
-
-impl Held for deadbolt_multilock::MultiGuard {
-    fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
-        Box::pin(async move { Ok((*self).unlock().await?) })
-    }
-}
-
-/// deadbolt's `Redlock`: `lock()` waits for a majority, renewed while held.
-impl LockHandle for deadbolt_multilock::Redlock {
-    fn acquire(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Held>>> {
-        Box::pin(async move { Ok(Box::new(self.lock().await?) as Box<dyn Held>) })
-    }
-}
-
-impl Held for deadbolt_multilock::RedlockGuard {
-    fn release(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
-        Box::pin(async move { Ok((*self).unlock().await?) })
-    }
+deadbolt_guards! {
+    deadbolt_core::ExclusiveGuard => unlock;
+    deadbolt_rwlock::ReadGuard => unlock;
+    deadbolt_semaphore::Permits => release;
+    deadbolt_multilock::MultiGuard => unlock;
+    deadbolt_multilock::RedlockGuard => unlock;
 }
 
 // ---------------------------------------------------------------------------
@@ -513,6 +496,17 @@ struct Poll<S> {
     namespace: String,
     interval: Duration,
     scheme: S,
+}
+
+impl<S> Poll<S> {
+    /// `scheme` tried every `--poll-interval`, in the bench's namespace.
+    fn new(opts: &ContenderOptions, scheme: S) -> Poll<S> {
+        Poll {
+            namespace: opts.namespace.clone(),
+            interval: opts.poll_interval,
+            scheme,
+        }
+    }
 }
 
 impl<S: PollScheme> Contender for Poll<S> {
@@ -616,7 +610,7 @@ impl<S: PollScheme> Held for PollHeld<S> {
 
 /// Commands raw-poll and rslock send themselves. GET and DEL run inside their
 /// compare-and-delete scripts and are left out.
-const SET_NX_COMMANDS: &[&str] = &["set", "evalsha", "eval", "script|load"];
+const SET_NX_COMMANDS: &[&str] = &joined::<4>(&["set"], &SCRIPT_COMMANDS);
 
 /// Delete the key only if it still holds our token.
 static COMPARE_AND_DELETE: LazyLock<redis::Script> = LazyLock::new(|| {
@@ -671,9 +665,7 @@ impl PollScheme for RawPoll {
                 .arg(&token)
                 .invoke_async(&mut conn)
                 .await?;
-            if deleted != 1 {
-                bail!("raw-poll release: {key} was no longer ours");
-            }
+            ensure!(deleted == 1, "raw-poll release: {key} was no longer ours");
             Ok(())
         })
     }
@@ -685,7 +677,7 @@ impl PollScheme for RawPoll {
 
 /// Commands sem-poll sends itself: its acquire script and ZREM to release.
 /// ZREMRANGEBYSCORE, ZCARD and ZADD run inside the script and are left out.
-const SEM_POLL_COMMANDS: &[&str] = &["evalsha", "eval", "script|load", "zrem"];
+const SEM_POLL_COMMANDS: &[&str] = &joined::<4>(&SCRIPT_COMMANDS, &["zrem"]);
 
 /// Take a permit if fewer than P holders are left once those older than the
 /// lease are dropped. Timestamps are the server's (TIME), never a client's.
@@ -759,9 +751,10 @@ impl PollScheme for SemPoll {
                 .arg(&id)
                 .query_async(&mut conn)
                 .await?;
-            if removed != 1 {
-                bail!("sem-poll release: {key} no longer listed {id}");
-            }
+            ensure!(
+                removed == 1,
+                "sem-poll release: {key} no longer listed {id}"
+            );
             Ok(())
         })
     }

@@ -222,6 +222,36 @@ fn x_label(x: &f64) -> String {
     }
 }
 
+/// One panel's chart on `area`: its caption (and font size) over the waiters
+/// across (`frame.x`, labelled at whole powers of two) and 0 to `y_top` up,
+/// the y axis named `y_desc` and labelled with `y_decimals` decimals.
+fn panel<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    (caption, font): (&str, u32),
+    frame: &Frame,
+    (y_top, y_desc, y_decimals): (f64, &str, usize),
+) -> Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>, String> {
+    let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", font))
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(72)
+        .build_cartesian_2d(frame.x.clone(), 0.0..y_top)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("waiters on one name")
+        .y_desc(y_desc)
+        .disable_x_mesh()
+        .x_labels(24)
+        .x_label_formatter(&x_label)
+        .y_label_formatter(&|y| format!("{y:.y_decimals$}"))
+        .draw()
+        .map_err(e)?;
+    Ok(chart)
+}
+
 /// The upper panel: acquisitions/s against waiters, with the legend.
 fn draw_throughput(
     area: &DrawingArea<SVGBackend<'_>, Shift>,
@@ -235,23 +265,12 @@ fn draw_throughput(
         report.host.cpus,
         if report.host.pinned { ", pinned" } else { "" }
     );
-    let mut chart = ChartBuilder::on(area)
-        .caption(caption, ("sans-serif", 20))
-        .margin(16)
-        .x_label_area_size(44)
-        .y_label_area_size(72)
-        .build_cartesian_2d(frame.x.clone(), 0.0..frame.y_max)
-        .map_err(e)?;
-    chart
-        .configure_mesh()
-        .x_desc("waiters on one name")
-        .y_desc("acquisitions / s")
-        .disable_x_mesh()
-        .x_labels(24)
-        .x_label_formatter(&x_label)
-        .y_label_formatter(&|y| format!("{y:.0}"))
-        .draw()
-        .map_err(e)?;
+    let mut chart = panel(
+        area,
+        (&caption, 20),
+        frame,
+        (frame.y_max, "acquisitions / s", 0),
+    )?;
     for (kind, sweep, points) in &frame.series {
         let c = colour(*kind);
         draw_line(&mut chart, (*sweep, c, points), |p| p.1, frame.shared_up_to).map_err(e)?;
@@ -294,25 +313,12 @@ fn draw_throughput(
 /// most-served waiter (1 = every waiter served alike, 0 = one starved).
 fn draw_fairness(area: &DrawingArea<SVGBackend<'_>, Shift>, frame: &Frame) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<_>| e.to_string();
-    let mut fair = ChartBuilder::on(area)
-        .caption(
-            "least-served waiter / most-served (higher is fairer)",
-            ("sans-serif", 16),
-        )
-        .margin(16)
-        .x_label_area_size(44)
-        .y_label_area_size(72)
-        .build_cartesian_2d(frame.x.clone(), 0.0..1.05)
-        .map_err(e)?;
-    fair.configure_mesh()
-        .x_desc("waiters on one name")
-        .y_desc("least / most")
-        .disable_x_mesh()
-        .x_labels(24)
-        .x_label_formatter(&x_label)
-        .y_label_formatter(&|y| format!("{y:.1}"))
-        .draw()
-        .map_err(e)?;
+    let mut fair = panel(
+        area,
+        ("least-served waiter / most-served (higher is fairer)", 16),
+        frame,
+        (1.05, "least / most", 1),
+    )?;
     for (kind, sweep, points) in &frame.series {
         draw_line(
             &mut fair,

@@ -23,15 +23,15 @@ use redis::aio::MultiplexedConnection;
 use tokio::task::JoinSet;
 use tokio::time::{timeout_at, Instant};
 
-use crate::contender::{Contender, ContenderClient, Held};
+use crate::contender::{Contender, ContenderClient, Held, LockHandle};
 use crate::model::{
     float, BenchArgs, Commands, ContenderKind, CpuSource, Fairness, Latency, Report, RunResult,
     ScenarioKind, Settings, Tally, Work,
 };
-use crate::progress::Progress;
+use crate::progress::{Bar, Progress};
 use crate::site::Site;
 use crate::stats::{self, Pinger, Snapshot};
-use crate::table::{fmt_us, Entry};
+use crate::table::{fmt_us, Legend};
 
 /// Bound on any wait beyond the planned time: catches hangs, never speed.
 pub(crate) const HANG: Duration = Duration::from_secs(20);
@@ -180,24 +180,80 @@ impl Env<'_> {
         Ok(clients)
     }
 
-    /// End a timed run: wait for its workers, read the commands counters
-    /// (every server's with `every_server`, as [`Env::snapshot_for`]), stop
-    /// the pinger and the clients. Returns the workers' results, the elapsed
-    /// time since `start`, the counters after, and the PING p50 and count.
-    pub(crate) async fn finish_run<T: 'static>(
+    /// Start a timed run of `scenario` once its clients are ready: the
+    /// pinger to server 1, the counters before (every server's where the
+    /// scenario counts them all, as [`Env::snapshot_for`]), a progress bar
+    /// named `label`.
+    pub(crate) async fn start_run(
         &mut self,
-        every_server: bool,
-        set: JoinSet<anyhow::Result<T>>,
-        start: Instant,
-        pinger: Pinger,
+        scenario: &dyn Scenario,
+        label: &str,
+    ) -> anyhow::Result<Started> {
+        let every_server = scenario.counts_every_server();
+        let pinger = Pinger::start(self.url()).await?;
+        let before = self.snapshot_for(every_server).await?;
+        let bar = self.progress.start(label, scenario.planned(self.args));
+        let start = Instant::now();
+        let timing = Timing {
+            start,
+            deadline: start + self.args.duration,
+            pinger,
+            every_server,
+        };
+        Ok(Started {
+            timing,
+            before,
+            bar,
+        })
+    }
+
+    /// The workers of the run of `timing` on `clients`, one per handle of
+    /// `handles` (`worker(i, h, deadline)` for the `i`th), waited for; then
+    /// the run ended (as [`Env::end_run`]). Returns the workers' results (in
+    /// the handles' order), the elapsed time, the counters after, and the
+    /// PING p50 and count.
+    pub(crate) async fn run_workers<T, Fut>(
+        &mut self,
+        timing: Timing,
         clients: &[Arc<dyn ContenderClient>],
-    ) -> anyhow::Result<(Vec<T>, std::time::Duration, Snapshot, (Option<f64>, u64))> {
+        handles: Vec<Arc<dyn LockHandle>>,
+        mut worker: impl FnMut(usize, Arc<dyn LockHandle>, Instant) -> Fut,
+    ) -> anyhow::Result<(Vec<T>, std::time::Duration, Snapshot, (Option<f64>, u64))>
+    where
+        T: Send + 'static,
+        Fut: std::future::Future<Output = anyhow::Result<T>> + Send + 'static,
+    {
+        let deadline = timing.deadline;
+        let set = spawn_each(handles, |i, h| {
+            let work = worker(i, h, deadline);
+            async move { Ok((i, work.await?)) }
+        });
         let workers = join_all(set).await;
-        let elapsed = start.elapsed();
-        let after = self.snapshot_for(every_server).await;
-        let pings = self.finish_pinger(pinger).await;
+        let (elapsed, after, pings) = self.end_run(timing, clients).await;
+        let mut workers = workers?;
+        workers.sort_by_key(|(i, _)| *i);
+        let workers = workers.into_iter().map(|(_, w)| w).collect();
+        Ok((workers, elapsed, after?, pings?))
+    }
+
+    /// End the run of `timing` once its work is done: the time since its
+    /// start, the counters after (as they were read before), the p50 and
+    /// count of the stopped pinger; the clients shut down. The failures are
+    /// left to the caller, to raise in its own order.
+    pub(crate) async fn end_run(
+        &mut self,
+        timing: Timing,
+        clients: &[Arc<dyn ContenderClient>],
+    ) -> (
+        std::time::Duration,
+        anyhow::Result<Snapshot>,
+        anyhow::Result<(Option<f64>, u64)>,
+    ) {
+        let elapsed = timing.start.elapsed();
+        let after = self.snapshot_for(timing.every_server).await;
+        let pings = self.finish_pinger(timing.pinger).await;
         shutdown(clients).await;
-        Ok((workers?, elapsed, after?, pings?))
+        (elapsed, after, pings)
     }
 
     /// Stop `pinger`, keep its samples, and return its p50 and PING count.
@@ -212,6 +268,27 @@ impl Env<'_> {
             .map_err(|e| anyhow!("merging PING samples: {e}"))?;
         Ok((p50, sent))
     }
+}
+
+/// A timed run under way, from [`Env::start_run`].
+pub(crate) struct Started {
+    /// Its clock and pinger, for [`Env::run_workers`] or [`Env::end_run`].
+    pub(crate) timing: Timing,
+    /// The commands counters before the run.
+    pub(crate) before: Snapshot,
+    /// The run's progress bar.
+    pub(crate) bar: Bar,
+}
+
+/// When a timed run started and ends, its pinger, and where its commands
+/// are counted.
+pub(crate) struct Timing {
+    start: Instant,
+    /// When its workers stop: `--duration` after the start.
+    pub(crate) deadline: Instant,
+    /// Times PING to server 1 throughout the run.
+    pinger: Pinger,
+    every_server: bool,
 }
 
 /// Watches one lock name for two holders at once, or (shared holders, the
@@ -267,6 +344,38 @@ impl Exclusion {
     }
 }
 
+/// The two methods of a [`Scenario`] impl that most scenarios write alike:
+/// [`Scenario::kind`], `ScenarioKind::$kind`, and [`Scenario::run_one`], the
+/// run `$run(env, c, $args...)` boxed.
+macro_rules! kind_and_run {
+    ($kind:ident => $run:path $(, $arg:expr)*) => {
+        fn kind(&self) -> $crate::model::ScenarioKind {
+            $crate::model::ScenarioKind::$kind
+        }
+
+        fn run_one<'a>(
+            &'a self,
+            env: &'a mut $crate::scenario::Env<'_>,
+            c: &'a dyn $crate::contender::Contender,
+        ) -> ::futures::future::BoxFuture<'a, ::anyhow::Result<$crate::model::RunResult>> {
+            Box::pin($run(env, c $(, $arg)*))
+        }
+    };
+}
+pub(crate) use kind_and_run;
+
+/// The rows a scenario's many-waiter runs make ([`Scenario::rows`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rows {
+    /// The rows of `--hold` and `--think` alone.
+    Flags,
+    /// Those, then the service rows (`--service-hold`, `--service-think`)
+    /// unless they would repeat them ([`Work::both`]).
+    WithService,
+    /// Both, each with its ceiling.
+    WithCeiling,
+}
+
 /// One scenario of the bench: how it runs and how it is shown.
 pub(crate) trait Scenario: Send + Sync {
     /// Which scenario this is (its value in the JSON report).
@@ -316,16 +425,25 @@ pub(crate) trait Scenario: Send + Sync {
         args.duration
     }
 
-    /// The workloads its many-waiter runs go through, one run per
-    /// contender each: by default the rows of `--hold` and `--think` alone.
+    /// The rows its many-waiter runs make: by default those of `--hold`
+    /// and `--think` alone.
+    fn rows(&self) -> Rows {
+        Rows::Flags
+    }
+
+    /// The workloads its runs go through, one run per contender each (as
+    /// [`Scenario::rows`] says).
     fn workloads(&self, args: &BenchArgs) -> Vec<Work> {
-        vec![Work::flags(args)]
+        match self.rows() {
+            Rows::Flags => vec![Work::flags(args)],
+            Rows::WithService | Rows::WithCeiling => Work::both(args),
+        }
     }
 
     /// Whether its rows show a ceiling (the bench then measures the
     /// hand-off floor first).
     fn shows_ceiling(&self) -> bool {
-        false
+        self.rows() == Rows::WithCeiling
     }
 
     /// Runs it makes per contender it measures.
@@ -379,7 +497,7 @@ pub(crate) trait Scenario: Send + Sync {
     fn section(&self, report: &Report, rows: &[&RunResult]) -> String;
 
     /// The legend entries of the columns and summaries its section shows.
-    fn legend(&self) -> &'static [&'static Entry];
+    fn legend(&self) -> Legend;
 
     /// What an exclusion violation of one of its runs means, for the notes
     /// under the table.
@@ -423,6 +541,36 @@ pub(crate) async fn acquire_bounded(
         }
         Ok(Ok(held)) => Ok(Some(held)),
     }
+}
+
+/// The handles of `waiters` waiters on `name`, spread over `clients` in
+/// turn.
+pub(crate) fn spread(
+    clients: &[Arc<dyn ContenderClient>],
+    waiters: u32,
+    name: &str,
+) -> Vec<Arc<dyn LockHandle>> {
+    (0..waiters)
+        .zip(clients.iter().cycle())
+        .map(|(_, client)| client.handle(name))
+        .collect()
+}
+
+/// One task per handle of `handles`, in order: `worker(i, h)` for the `i`th
+/// handle `h`.
+pub(crate) fn spawn_each<T, Fut>(
+    handles: Vec<Arc<dyn LockHandle>>,
+    mut worker: impl FnMut(usize, Arc<dyn LockHandle>) -> Fut,
+) -> JoinSet<anyhow::Result<T>>
+where
+    T: Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<T>> + Send + 'static,
+{
+    let mut set = JoinSet::new();
+    for (i, h) in handles.into_iter().enumerate() {
+        set.spawn(worker(i, h));
+    }
+    set
 }
 
 pub(crate) async fn join_all<T: 'static>(

@@ -127,8 +127,7 @@ pub(crate) struct Master {
 impl Master {
     /// A master at `url` that serves every slot (a standalone server).
     pub(crate) fn whole(url: &str) -> anyhow::Result<Master> {
-        let client =
-            redis::Client::open(url).with_context(|| format!("bad Redis URL {}", redact(url)))?;
+        let client = stats::client(url, "Redis")?;
         Ok(Master {
             conn: client.get_connection_info().clone(),
             slots: vec![(0, SLOTS - 1)],
@@ -265,10 +264,7 @@ impl Site {
 async fn cluster_masters(seeds: &[String]) -> anyhow::Result<Vec<Master>> {
     let seed = seeds.first().context("no cluster seed URL given")?;
     let shown = redact(seed);
-    let base = redis::Client::open(seed.as_str())
-        .with_context(|| format!("bad Redis URL {shown}"))?
-        .get_connection_info()
-        .clone();
+    let base = stats::client(seed, "Redis")?.get_connection_info().clone();
     let mut conn = redis::cluster::ClusterClient::new(seeds.iter().map(String::as_str))
         .with_context(|| format!("the cluster seeds {shown}"))?
         .get_async_connection()
@@ -380,10 +376,7 @@ fn at(base: &ConnectionInfo, addr: ConnectionAddr) -> ConnectionInfo {
 async fn sentinel_master(sentinels: &[String], name: &str) -> anyhow::Result<Master> {
     let clients = sentinels
         .iter()
-        .map(|s| {
-            redis::Client::open(s.as_str())
-                .with_context(|| format!("bad Sentinel URL {}", redact(s)))
-        })
+        .map(|s| stats::client(s, "Sentinel"))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let first = clients.first().context("no Sentinel URL given")?;
     let node = first

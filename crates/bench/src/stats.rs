@@ -114,25 +114,32 @@ impl Snapshot {
     }
 }
 
+/// `INFO section` of the server behind `conn`.
+///
+/// # Cancel safety
+/// Cancel safe: read-only.
+pub(crate) async fn info(
+    conn: &mut MultiplexedConnection,
+    section: &str,
+) -> anyhow::Result<String> {
+    redis::cmd("INFO")
+        .arg(section)
+        .query_async(conn)
+        .await
+        .with_context(|| format!("INFO {section}"))
+}
+
 /// A [`Snapshot`] of the server behind `conn` and of this process:
 /// `INFO commandstats` and `INFO cpu`, then this process's rusage.
 ///
 /// # Cancel safety
 /// Cancel safe: read-only.
 pub(crate) async fn snapshot(conn: &mut MultiplexedConnection) -> anyhow::Result<Snapshot> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .context("INFO commandstats")?;
-    let cpu: String = redis::cmd("INFO")
-        .arg("cpu")
-        .query_async(conn)
-        .await
-        .context("INFO cpu")?;
+    let stats = info(conn, "commandstats").await?;
+    let cpu = info(conn, "cpu").await?;
     Ok(Snapshot {
-        calls: parse_commandstats(&info),
-        usec: parse_commandstats_usec(&info),
+        calls: parse_commandstats(&stats),
+        usec: parse_commandstats_usec(&stats),
         server_cpu_us: parse_server_cpu_us(&cpu),
         client_cpu_us: process_cpu_us(),
     })
@@ -208,16 +215,18 @@ pub(crate) fn delta(
 /// # Cancel safety
 /// Cancel safe: read-only.
 pub(crate) async fn redis_version(conn: &mut MultiplexedConnection) -> anyhow::Result<String> {
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(conn)
-        .await
-        .context("INFO server")?;
-    Ok(info
+    let server = info(conn, "server").await?;
+    Ok(server
         .lines()
         .find_map(|l| l.trim().strip_prefix("redis_version:"))
         .unwrap_or("unknown")
         .to_string())
+}
+
+/// A client of `url`, a `what` (Redis, Sentinel) URL: an error that shows
+/// it without its password when it is not one.
+pub(crate) fn client(url: &str, what: &str) -> anyhow::Result<redis::Client> {
+    redis::Client::open(url).with_context(|| format!("bad {what} URL {}", redact(url)))
 }
 
 /// The bench's own connection to `url`, for INFO.
@@ -225,8 +234,7 @@ pub(crate) async fn redis_version(conn: &mut MultiplexedConnection) -> anyhow::R
 /// # Cancel safety
 /// Cancel safe: nothing is written.
 pub(crate) async fn stats_connection(url: &str) -> anyhow::Result<MultiplexedConnection> {
-    redis::Client::open(url)
-        .with_context(|| format!("bad Redis URL {}", redact(url)))?
+    client(url, "Redis")?
         .get_multiplexed_async_connection()
         .await
         .with_context(|| format!("connecting to {}", redact(url)))

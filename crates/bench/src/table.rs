@@ -102,6 +102,10 @@ pub(crate) struct Entry {
     pub(crate) text: &'static str,
 }
 
+/// A scenario's legend: its entries in groups (an entry in several groups,
+/// or of several scenarios shown, is listed once).
+pub(crate) type Legend = &'static [&'static [&'static Entry]];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,28 +20,22 @@
 //! same lock as the `lock` row and `lock+unlock` includes the write.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use deadbolt_core::Acquire as _;
 use futures::future::BoxFuture;
 use redis::aio::MultiplexedConnection;
 
-use super::{Contender, ContenderClient, ContenderKind, Held, LockHandle, DEADBOLT_COMMANDS};
+use super::{
+    deadbolt_client, joined, Contender, ContenderClient, ContenderKind, ContenderOptions, Held,
+    LockHandle, DEADBOLT_COMMANDS,
+};
 
 /// The suffix of the counter key: `guarded().key(COUNTER)`.
 const COUNTER: &str = "n";
 
 /// [`DEADBOLT_COMMANDS`] and the plain `INCRBY` `lock-incr` sends itself.
-const INCR_COMMANDS: &[&str] = &[
-    "evalsha",
-    "eval",
-    "script|load",
-    "subscribe",
-    "unsubscribe",
-    "ping",
-    "incrby",
-];
+const INCR_COMMANDS: &[&str] = &joined::<7>(DEADBOLT_COMMANDS, &["incrby"]);
 
 /// How the write under the hold is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,9 +48,19 @@ pub(super) enum Write {
 
 /// A `Lock` with one write under each hold.
 pub(super) struct LockWrite {
-    pub(super) write: Write,
-    pub(super) namespace: String,
-    pub(super) lease: Duration,
+    write: Write,
+    /// The namespace and lease of its `Lock`s.
+    opts: ContenderOptions,
+}
+
+impl LockWrite {
+    /// The contender whose writes are made as `write`.
+    pub(super) fn new(write: Write, opts: &ContenderOptions) -> LockWrite {
+        LockWrite {
+            write,
+            opts: opts.clone(),
+        }
+    }
 }
 
 impl Contender for LockWrite {
@@ -74,10 +78,6 @@ impl Contender for LockWrite {
         }
     }
 
-    fn poll_period(&self) -> Option<Duration> {
-        None
-    }
-
     fn connect<'a>(
         &'a self,
         urls: &'a [String],
@@ -87,13 +87,10 @@ impl Contender for LockWrite {
             // The Lock's scripts loaded at connect (guard_write.lua is one
             // of the core scripts every client loads), so no SCRIPT LOAD
             // shows in cmds/acq.
-            let client = deadbolt_core::Client::builder(url)
-                .preload(deadbolt_lock::SCRIPTS)
-                .namespace(&self.namespace)
-                .watchdog_timeout(self.lease)
-                .build()
-                .await
-                .context("connecting a deadbolt client")?;
+            let builder = deadbolt_core::Client::builder(url);
+            let scripts = [deadbolt_lock::SCRIPTS];
+            let (namespace, lease) = (&self.opts.namespace, self.opts.lease);
+            let client = deadbolt_client(builder, &scripts, namespace, lease).await?;
             let plain = match self.write {
                 Write::Plain => Some(
                     redis::Client::open(url)?
@@ -185,6 +182,8 @@ async fn write(
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use tokio::task::JoinSet;
     use tokio::time::Instant;
 
@@ -213,11 +212,14 @@ mod tests {
             .await
             .unwrap();
         for write in [Write::Plain, Write::Guarded] {
-            let c = LockWrite {
-                write,
+            let opts = ContenderOptions {
                 namespace: "t".into(),
                 lease: Duration::from_secs(30),
+                poll_interval: Duration::from_millis(5),
+                permits: 1,
+                servers: 1,
             };
+            let c = LockWrite::new(write, &opts);
             let what = c.kind().name();
             let client = c.connect(&urls).await.unwrap();
             let deadline = Instant::now() + Duration::from_millis(300);

@@ -45,7 +45,10 @@ use redis::aio::{MultiplexedConnection, PubSubSink, PubSubStream};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
-use super::{Contender, ContenderClient, ContenderKind, Held, LockHandle};
+use super::{
+    lease_millis, Contender, ContenderClient, ContenderKind, ContenderOptions, Held, LockHandle,
+    PUBSUB_COMMANDS,
+};
 
 /// The message a full release publishes (Redisson's `UNLOCK_MESSAGE`).
 const UNLOCK_MESSAGE: i64 = 0;
@@ -61,18 +64,28 @@ const UNLOCK_LATCH_MS: u64 = (3_000 + 1_500) * 3;
 /// Commands the client sends itself and that its scripts do not run: the
 /// scripts and the (un)subscriptions. The latch DEL is left out (see the
 /// module doc).
-const COMMANDS: &[&str] = &["evalsha", "eval", "script|load", "subscribe", "unsubscribe"];
+const COMMANDS: &[&str] = &PUBSUB_COMMANDS;
 
-static LOCK: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../lua/redisson_lock.lua")));
-static UNLOCK: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../lua/redisson_unlock.lua")));
+deadbolt_core::primitive::lua_scripts! {
+    /// The `RLock`'s try (`lua/redisson_lock.lua`).
+    LOCK_LUA = "redisson_lock" with "redisson_lib";
+    /// The `RLock`'s unlock.
+    UNLOCK_LUA = "redisson_unlock" with "redisson_lib";
+    /// The `RFairLock`'s try.
+    FAIR_LOCK_LUA = "redisson_fair_lock" with "redisson_lib";
+    /// The `RFairLock`'s unlock.
+    FAIR_UNLOCK_LUA = "redisson_fair_unlock" with "redisson_lib";
+    /// The watchdog's renewal, of both.
+    RENEW_LUA = "redisson_renew";
+}
+
+static LOCK: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(LOCK_LUA.source()));
+static UNLOCK: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(UNLOCK_LUA.source()));
 static FAIR_LOCK: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../lua/redisson_fair_lock.lua")));
+    LazyLock::new(|| redis::Script::new(FAIR_LOCK_LUA.source()));
 static FAIR_UNLOCK: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../lua/redisson_fair_unlock.lua")));
-static RENEW: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../lua/redisson_renew.lua")));
+    LazyLock::new(|| redis::Script::new(FAIR_UNLOCK_LUA.source()));
+static RENEW: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(RENEW_LUA.source()));
 
 /// Which of Redisson's locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,10 +152,21 @@ fn now_ms() -> u64 {
 
 /// The `redisson` or `redisson-fair` contender.
 pub(super) struct Redisson {
-    pub(super) variant: Variant,
-    pub(super) namespace: String,
+    variant: Variant,
+    namespace: String,
     /// `internalLockLeaseTime`, ms.
-    pub(super) lease_ms: u64,
+    lease_ms: u64,
+}
+
+impl Redisson {
+    /// The contender of `variant`, with the namespace and lease of `opts`.
+    pub(super) fn new(variant: Variant, opts: &ContenderOptions) -> Redisson {
+        Redisson {
+            variant,
+            namespace: opts.namespace.clone(),
+            lease_ms: lease_millis(opts.lease),
+        }
+    }
 }
 
 impl Contender for Redisson {
@@ -152,10 +176,6 @@ impl Contender for Redisson {
 
     fn client_commands(&self) -> &'static [&'static str] {
         COMMANDS
-    }
-
-    fn poll_period(&self) -> Option<Duration> {
-        None
     }
 
     fn connect<'a>(
@@ -301,6 +321,16 @@ struct LockRef {
 }
 
 impl LockRef {
+    /// A call of the `RFairLock`'s `script` with its first keys: the lock,
+    /// its queue, its timeouts.
+    fn fair_keys<'s>(&self, script: &'s redis::Script) -> redis::ScriptInvocation<'s> {
+        let mut call = script.prepare_invoke();
+        call.key(&self.key)
+            .key(queue(&self.key))
+            .key(timeouts(&self.key));
+        call
+    }
+
     /// One try: `None` when this thread holds the lock now, else how long
     /// to wait at most before the next try, ms (negative: until a message).
     async fn try_lock(&mut self) -> anyhow::Result<Option<i64>> {
@@ -313,10 +343,7 @@ impl LockRef {
                     .await?
             }
             Variant::Fair => {
-                FAIR_LOCK
-                    .key(&self.key)
-                    .key(queue(&self.key))
-                    .key(timeouts(&self.key))
+                self.fair_keys(&FAIR_LOCK)
                     .arg(self.lease_ms)
                     .arg(&self.field)
                     .arg(FAIR_THREAD_WAIT_MS)
@@ -347,10 +374,7 @@ impl LockRef {
                     .await?
             }
             Variant::Fair => {
-                FAIR_UNLOCK
-                    .key(&self.key)
-                    .key(queue(&self.key))
-                    .key(timeouts(&self.key))
+                self.fair_keys(&FAIR_UNLOCK)
                     .key(&latch)
                     .arg(UNLOCK_MESSAGE)
                     .arg(self.lease_ms)
@@ -652,6 +676,15 @@ mod tests {
             for part in ["-- KEYS[1]", "-- ARGV[1]", "-- Reply:", "-- Branches:"] {
                 assert!(s.contains(part), "a script lacks {part}");
             }
+        }
+        for s in [
+            &LOCK_LUA,
+            &UNLOCK_LUA,
+            &FAIR_LOCK_LUA,
+            &FAIR_UNLOCK_LUA,
+            &RENEW_LUA,
+        ] {
+            deadbolt_core::scripts::check_header(s);
         }
     }
 }

@@ -3,9 +3,9 @@
 //! Latencies, rates, command counts, and the columns of the scenarios where
 //! many waiters take one name.
 
-use crate::model::{Latency, Report, RunResult, Work};
+use crate::model::{ContenderKind, Latency, Report, RunResult, Work};
 use crate::scenario::Scenario;
-use crate::table::{fmt_lat, fmt_rate, fmt_us};
+use crate::table::{fmt_lat, fmt_rate, fmt_us, Table};
 
 /// Which figure of a [`Latency`] a cell shows, with its multiple of PING.
 pub(crate) type Pick = fn(&Latency) -> (f64, Option<f64>);
@@ -34,6 +34,12 @@ pub(crate) fn lat(l: Option<Latency>, pick: Pick) -> String {
             fmt_lat(v, x)
         },
     )
+}
+
+/// The median, 99th percentile and largest of `l`, each as [`lat`] shows it
+/// (under the headings "... p50", "p99", "max").
+pub(crate) fn p50_p99_max(l: Option<Latency>) -> [String; 3] {
+    [lat(l, p50), lat(l, p99), lat(l, max)]
 }
 
 /// The acquisition rate ("21,345"), or "-".
@@ -78,6 +84,58 @@ pub(crate) fn tail(r: &RunResult) -> [String; 5] {
 /// The headings of [`redis_cpu`] and [`client_cpu`].
 pub(crate) const COST_HEADER: [&str; 2] = ["Redis µs/acq", "client µs/acq"];
 
+/// `rows` as a table: a row each, its first column (headed `first`) the
+/// row's `name`, then the columns of `header`, the row's `cells`.
+pub(crate) fn named_table(
+    (first, name): (&str, fn(&RunResult) -> String),
+    header: &[&str],
+    rows: &[&RunResult],
+    cells: impl Fn(&RunResult) -> Vec<String>,
+) -> String {
+    let mut table = Table::new(&[&[first], header].concat());
+    for r in rows {
+        let mut row = vec![name(r)];
+        row.extend(cells(r));
+        table.row(row);
+    }
+    table.render()
+}
+
+/// `rows` as a table, a row per contender: its name, then the columns of
+/// `header`, the row's `cells`.
+pub(crate) fn table(
+    header: &[&str],
+    rows: &[&RunResult],
+    cells: impl Fn(&RunResult) -> Vec<String>,
+) -> String {
+    let name = |r: &RunResult| r.contender.name().to_string();
+    named_table(("contender", name), header, rows, cells)
+}
+
+/// A throughput table: the columns of `head`, then those of [`tail`] (the
+/// first headed `cmds`: `cmds/acq` or `cmds/op`); each row `cells`, then
+/// [`tail`]'s.
+pub(crate) fn tail_table(
+    head: &[&str],
+    cmds: &str,
+    rows: &[&RunResult],
+    cells: impl Fn(&RunResult) -> Vec<String>,
+) -> String {
+    let tail_header = [cmds, COST_HEADER[0], COST_HEADER[1], "PING p50", "errors"];
+    table(&[head, &tail_header].concat(), rows, |r| {
+        cells(r).into_iter().chain(tail(r)).collect()
+    })
+}
+
+/// Add `line` and a newline to `out`, when there is a line (a section's
+/// summary under its table).
+pub(crate) fn push_line(out: &mut String, line: Option<String>) {
+    if let Some(line) = line {
+        out.push_str(&line);
+        out.push('\n');
+    }
+}
+
 /// The run's PING p50, or "-".
 pub(crate) fn ping(r: &RunResult) -> String {
     r.ping_p50_us.map_or_else(|| "-".into(), fmt_us)
@@ -91,10 +149,44 @@ pub(crate) fn times(a: Option<f64>, b: Option<f64>) -> String {
     }
 }
 
+/// Two rows of one table, for a summary line under it: the first one's
+/// figures over the second one's, each as [`times`] shows it.
+pub(crate) struct Versus<'a>(&'a RunResult, &'a RunResult);
+
+impl<'a> Versus<'a> {
+    /// The rows of `a` and of `b` among `rows`, when both ran.
+    pub(crate) fn find(
+        rows: &[&'a RunResult],
+        a: ContenderKind,
+        b: ContenderKind,
+    ) -> Option<Versus<'a>> {
+        let find = |kind| rows.iter().copied().find(|r| r.contender == kind);
+        Some(Versus(find(a)?, find(b)?))
+    }
+
+    /// The acquisition (operation) rate.
+    pub(crate) fn rate(&self) -> String {
+        times(self.0.acquisitions_per_s, self.1.acquisitions_per_s)
+    }
+
+    /// Commands per acquisition.
+    pub(crate) fn cmds(&self) -> String {
+        times(
+            self.0.commands.per_acquisition,
+            self.1.commands.per_acquisition,
+        )
+    }
+
+    /// The `pick` figure (its µs) of the latency `of` each row.
+    pub(crate) fn lat(&self, of: fn(&RunResult) -> Option<Latency>, pick: Pick) -> String {
+        let us = |r: &RunResult| of(r).map(|l| pick(&l).0);
+        times(us(self.0), us(self.1))
+    }
+}
+
 /// The columns of the scenarios where many waiters take one name (a lock,
-/// or a semaphore's permits).
+/// or a semaphore's permits), after the contender's.
 pub(crate) const WAITERS_HEADER: &[&str] = &[
-    "contender",
     "acq/s",
     "acquire p50",
     "p99",
@@ -110,7 +202,7 @@ pub(crate) const WAITERS_HEADER: &[&str] = &[
     "errors",
 ];
 
-/// A row under [`WAITERS_HEADER`].
+/// A row's cells under [`WAITERS_HEADER`].
 pub(crate) fn waiters_row(r: &RunResult) -> Vec<String> {
     let (jain, ratio, longest) = r.fairness.as_ref().map_or_else(
         || ("-".into(), "-".into(), "-".into()),
@@ -123,7 +215,6 @@ pub(crate) fn waiters_row(r: &RunResult) -> Vec<String> {
         },
     );
     vec![
-        r.contender.name().to_string(),
         rate(r),
         lat(r.acquire, p50),
         lat(r.acquire, p99),

@@ -4,19 +4,14 @@
 //! it at several waiter counts.
 
 use anyhow::Context as _;
-use futures::future::BoxFuture;
 
-use super::cells::{per_work, waiters_row, WAITERS_HEADER};
-use super::legend::{
-    Entry, ACQ_S, CEILING, CLIENT_CPU, CMDS_ACQ, JAIN, LEAST_MOST, LONGEST_WAIT, OF_CEILING,
-    PING_P50, REDISSON, REDIS_CPU, X_PING,
-};
+use super::cells::{per_work, table, waiters_row, WAITERS_HEADER};
+use super::legend::{Legend, COST, REDISSON, THROUGHPUT, WAITERS};
 use super::many_waiters::many_waiters;
 use crate::contender::Contender;
-use crate::model::{plural, BenchArgs, Report, RunResult, ScenarioKind, SweepPoint, Work};
+use crate::model::{plural, BenchArgs, Report, RunResult, SweepPoint};
 use crate::scenario::Env;
-use crate::scenario::Scenario;
-use crate::table::Table;
+use crate::scenario::{kind_and_run, Rows, Scenario};
 
 /// `--waiters` waiters over `--clients` clients on one name, holding it
 /// `--hold`.
@@ -24,61 +19,36 @@ use crate::table::Table;
 pub(crate) struct Contended;
 
 impl Scenario for Contended {
-    fn kind(&self) -> ScenarioKind {
-        ScenarioKind::Contended
-    }
+    kind_and_run!(Contended => of_the_flags);
 
-    fn run_one<'a>(
-        &'a self,
-        env: &'a mut Env<'_>,
-        c: &'a dyn Contender,
-    ) -> BoxFuture<'a, anyhow::Result<RunResult>> {
-        let w = env.args.waiters;
-        let clients = env.args.clients.min(w);
-        Box::pin(contended(env, c, w, clients))
-    }
-
-    fn workloads(&self, args: &BenchArgs) -> Vec<Work> {
-        Work::both(args)
-    }
-
-    fn shows_ceiling(&self) -> bool {
-        true
+    fn rows(&self) -> Rows {
+        Rows::WithCeiling
     }
 
     fn section(&self, report: &Report, rows: &[&RunResult]) -> String {
         let s = &report.settings;
         per_work(report, rows, |work, rows| {
-            let mut table = Table::new(WAITERS_HEADER);
-            for r in rows {
-                table.row(waiters_row(r));
-            }
             format!(
                 "contended: {} waiters over {} clients on one name, {work}, {:.1} s each\n{}",
                 s.waiters,
                 s.clients.min(s.waiters),
                 s.duration_s,
-                table.render()
+                table(WAITERS_HEADER, rows, waiters_row)
             )
         })
     }
 
-    fn legend(&self) -> &'static [&'static Entry] {
-        &[
-            &X_PING,
-            &REDISSON,
-            &ACQ_S,
-            &LONGEST_WAIT,
-            &JAIN,
-            &LEAST_MOST,
-            &CMDS_ACQ,
-            &REDIS_CPU,
-            &CLIENT_CPU,
-            &CEILING,
-            &OF_CEILING,
-            &PING_P50,
-        ]
+    fn legend(&self) -> Legend {
+        &[THROUGHPUT, COST, WAITERS, &[&REDISSON]]
     }
+}
+
+/// The run of the flags: `--waiters` waiters over at most `--clients`
+/// clients.
+async fn of_the_flags(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult> {
+    let w = env.args.waiters;
+    let clients = env.args.clients.min(w);
+    contended(env, c, w, clients).await
 }
 
 /// W waiters over C clients on one name, each holding it `--hold`.

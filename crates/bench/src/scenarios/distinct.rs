@@ -7,14 +7,13 @@ use std::sync::Arc;
 
 use anyhow::anyhow;
 use hdrhistogram::Histogram;
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::contender::{Contender, LockHandle};
 use crate::model::{float, Commands, ContenderKind, RunResult, ScenarioKind, Tally};
 use crate::scenario::Scenario;
 use crate::scenario::{acquire_bounded, lat_summary, Env};
-use crate::stats::{histogram, record, summarize, Pinger};
+use crate::stats::{histogram, record, summarize};
 use crate::table::fmt_rate;
 
 /// What one lock-and-unlock worker (or all of them, merged) measured.
@@ -113,25 +112,16 @@ pub(crate) async fn distinct_names(
     scenario: &dyn Scenario,
 ) -> anyhow::Result<RunResult> {
     let args = env.args;
-    let every_server = scenario.counts_every_server();
     let clients = env.connect(c, 1).await?;
     let handles: Vec<_> = (0..args.tasks)
         .map(|i| clients[0].handle(&env.name(scenario.kind(), c, i)))
         .collect();
-    let pinger = Pinger::start(env.url()).await?;
-    let before = env.snapshot_for(every_server).await?;
-    let bar = env.progress.start(
-        &format!("{} · {}", scenario.name(), c.kind().name()),
-        scenario.planned(args),
-    );
-    let start = Instant::now();
-    let deadline = start + args.duration;
-    let mut set = JoinSet::new();
-    for h in handles {
-        set.spawn(lock_unlock(vec![h], deadline));
-    }
+    let label = format!("{} · {}", scenario.name(), c.kind().name());
+    let run = env.start_run(scenario, &label).await?;
     let (workers, elapsed, after, (ping_p50, sent)) = env
-        .finish_run(every_server, set, start, pinger, &clients)
+        .run_workers(run.timing, &clients, handles, |_, h, deadline| {
+            lock_unlock(vec![h], deadline)
+        })
         .await?;
     let (result, rate) = LockUnlock::merge(&workers)?.result(
         scenario.kind(),
@@ -139,9 +129,9 @@ pub(crate) async fn distinct_names(
         args.tasks,
         elapsed,
         ping_p50,
-        env.commands(c, &before, &after, sent),
+        env.commands(c, &run.before, &after, sent),
     );
-    bar.finish(format!(
+    run.bar.finish(format!(
         "{} acq/s, lock+unlock {}",
         fmt_rate(rate),
         lat_summary(result.acquire_release.as_ref())

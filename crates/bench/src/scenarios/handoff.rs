@@ -6,18 +6,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use futures::future::BoxFuture;
 use hdrhistogram::Histogram;
 use tokio::time::{timeout, Instant};
 
-use super::cells::{cmds, lat, max, p50, p99, ping};
-use super::legend::{Entry, CMDS_ACQ, HAND_OFF, PING_P50, X_PING};
+use super::cells::{cmds, p50_p99_max, ping, table};
+use super::legend::{Legend, CMDS_ACQ, HAND_OFF, PING_P50, X_PING};
 use crate::contender::{Contender, LockHandle};
 use crate::model::{Commands, ContenderKind, Report, RunResult, ScenarioKind, Tally};
-use crate::scenario::Scenario;
-use crate::scenario::{lat_summary, shutdown, Env, Exclusion, EVENT_JITTER, HANG};
-use crate::stats::{histogram, record, summarize, Pinger};
-use crate::table::Table;
+use crate::scenario::{kind_and_run, Scenario};
+use crate::scenario::{lat_summary, Env, Exclusion, EVENT_JITTER, HANG};
+use crate::stats::{histogram, record, summarize};
 
 /// The holder holds at least this long after the waiter started, so the
 /// waiter is waiting when the release comes.
@@ -29,22 +27,11 @@ const HANDOFF_HOLD: Duration = Duration::from_millis(3);
 pub(crate) struct Handoff;
 
 impl Scenario for Handoff {
-    fn kind(&self) -> ScenarioKind {
-        ScenarioKind::Handoff
-    }
-
-    fn run_one<'a>(
-        &'a self,
-        env: &'a mut Env<'_>,
-        c: &'a dyn Contender,
-    ) -> BoxFuture<'a, anyhow::Result<RunResult>> {
-        Box::pin(handoff(env, c))
-    }
+    kind_and_run!(Handoff => handoff);
 
     fn section(&self, report: &Report, rows: &[&RunResult]) -> String {
         let s = &report.settings;
-        let mut table = Table::new(&[
-            "contender",
+        let header = [
             "rounds",
             "hand-off p50",
             "p99",
@@ -52,29 +39,22 @@ impl Scenario for Handoff {
             "cmds/acq",
             "PING p50",
             "errors",
-        ]);
-        for r in rows {
-            table.row(vec![
-                r.contender.name().to_string(),
-                r.rounds.unwrap_or(0).to_string(),
-                lat(r.handoff, p50),
-                lat(r.handoff, p99),
-                lat(r.handoff, max),
-                cmds(r),
-                ping(r),
-                r.errors.to_string(),
-            ]);
-        }
+        ];
+        let table = table(&header, rows, |r| {
+            let rounds = r.rounds.unwrap_or(0).to_string();
+            std::iter::once(rounds)
+                .chain(p50_p99_max(r.handoff))
+                .chain([cmds(r), ping(r), r.errors.to_string()])
+                .collect()
+        });
         format!(
             "handoff: release → next holder on another client, up to {} rounds or {:.1} s\n{}",
-            s.rounds,
-            s.duration_s,
-            table.render()
+            s.rounds, s.duration_s, table
         )
     }
 
-    fn legend(&self) -> &'static [&'static Entry] {
-        &[&X_PING, &CMDS_ACQ, &HAND_OFF, &PING_P50]
+    fn legend(&self) -> Legend {
+        &[&[&X_PING, &CMDS_ACQ, &HAND_OFF, &PING_P50]]
     }
 }
 
@@ -91,19 +71,11 @@ async fn handoff(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResu
     let waiter = clients[1].handle(&name);
     let jitter = c.poll_period().unwrap_or(EVENT_JITTER);
     let exclusion = Exclusion::default();
-    let pinger = Pinger::start(env.url()).await?;
-    let before = env.snapshot().await?;
-    let bar = env.progress.start(
-        &format!("handoff · {}", c.kind().name()),
-        Handoff.planned(args),
-    );
-    let start = Instant::now();
-    let deadline = start + args.duration;
+    let label = format!("handoff · {}", c.kind().name());
+    let run = env.start_run(&Handoff, &label).await?;
+    let deadline = run.timing.deadline;
     let outcome = handoff_rounds(&holder, &waiter, jitter, args.rounds, deadline, &exclusion).await;
-    let elapsed = start.elapsed();
-    let after = env.snapshot().await;
-    let pings = env.finish_pinger(pinger).await;
-    shutdown(&clients).await;
+    let (elapsed, after, pings) = env.end_run(run.timing, &clients).await;
     let (after, (ping_p50, sent)) = (after?, pings?);
     let (result, line) = outcome?.result(
         Handoff.kind(),
@@ -111,9 +83,9 @@ async fn handoff(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResu
         elapsed,
         ping_p50,
         exclusion.violations(),
-        env.commands(c, &before, &after, sent),
+        env.commands(c, &run.before, &after, sent),
     );
-    bar.finish(line);
+    run.bar.finish(line);
     Ok(result)
 }
 

@@ -7,18 +7,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use futures::future::BoxFuture;
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 use tokio::time::{timeout, Instant};
 
-use super::legend::Entry;
+use super::cells::table;
+use super::legend::{entries, Legend};
 use crate::contender::{Contender, LockHandle};
-use crate::model::{float, BenchArgs, Report, RunResult, ScenarioKind, Tally};
-use crate::scenario::Scenario;
-use crate::scenario::{join_all, shutdown, Env, Exclusion, HANG};
+use crate::model::{float, BenchArgs, Report, RunResult, Tally};
+use crate::scenario::{
+    join_all, kind_and_run, shutdown, spawn_each, spread, Env, Exclusion, Scenario, HANG,
+};
 use crate::stats;
-use crate::table::Table;
 
 /// Time for the waiters to make their first tries (and subscribe) before
 /// their commands are counted.
@@ -28,17 +27,14 @@ const IDLE_SETTLE: Duration = Duration::from_millis(250);
 #[derive(Debug)]
 pub(crate) struct Idle;
 
-/// Commands per blocked waiter per second.
-const CMDS_PER_WAITER: Entry = Entry {
-    rank: 100,
-    term: "cmds/waiter/s",
-    text: "commands per blocked waiter per second (0: it waits for a message); lower is better",
-};
+entries! {
+    /// Commands per blocked waiter per second.
+    CMDS_PER_WAITER = 100, "cmds/waiter/s", "commands per blocked waiter per second (0: it waits \
+        for a message); lower is better";
+}
 
 impl Scenario for Idle {
-    fn kind(&self) -> ScenarioKind {
-        ScenarioKind::Idle
-    }
+    kind_and_run!(Idle => idle);
 
     fn validate(&self, args: &BenchArgs) -> anyhow::Result<()> {
         if args.lease < args.idle_time + Duration::from_secs(1) {
@@ -56,18 +52,10 @@ impl Scenario for Idle {
         IDLE_SETTLE + args.idle_time
     }
 
-    fn run_one<'a>(
-        &'a self,
-        env: &'a mut Env<'_>,
-        c: &'a dyn Contender,
-    ) -> BoxFuture<'a, anyhow::Result<RunResult>> {
-        Box::pin(idle(env, c))
-    }
-
     fn section(&self, report: &Report, rows: &[&RunResult]) -> String {
         let s = &report.settings;
-        let mut table = Table::new(&["contender", "cmds/waiter/s", "commands sent", "errors"]);
-        for r in rows {
+        let header = ["cmds/waiter/s", "commands sent", "errors"];
+        let table = table(&header, rows, |r| {
             let per = r
                 .commands
                 .per_waiter_per_s
@@ -83,23 +71,16 @@ impl Scenario for Idle {
             } else {
                 sent.join(", ")
             };
-            table.row(vec![
-                r.contender.name().to_string(),
-                per,
-                sent,
-                r.errors.to_string(),
-            ]);
-        }
+            vec![per, sent, r.errors.to_string()]
+        });
         format!(
-            "idle: {} waiters blocked on a held lock for {:.1} s\n{}",
-            s.idle_waiters,
-            s.idle_s,
-            table.render()
+            "idle: {} waiters blocked on a held lock for {:.1} s\n{table}",
+            s.idle_waiters, s.idle_s,
         )
     }
 
-    fn legend(&self) -> &'static [&'static Entry] {
-        &[&CMDS_PER_WAITER]
+    fn legend(&self) -> Legend {
+        &[&[&CMDS_PER_WAITER]]
     }
 }
 
@@ -119,11 +100,9 @@ async fn idle(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunResult>
     let exclusion = Exclusion::default();
     exclusion.enter();
     let (stop, stopped) = watch::channel(false);
-    let mut set = JoinSet::new();
-    for (_, client) in (0..waiters).zip(clients.iter().cycle()) {
-        let h = client.handle(&name);
-        set.spawn(idle_waiter(h, exclusion.clone(), stopped.clone()));
-    }
+    let set = spawn_each(spread(&clients, waiters, &name), |_, h| {
+        idle_waiter(h, exclusion.clone(), stopped.clone())
+    });
     let bar = env
         .progress
         .start(&format!("idle · {}", c.kind().name()), Idle.planned(args));

@@ -7,14 +7,13 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context as _};
 use hdrhistogram::Histogram;
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::contender::{Contender, LockHandle};
 use crate::model::{float, RunResult, Tally, Work};
 use crate::scenario::Scenario;
-use crate::scenario::{acquire_bounded, fairness, Env};
-use crate::stats::{histogram, record, summarize, Pinger};
+use crate::scenario::{acquire_bounded, fairness, spread, Env};
+use crate::stats::{histogram, record, summarize};
 use crate::table::fmt_rate;
 
 /// Watches one name for more holders at once than it allows (`limit`: 1
@@ -45,9 +44,9 @@ impl Capacity {
     }
 }
 
-/// What one waiter did: its index, counts, waits for the lock (ns) and the
+/// What one waiter did: its counts, waits for the lock (ns) and the
 /// time it held it.
-type Waiter = (usize, Tally, Histogram<u64>, Duration);
+type Waiter = (Tally, Histogram<u64>, Duration);
 
 /// W waiters over C clients on one name, each taking it (a lock, or one
 /// permit of a semaphore: see [`ContenderClient::prepare`]), holding it
@@ -64,7 +63,6 @@ pub(crate) async fn many_waiters(
     (waiters, clients_n): (u32, u32),
     limit: u64,
 ) -> anyhow::Result<RunResult> {
-    let args = env.args;
     let work = env.work;
     let clients = env.connect(c, clients_n).await?;
     let name = env.name(scenario.kind(), c, waiters);
@@ -72,34 +70,26 @@ pub(crate) async fn many_waiters(
         .prepare(&name)
         .await
         .with_context(|| format!("preparing {name}"))?;
-    let handles: Vec<_> = (0..waiters)
-        .zip(clients.iter().cycle())
-        .map(|(_, client)| client.handle(&name))
-        .collect();
+    let handles = spread(&clients, waiters, &name);
     let capacity = Capacity::new(limit);
-    let pinger = Pinger::start(env.url()).await?;
-    let before = env.snapshot().await?;
-    let bar = env.progress.start(&label, scenario.planned(args));
-    let start = Instant::now();
-    let deadline = start + args.duration;
-    let mut set = JoinSet::new();
-    for (i, h) in handles.into_iter().enumerate() {
-        set.spawn(waiter(i, h, work, deadline, capacity.clone()));
-    }
-    let (workers, elapsed, after, (ping_p50, sent)) =
-        env.finish_run(false, set, start, pinger, &clients).await?;
+    let run = env.start_run(scenario, &label).await?;
+    let (workers, elapsed, after, (ping_p50, sent)) = env
+        .run_workers(run.timing, &clients, handles, |_, h, deadline| {
+            waiter(h, work, deadline, capacity.clone())
+        })
+        .await?;
     let Merged {
         tally,
         waits,
         per_worker,
         held_us,
     } = merge(workers)?;
-    let mut cmds = env.commands(c, &before, &after, sent);
+    let mut cmds = env.commands(c, &run.before, &after, sent);
     cmds.per_acquisitions(tally.acquisitions);
     let rate = float(tally.acquisitions) / elapsed.as_secs_f64();
     let fairness = fairness(per_worker, &waits);
     let ceiling = held_us.and_then(|h| env.ceiling(limit, h));
-    bar.finish(format!(
+    run.bar.finish(format!(
         "{} acq/s, Jain {:.3}, least/most {:.2}",
         fmt_rate(rate),
         fairness.jain_index,
@@ -125,10 +115,9 @@ pub(crate) async fn many_waiters(
     })
 }
 
-/// Waiter `i` on handle `h` until `deadline`: acquire, hold, release,
+/// A waiter on handle `h` until `deadline`: acquire, hold, release,
 /// think, again.
 async fn waiter(
-    i: usize,
     h: Arc<dyn LockHandle>,
     work: Work,
     deadline: Instant,
@@ -159,7 +148,7 @@ async fn waiter(
             tokio::time::sleep(think).await;
         }
     }
-    Ok((i, tally, waits, held_for))
+    Ok((tally, waits, held_for))
 }
 
 /// Every waiter's figures together.
@@ -174,14 +163,14 @@ struct Merged {
     held_us: Option<f64>,
 }
 
-/// Every waiter's figures together.
-fn merge(mut workers: Vec<Waiter>) -> anyhow::Result<Merged> {
-    workers.sort_by_key(|w| w.0);
+/// Every waiter's figures together, `workers` in waiter order (as
+/// [`Env::run_workers`] returns them).
+fn merge(workers: Vec<Waiter>) -> anyhow::Result<Merged> {
     let mut tally = Tally::default();
     let mut waits = histogram();
     let mut per_worker = Vec::new();
     let mut held_for = Duration::ZERO;
-    for (_, t, w, held) in &workers {
+    for (t, w, held) in &workers {
         tally.merge(t);
         per_worker.push(t.acquisitions);
         waits.add(w).map_err(|e| anyhow!("{e}"))?;

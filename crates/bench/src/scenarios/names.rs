@@ -5,17 +5,16 @@
 //! reads the keys and the memory left behind.
 
 use anyhow::Context as _;
-use futures::future::BoxFuture;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::cells::{client_cpu, cmds, rate, redis_cpu};
-use super::legend::{Entry, ACQ_S, CLIENT_CPU, CMDS_ACQ, REDIS_CPU};
+use super::cells::{client_cpu, cmds, rate, redis_cpu, table};
+use super::legend::{entries, Legend, ACQ_S, CMDS_ACQ, COST};
 use crate::contender::Contender;
 use crate::model::{float, BenchArgs, Left, Report, RunResult, ScenarioKind, Tally};
-use crate::scenario::Scenario;
-use crate::scenario::{acquire_bounded, join_all, shutdown, Env};
-use crate::table::{fmt_rate, Table};
+use crate::scenario::{acquire_bounded, join_all, kind_and_run, shutdown, Env, Scenario};
+use crate::stats;
+use crate::table::fmt_rate;
 
 /// Tasks that share the names between them.
 const TASKS: u64 = 4;
@@ -24,36 +23,23 @@ const TASKS: u64 = 4;
 #[derive(Debug)]
 pub(crate) struct Names;
 
-/// Bytes left per released name.
-const PER_NAME: Entry = Entry {
-    rank: 170,
-    term: "memory/name",
-    text: "Redis used_memory left after every name was released, over the names (keys left: \
-           DBSIZE more than before); on a server the bench started it is emptied before each \
-           contender, so the figure is that contender's alone; lower is better",
-};
+entries! {
+    /// Bytes left per released name.
+    PER_NAME = 170, "memory/name", "Redis used_memory left after every name was released, over \
+        the names (keys left: DBSIZE more than before); on a server the bench started it is \
+        emptied before each contender, so the figure is that contender's alone; lower is better";
+}
 
 impl Scenario for Names {
-    fn kind(&self) -> ScenarioKind {
-        ScenarioKind::Names
-    }
+    kind_and_run!(Names => names);
 
     fn planned(&self, args: &BenchArgs) -> std::time::Duration {
         // About 100 µs a lock+unlock over 4 tasks, guessed for the ETA.
         std::time::Duration::from_micros(u64::from(args.names) * 25)
     }
 
-    fn run_one<'a>(
-        &'a self,
-        env: &'a mut Env<'_>,
-        c: &'a dyn Contender,
-    ) -> BoxFuture<'a, anyhow::Result<RunResult>> {
-        Box::pin(names(env, c))
-    }
-
     fn section(&self, report: &Report, rows: &[&RunResult]) -> String {
-        let mut table = Table::new(&[
-            "contender",
+        let header = [
             "names",
             "keys left",
             "memory left",
@@ -63,12 +49,11 @@ impl Scenario for Names {
             "Redis µs/acq",
             "client µs/acq",
             "errors",
-        ]);
-        for r in rows {
+        ];
+        let table = table(&header, rows, |r| {
             let left = r.left.as_ref();
             let cell = |f: fn(&Left) -> String| left.map_or_else(|| "-".into(), f);
-            table.row(vec![
-                r.contender.name().to_string(),
+            vec![
                 cell(|l| fmt_rate(float(l.names))),
                 cell(|l| l.keys.to_string()),
                 cell(|l| format!("{:.2} MB", f64_of(l.memory_bytes) / 1e6)),
@@ -78,8 +63,8 @@ impl Scenario for Names {
                 redis_cpu(r),
                 client_cpu(r),
                 r.errors.to_string(),
-            ]);
-        }
+            ]
+        });
         format!(
             "names: {} distinct names locked and released once each, 4 tasks, one client{}\n{}",
             fmt_rate(float(u64::from(report.settings.names))),
@@ -88,12 +73,12 @@ impl Scenario for Names {
             } else {
                 ", on an emptied server"
             },
-            table.render()
+            table
         )
     }
 
-    fn legend(&self) -> &'static [&'static Entry] {
-        &[&ACQ_S, &CMDS_ACQ, &REDIS_CPU, &CLIENT_CPU, &PER_NAME]
+    fn legend(&self) -> Legend {
+        &[COST, &[&ACQ_S, &CMDS_ACQ, &PER_NAME]]
     }
 }
 
@@ -109,11 +94,7 @@ fn f64_of(v: i64) -> f64 {
 
 /// `used_memory` and `DBSIZE` of server 1.
 async fn memory(env: &mut Env<'_>) -> anyhow::Result<(i64, i64)> {
-    let info: String = redis::cmd("INFO")
-        .arg("memory")
-        .query_async(&mut env.stats)
-        .await
-        .context("INFO memory")?;
+    let info = stats::info(&mut env.stats, "memory").await?;
     let used = info
         .lines()
         .find_map(|l| l.trim().strip_prefix("used_memory:"))

@@ -5,23 +5,20 @@
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use futures::future::BoxFuture;
 use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::cells::{lat, p50, p99, per_work, rate, tail, times, COST_HEADER};
-use super::legend::{Entry, CLIENT_CPU, PING_P50, REDIS_CPU, X_PING};
+use super::cells::{lat, p50, p99, per_work, push_line, rate, tail_table, Versus};
+use super::legend::{entries, Legend, COST, PING_P50, X_PING};
 use crate::contender::{Contender, LockHandle};
-use crate::model::{
-    float, BenchArgs, ContenderKind, ReadWrite, Report, RunResult, ScenarioKind, Tally, Work,
+use crate::model::{float, ContenderKind, Latency, ReadWrite, Report, RunResult, Tally, Work};
+use crate::scenario::{
+    acquire_bounded, fairness, kind_and_run, spread, Env, Exclusion, Rows, Scenario,
 };
-use crate::scenario::Scenario;
-use crate::scenario::{acquire_bounded, fairness, Env, Exclusion};
-use crate::stats::{histogram, record, summarize, Pinger};
-use crate::table::{fmt_percent, fmt_rate, Table};
+use crate::stats::{histogram, record, summarize};
+use crate::table::{fmt_percent, fmt_rate};
 
 /// Waiter `i` draws reads and writes from a generator seeded with this plus
 /// `i`, so every contender gets the same sequences.
@@ -32,64 +29,39 @@ const READ_MOSTLY_SEED: u64 = 0x6465_6164_626f_6c74;
 #[derive(Debug)]
 pub(crate) struct ReadMostly;
 
-/// Reads plus writes per second.
-const OPS_S: Entry = Entry {
-    rank: 110,
-    term: "ops/s",
-    text: "reads plus writes per second, all waiters together (reads/s and writes/s split it); \
-           higher is better",
-};
+entries! {
+    /// Reads plus writes per second.
+    OPS_S = 110, "ops/s", "reads plus writes per second, all waiters together (reads/s and \
+        writes/s split it); higher is better";
 
-/// Time a read (a write) waited.
-const READ_P50: Entry = Entry {
-    rank: 120,
-    term: "read p50",
-    text: "time a read waited for the lock (write p50: a write); the Lock makes reads wait like \
-           writes; lower is better",
-};
+    /// Time a read (a write) waited.
+    READ_P50 = 120, "read p50", "time a read waited for the lock (write p50: a write); the Lock \
+        makes reads wait like writes; lower is better";
 
-/// Commands per operation.
-const CMDS_OP: Entry = Entry {
-    rank: 130,
-    term: "cmds/op",
-    text: "commands the clients sent per read or write (not those inside scripts); lower is \
-           better",
-};
+    /// Commands per operation.
+    CMDS_OP = 130, "cmds/op", "commands the clients sent per read or write (not those inside \
+        scripts); lower is better";
 
-/// The `RwLock`'s figures over the `Lock`'s.
-const RW_OVER_LOCK: Entry = Entry {
-    rank: 140,
-    term: "rw / lock",
-    text: "the RwLock's figure over the Lock's in the same run: above 1× for ops/s, below 1× for \
-           latencies is the RwLock ahead",
-};
+    /// The `RwLock`'s figures over the `Lock`'s.
+    RW_OVER_LOCK = 140, "rw / lock", "the RwLock's figure over the Lock's in the same run: above \
+        1× for ops/s, below 1× for latencies is the RwLock ahead";
+}
 
 impl Scenario for ReadMostly {
-    fn kind(&self) -> ScenarioKind {
-        ScenarioKind::ReadMostly
-    }
+    kind_and_run!(ReadMostly => read_mostly);
 
     fn measures(&self, contender: ContenderKind) -> bool {
         matches!(contender, ContenderKind::Lock | ContenderKind::Rw)
     }
 
-    fn run_one<'a>(
-        &'a self,
-        env: &'a mut Env<'_>,
-        c: &'a dyn Contender,
-    ) -> BoxFuture<'a, anyhow::Result<RunResult>> {
-        Box::pin(read_mostly(env, c))
-    }
-
-    fn workloads(&self, args: &BenchArgs) -> Vec<Work> {
-        Work::both(args)
+    fn rows(&self) -> Rows {
+        Rows::WithService
     }
 
     fn section(&self, report: &Report, rows: &[&RunResult]) -> String {
         let s = &report.settings;
         per_work(report, rows, |work, rows| {
-            let mut table = Table::new(&[
-                "contender",
+            let head = [
                 "ops/s",
                 "reads/s",
                 "writes/s",
@@ -97,94 +69,77 @@ impl Scenario for ReadMostly {
                 "p99",
                 "write p50",
                 "p99",
-                "cmds/op",
-                COST_HEADER[0],
-                COST_HEADER[1],
-                "PING p50",
-                "errors",
-            ]);
-            for r in rows {
-                let rw = r.read_write.as_ref();
+            ];
+            let table = tail_table(&head, "cmds/op", rows, |r| {
                 let per_s = |pick: fn(&ReadWrite) -> f64| {
-                    rw.map_or_else(|| "-".into(), |m| fmt_rate(pick(m)))
+                    r.read_write
+                        .as_ref()
+                        .map_or_else(|| "-".into(), |m| fmt_rate(pick(m)))
                 };
-                let read = rw.and_then(|m| m.read_acquire);
-                let write = rw.and_then(|m| m.write_acquire);
-                table.row(
-                    vec![
-                        r.contender.name().to_string(),
-                        rate(r),
-                        per_s(|m| m.reads_per_s),
-                        per_s(|m| m.writes_per_s),
-                        lat(read, p50),
-                        lat(read, p99),
-                        lat(write, p50),
-                        lat(write, p99),
-                    ]
-                    .into_iter()
-                    .chain(tail(r))
-                    .collect(),
-                );
-            }
+                vec![
+                    rate(r),
+                    per_s(|m| m.reads_per_s),
+                    per_s(|m| m.writes_per_s),
+                    lat(read_acquire(r), p50),
+                    lat(read_acquire(r), p99),
+                    lat(write_acquire(r), p50),
+                    lat(write_acquire(r), p99),
+                ]
+            });
             let mut out = format!(
                 "read-mostly: {} waiters over {} clients on one name, {} writes, {work}, {:.1} s \
-             each\n{}",
+             each\n{table}",
                 s.waiters,
                 s.clients.min(s.waiters),
                 fmt_percent(s.write_ratio),
                 s.duration_s,
-                table.render()
             );
-            if let Some(line) = rw_over_lock(rows) {
-                out.push_str(&line);
-                out.push('\n');
-            }
+            push_line(&mut out, rw_over_lock(rows));
             out
         })
     }
 
-    fn legend(&self) -> &'static [&'static Entry] {
+    fn legend(&self) -> Legend {
         &[
-            &X_PING,
-            &OPS_S,
-            &READ_P50,
-            &CMDS_OP,
-            &REDIS_CPU,
-            &CLIENT_CPU,
-            &RW_OVER_LOCK,
-            &PING_P50,
+            COST,
+            &[
+                &X_PING,
+                &OPS_S,
+                &READ_P50,
+                &CMDS_OP,
+                &RW_OVER_LOCK,
+                &PING_P50,
+            ],
         ]
     }
+}
+
+/// A row's reads' waits, when it has any.
+fn read_acquire(r: &RunResult) -> Option<Latency> {
+    r.read_write.as_ref().and_then(|m| m.read_acquire)
+}
+
+/// A row's writes' waits, when it has any.
+fn write_acquire(r: &RunResult) -> Option<Latency> {
+    r.read_write.as_ref().and_then(|m| m.write_acquire)
 }
 
 /// The read-mostly summary: the `RwLock`'s figures over the `Lock`'s, when
 /// both ran ("rw / lock: 2.41× the ops/s; read p50 0.38×, write p50
 /// 1.20×").
 fn rw_over_lock(rows: &[&RunResult]) -> Option<String> {
-    let find = |kind| rows.iter().find(|r| r.contender == kind);
-    let (rw, lock) = (find(ContenderKind::Rw)?, find(ContenderKind::Lock)?);
-    let p50 = |r: &RunResult, write: bool| {
-        r.read_write.as_ref().and_then(|m| {
-            if write {
-                m.write_acquire
-            } else {
-                m.read_acquire
-            }
-            .map(|l| l.p50_us)
-        })
-    };
+    let v = Versus::find(rows, ContenderKind::Rw, ContenderKind::Lock)?;
     Some(format!(
         "rw / lock: {} the ops/s; read p50 {}, write p50 {}",
-        times(rw.acquisitions_per_s, lock.acquisitions_per_s),
-        times(p50(rw, false), p50(lock, false)),
-        times(p50(rw, true), p50(lock, true)),
+        v.rate(),
+        v.lat(read_acquire, p50),
+        v.lat(write_acquire, p50),
     ))
 }
 
 /// One read-mostly worker's results.
 #[derive(Debug)]
 struct MixWorker {
-    index: usize,
     tally: Tally,
     reads: u64,
     writes: u64,
@@ -218,27 +173,17 @@ async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
     let clients_n = args.clients.min(waiters);
     let clients = env.connect(c, clients_n).await?;
     let name = env.name(ReadMostly.kind(), c, waiters);
-    let handles: Vec<_> = (0..waiters)
-        .zip(clients.iter().cycle())
-        .map(|(_, client)| client.handle(&name))
-        .collect();
+    let handles = spread(&clients, waiters, &name);
     let exclusion = Exclusion::default();
-    let pinger = Pinger::start(env.url()).await?;
-    let before = env.snapshot().await?;
-    let bar = env.progress.start(
-        &format!("read-mostly · {}", c.kind().name()),
-        ReadMostly.planned(args),
-    );
-    let start = Instant::now();
-    let deadline = start + args.duration;
-    let mut set = JoinSet::new();
-    for (index, h) in handles.into_iter().enumerate() {
-        set.spawn(mix_worker(index, h, mix, deadline, exclusion.clone()));
-    }
-    let (workers, elapsed, after, (ping_p50, sent)) =
-        env.finish_run(false, set, start, pinger, &clients).await?;
+    let label = format!("read-mostly · {}", c.kind().name());
+    let run = env.start_run(&ReadMostly, &label).await?;
+    let (workers, elapsed, after, (ping_p50, sent)) = env
+        .run_workers(run.timing, &clients, handles, |index, h, deadline| {
+            mix_worker(index, h, mix, deadline, exclusion.clone())
+        })
+        .await?;
     let all = MixWorkers::merge(workers)?;
-    let mut cmds = env.commands(c, &before, &after, sent);
+    let mut cmds = env.commands(c, &run.before, &after, sent);
     cmds.per_acquisitions(all.tally.acquisitions);
     let secs = elapsed.as_secs_f64();
     let rate = float(all.tally.acquisitions) / secs;
@@ -251,7 +196,7 @@ async fn read_mostly(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<Run
         write_acquire: summarize(&all.write_waits, ping_p50),
     };
     let fairness = fairness(all.per_worker, &all.waits);
-    bar.finish(format!(
+    run.bar.finish(format!(
         "{} ops/s ({} reads/s, {} writes/s)",
         fmt_rate(rate),
         fmt_rate(read_write.reads_per_s),
@@ -289,7 +234,6 @@ async fn mix_worker(
     let seed = READ_MOSTLY_SEED.wrapping_add(u64::try_from(index).unwrap_or(u64::MAX));
     let mut rng = StdRng::seed_from_u64(seed);
     let mut w = MixWorker {
-        index,
         tally: Tally::default(),
         reads: 0,
         writes: 0,
@@ -348,8 +292,9 @@ struct MixWorkers {
 }
 
 impl MixWorkers {
-    fn merge(mut workers: Vec<MixWorker>) -> anyhow::Result<MixWorkers> {
-        workers.sort_by_key(|w| w.index);
+    /// Every worker's figures together, `workers` in worker order (as
+    /// [`Env::run_workers`] returns them).
+    fn merge(workers: Vec<MixWorker>) -> anyhow::Result<MixWorkers> {
         let mut all = MixWorkers {
             tally: Tally::default(),
             reads: 0,

@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 use anyhow::{bail, Context as _};
 use futures::future::BoxFuture;
 
-use super::cells::{cmds, lat, max, p50, p99, ping, rate};
-use super::legend::{Entry, ACQ_S, CMDS_ACQ, HAND_OFF, LOCK_UNLOCK, PING_P50, X_PING};
+use super::cells::{cmds, lat, named_table, p50, p50_p99_max, p99, ping, rate};
+use super::legend::{entries, Legend, ACQ_S, CMDS_ACQ, HAND_OFF, LOCK_UNLOCK, PING_P50, X_PING};
 use crate::contender::Contender;
 use crate::model::{
     plural, BenchArgs, ContenderKind, Report, RunResult, ScenarioKind, TopologyMeasure,
@@ -19,7 +19,6 @@ use crate::model::{
 use crate::scenario::Env;
 use crate::scenario::Scenario;
 use crate::stats;
-use crate::table::Table;
 use deadbolt_testkit::Topology;
 
 /// deadbolt's `Lock` on a standalone server beside the `--topology`, in
@@ -27,22 +26,16 @@ use deadbolt_testkit::Topology;
 #[derive(Debug)]
 pub(crate) struct TopologyScenario;
 
-/// The deployment of a row.
-const WHERE: Entry = Entry {
-    rank: 160,
-    term: "where",
-    text: "the deployment a topology row ran on: standalone is server 1; cluster, 1 master: \
-           every name in one master's slots; cluster, N masters: each task's names spread \
-           evenly over the masters",
-};
+entries! {
+    /// The deployment of a row.
+    WHERE = 160, "where", "the deployment a topology row ran on: standalone is server 1; \
+        cluster, 1 master: every name in one master's slots; cluster, N masters: each task's \
+        names spread evenly over the masters";
 
-/// A row's figures over the standalone row's.
-const VS_STANDALONE: Entry = Entry {
-    rank: 170,
-    term: "vs standalone",
-    text: "the row's figure over the standalone row's in the same run: above 1× for acq/s, \
-           below 1× for latencies is the topology ahead",
-};
+    /// A row's figures over the standalone row's.
+    VS_STANDALONE = 170, "vs standalone", "the row's figure over the standalone row's in the \
+        same run: above 1× for acq/s, below 1× for latencies is the topology ahead";
+}
 
 impl Scenario for TopologyScenario {
     fn kind(&self) -> ScenarioKind {
@@ -130,8 +123,8 @@ impl Scenario for TopologyScenario {
         out
     }
 
-    fn legend(&self) -> &'static [&'static Entry] {
-        &[
+    fn legend(&self) -> Legend {
+        &[&[
             &X_PING,
             &ACQ_S,
             &CMDS_ACQ,
@@ -140,7 +133,7 @@ impl Scenario for TopologyScenario {
             &WHERE,
             &VS_STANDALONE,
             &PING_P50,
-        ]
+        ]]
     }
 }
 
@@ -217,48 +210,37 @@ fn common(r: &RunResult) -> [String; 5] {
     ]
 }
 
+/// The rows of one measure as a table: where each ran, the columns of
+/// `head` (a row's `cells`), then [`COMMON_HEADINGS`].
+fn measure_table(
+    rows: &[&RunResult],
+    head: [&str; 4],
+    cells: fn(&RunResult) -> [String; 4],
+) -> String {
+    let header = [&head[..], &COMMON_HEADINGS].concat();
+    named_table(("where", label), &header, rows, |r| {
+        cells(r).into_iter().chain(common(r)).collect()
+    })
+}
+
 /// The throughput rows as a table.
 fn throughput_table(rows: &[&RunResult]) -> String {
-    let mut table = Table::new(
-        &[
-            &["where", "acq/s", "vs standalone", "lock+unlock p50", "p99"][..],
-            &COMMON_HEADINGS,
-        ]
-        .concat(),
-    );
-    for r in rows {
-        let mut row = vec![
-            label(r),
+    let head = ["acq/s", "vs standalone", "lock+unlock p50", "p99"];
+    measure_table(rows, head, |r| {
+        [
             rate(r),
             vs(r, |v| v.acquisitions_per_s),
             lat(r.acquire_release, p50),
             lat(r.acquire_release, p99),
-        ];
-        row.extend(common(r));
-        table.row(row);
-    }
-    table.render()
+        ]
+    })
 }
 
 /// The hand-off rows as a table.
 fn handoff_table(rows: &[&RunResult]) -> String {
-    let mut table = Table::new(
-        &[
-            &["where", "rounds", "hand-off p50", "p99", "max"][..],
-            &COMMON_HEADINGS,
-        ]
-        .concat(),
-    );
-    for r in rows {
-        let mut row = vec![
-            label(r),
-            r.rounds.unwrap_or(0).to_string(),
-            lat(r.handoff, p50),
-            lat(r.handoff, p99),
-            lat(r.handoff, max),
-        ];
-        row.extend(common(r));
-        table.row(row);
-    }
-    table.render()
+    let head = ["rounds", "hand-off p50", "p99", "max"];
+    measure_table(rows, head, |r| {
+        let [p50, p99, max] = p50_p99_max(r.handoff);
+        [r.rounds.unwrap_or(0).to_string(), p50, p99, max]
+    })
 }

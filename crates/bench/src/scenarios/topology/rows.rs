@@ -25,6 +25,7 @@ use crate::model::{
     Commands, ContenderKind, Latency, RunResult, ScenarioKind, TopologyMeasure, TopologyRow,
     VsStandalone, TOPOLOGY_NAMES_PER_TASK,
 };
+use crate::progress::Bar;
 use crate::scenario::{join_all, lat_summary, shutdown, Env, Exclusion, EVENT_JITTER};
 use crate::scenarios::distinct::{lock_unlock, LockUnlock};
 use crate::scenarios::handoff::handoff_rounds;
@@ -154,6 +155,58 @@ impl Place {
         }
         let (h, sent) = pinger.finish().await?;
         Ok((stats::p50_us(&h), sent))
+    }
+}
+
+/// A row under way, from [`Place::start_row`].
+struct Timing {
+    /// The bench's own connections to every master, for INFO.
+    stats: Vec<MultiplexedConnection>,
+    /// Times PING to the master of the row's first name.
+    pinger: Pinger,
+    /// When the row started; its workers stop `--duration` later.
+    start: Instant,
+}
+
+impl Place {
+    /// Start a row here under a progress bar named `label`: the pinger, every
+    /// master's commands before (added up), the bar (planned for
+    /// `--duration`).
+    async fn start_row(
+        &self,
+        env: &Env<'_>,
+        label: &str,
+    ) -> anyhow::Result<(Timing, BTreeMap<String, u64>, Bar)> {
+        let mut stats = self.stats().await?;
+        let pinger = Pinger::start(self.ping_to()).await?;
+        let before = snapshot(&mut stats).await?;
+        let bar = env.progress.start(label, env.args.duration);
+        let timing = Timing {
+            stats,
+            pinger,
+            start: Instant::now(),
+        };
+        Ok((timing, before, bar))
+    }
+
+    /// End a row whose work is done: the time since its start, every
+    /// master's commands after, the stopped pinger's p50 and count; the
+    /// row's clients shut down. The failures are left to the caller.
+    async fn end_row(
+        &self,
+        env: &mut Env<'_>,
+        mut timing: Timing,
+        clients: &[Arc<dyn ContenderClient>],
+    ) -> (
+        std::time::Duration,
+        anyhow::Result<BTreeMap<String, u64>>,
+        anyhow::Result<(Option<f64>, u64)>,
+    ) {
+        let elapsed = timing.start.elapsed();
+        let after = snapshot(&mut timing.stats).await;
+        let pings = self.finish_pinger(env, timing.pinger).await;
+        shutdown(clients).await;
+        (elapsed, after, pings)
     }
 }
 
@@ -302,24 +355,16 @@ async fn throughput(env: &mut Env<'_>, p: &Place, row: usize) -> anyhow::Result<
     }
     let client = p.connect(env).await?;
     let clients = [client];
-    let mut stats_conns = p.stats().await?;
-    let pinger = Pinger::start(p.ping_to()).await?;
-    let before = snapshot(&mut stats_conns).await?;
-    let bar = env
-        .progress
-        .start(&format!("topology · {}", p.label), args.duration);
-    let start = Instant::now();
-    let deadline = start + args.duration;
+    let label = format!("topology · {}", p.label);
+    let (timing, before, bar) = p.start_row(env, &label).await?;
+    let deadline = timing.start + args.duration;
     let mut set = JoinSet::new();
     for own in &names {
         let handles = own.iter().map(|n| clients[0].handle(n)).collect();
         set.spawn(lock_unlock(handles, deadline));
     }
     let workers = join_all(set).await;
-    let elapsed = start.elapsed();
-    let after = snapshot(&mut stats_conns).await;
-    let pings = p.finish_pinger(env, pinger).await;
-    shutdown(&clients).await;
+    let (elapsed, after, pings) = p.end_row(env, timing, &clients).await;
     let (workers, after, (ping_p50, sent)) = (workers?, after?, pings?);
 
     let (mut result, rate) = LockUnlock::merge(&workers)?.result(
@@ -352,14 +397,9 @@ async fn handoff(env: &mut Env<'_>, p: &Place, row: usize) -> anyhow::Result<Run
     let holder = clients[0].handle(&name);
     let waiter = clients[1].handle(&name);
     let exclusion = Exclusion::default();
-    let mut stats_conns = p.stats().await?;
-    let pinger = Pinger::start(p.ping_to()).await?;
-    let before = snapshot(&mut stats_conns).await?;
-    let bar = env
-        .progress
-        .start(&format!("topology · {} hand-off", p.label), args.duration);
-    let start = Instant::now();
-    let deadline = start + args.duration;
+    let label = format!("topology · {} hand-off", p.label);
+    let (timing, before, bar) = p.start_row(env, &label).await?;
+    let deadline = timing.start + args.duration;
     let outcome = handoff_rounds(
         &holder,
         &waiter,
@@ -369,10 +409,7 @@ async fn handoff(env: &mut Env<'_>, p: &Place, row: usize) -> anyhow::Result<Run
         &exclusion,
     )
     .await;
-    let elapsed = start.elapsed();
-    let after = snapshot(&mut stats_conns).await;
-    let pings = p.finish_pinger(env, pinger).await;
-    shutdown(&clients).await;
+    let (elapsed, after, pings) = p.end_row(env, timing, &clients).await;
     let (after, (ping_p50, sent)) = (after?, pings?);
     let (mut result, line) = outcome?.result(
         ScenarioKind::Topology,
