@@ -61,7 +61,7 @@ end
 -- type is refused by name with nothing written.
 local function enqueue(pttl)
   local fresh = 0
-  local client = fair_client(owner)
+  local client = queue_client(owner)
   local f, e = hold_first_each({{K.q, 'ZSCORE', attempt}, {K.qo, 'HGET', attempt},
     {K.alive, 'ZSCORE', client}})
   if e then

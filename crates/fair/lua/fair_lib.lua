@@ -37,6 +37,24 @@
 -- Every function is O(log n) in the queue length, except fair_live_head,
 -- which removes up to 64 dead heads (O(log n) each) per call.
 
+-- A queue entry's value (a registration, reg_read in hold_lib.lua, whose
+-- claim is the waiter's own waiter_timeout: its claim lease on a
+-- hand-off): owner id, requested lease, that claim and the entry's secret.
+-- An entry of the layout before registrations were one
+-- ('<owner> <lease> <waiter timeout> <secret>') reads the same; anything
+-- else as an owner alone, with secret '0' (no grant can match it).
+local function fair_entry(v)
+  local e = reg_read(v)
+  if not e then
+    local o, l, w, s = string.match(v, '^(%S+) (%d+) (%d+) (%d+)$')
+    e = o and {owner = o, lease = tonumber(l), claim = tonumber(w), secret = s}
+  end
+  if not e then
+    return v, nil, nil, '0'
+  end
+  return e.owner, e.lease, e.claim, e.secret
+end
+
 -- The keys, with their types for hold_check_keys: the scripts off the hot
 -- path (force-unlock, the queue's listing) check them all before their
 -- first write; fair_acquire.lua, fair_release.lua and the heartbeat read
@@ -47,27 +65,6 @@ local function fair_keys(base)
     {'hash', 'string', 'zset', 'hash', 'zset', 'string'})
 end
 
--- The client of an owner id (queue_client).
-local fair_client = queue_client
-
--- A queue entry's value (a registration, reg_read in hold_lib.lua, whose
--- claim is the waiter's own waiter_timeout: its claim lease on a
--- hand-off): owner id, requested lease, that claim and the entry's secret.
--- An entry of the layout before registrations were one
--- ('<owner> <lease> <waiter timeout> <secret>') reads the same; anything
--- else as an owner alone, with secret '0' (no grant can match it).
-local function fair_entry(v)
-  local e = reg_read(v)
-  if e then
-    return e.owner, e.lease, e.claim, e.secret
-  end
-  local owner, lease, wt, secret = string.match(v, '^(%S+) (%d+) (%d+) (%d+)$')
-  if owner then
-    return owner, tonumber(lease), tonumber(wt), secret
-  end
-  return v, nil, nil, '0'
-end
-
 -- The first live waiter (queue_live_head): drops heads whose client's
 -- liveness record is missing or past its deadline. Returns attempt and its
 -- entry (owner, lease, waiter timeout, secret); or nil; or nil and true
@@ -76,7 +73,7 @@ end
 -- before anything is dropped).
 local function fair_live_head(K, now_ms)
   local head, v, _, err = queue_live_head(K.q, K.qo, K.alive, now_ms, function(_, e)
-    return fair_client(fair_entry(e))
+    return queue_client(fair_entry(e))
   end)
   if not head then
     return nil, v, err
@@ -105,7 +102,7 @@ local function fair_wake_next(K, pttl)
       return err
     end
     if v then
-      msg_publish(K.hold .. ':ch:' .. fair_client(fair_entry(v)), msg_turn(head, pttl))
+      msg_publish(K.hold .. ':ch:' .. queue_client(fair_entry(v)), msg_turn(head, pttl))
     end
   end
 end
@@ -144,7 +141,7 @@ local function fair_handoff(K, head, e, last, now_us, wt_ms)
   -- Published before the writes (the script is atomic, so nobody sees the
   -- order): a user whose ACL forbids the channel gets NOPERM with nothing
   -- changed.
-  msg_publish(K.hold .. ':ch:' .. fair_client(owner), msg_grant_line(head, stoken, ttl, secret))
+  msg_publish(K.hold .. ':ch:' .. queue_client(owner), msg_grant_line(head, stoken, ttl, secret))
   redis.call('SET', K.fence, stoken)
   redis.call('ZREM', K.q, head)
   redis.call('HDEL', K.qo, head)
@@ -174,7 +171,7 @@ local function fair_pass_on(K, now_ms, now_us, wt_ms)
     return false
   end
   if ferr then
-    msg_publish(K.hold .. ':ch:' .. fair_client(e[1]), msg_turn(head))
+    msg_publish(K.hold .. ':ch:' .. queue_client(e[1]), msg_turn(head))
     return false
   end
   fair_handoff(K, head, e, last, now_us, wt_ms)

@@ -24,7 +24,7 @@ for i, attempt in ipairs(redis.call('ZRANGE', K.q, 0, tonumber(ARGV[1]) - 1)) do
     owner, lease = fair_entry(v)
   end
   -- (The entry's secret is not listed: it is what makes a grant genuine.)
-  local alive = owner ~= '' and redis.call('ZSCORE', K.alive, fair_client(owner))
+  local alive = owner ~= '' and redis.call('ZSCORE', K.alive, queue_client(owner))
   out[i] = {attempt, owner, lease or -1, alive and (tonumber(alive) - now_ms) or -1}
 end
 return out

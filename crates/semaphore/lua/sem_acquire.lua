@@ -97,7 +97,7 @@ if mode == 'try' then
 end
 -- Queued: qo and alive are read (with pcall) before the first write; the
 -- walk above read them only when someone queued.
-f, err = hold_first_each({{K.qo, 'HGET', attempt}, {K.alive, 'ZSCORE', sem_client(owner)}})
+f, err = hold_first_each({{K.qo, 'HGET', attempt}, {K.alive, 'ZSCORE', queue_client(owner)}})
 if err then
   return err
 end
@@ -119,6 +119,6 @@ else
   redis.call('HSET', K.qo, attempt, entry)
   fresh = 1
 end
-redis.call('ZADD', K.alive, now_ms + wt, sem_client(owner))
+redis.call('ZADD', K.alive, now_ms + wt, queue_client(owner))
 hold_touch({K.q, K.qo, K.alive}, wt * 3)
 return {2, wait_ms, fresh, tonumber(secret)}

@@ -29,7 +29,7 @@ end
 local told = {}
 for _, v in ipairs(redis.call('HVALS', K.qo)) do
   local owner = sem_entry(v)
-  local c = owner and sem_client(owner)
+  local c = owner and queue_client(owner)
   if c and not told[c] then
     told[c] = true
     msg_publish(K.s .. ':ch:' .. c, msg_notice('r'))

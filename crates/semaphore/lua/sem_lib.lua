@@ -64,9 +64,6 @@ local function sem_keys(base)
     {'hash', 'zset', 'hash', 'zset', 'hash', 'zset'})
 end
 
--- The client of an owner id (queue_client).
-local sem_client = queue_client
-
 -- A queue entry (or a hold's '<owner> <n>'): owner, n, woken (older
 -- entries), and for a current queue entry its lease, claim, secret (a
 -- string) and the server ms it queued. A current entry is a registration
@@ -132,7 +129,7 @@ local function sem_next_expiry(K, now_ms)
 end
 
 local function sem_alive(K, owner, now_ms)
-  local alive = owner and redis.call('ZSCORE', K.alive, sem_client(owner))
+  local alive = owner and redis.call('ZSCORE', K.alive, queue_client(owner))
   return alive and tonumber(alive) >= now_ms
 end
 
@@ -147,7 +144,7 @@ end
 local function sem_live_head(K, now_ms)
   local head, v, _, err = queue_live_head(K.q, K.qo, K.alive, now_ms, function(_, e)
     local owner = sem_entry(e)
-    return owner and sem_client(owner)
+    return owner and queue_client(owner)
   end)
   if not head then
     return nil, 0, err
@@ -162,7 +159,7 @@ end
 local function sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms)
   local msg, c = reg_grant({attempt = a, lease = lease, claim = claim, secret = secret, at = ms},
     '0', now_ms)
-  msg_publish(K.s .. ':ch:' .. sem_client(owner), msg)
+  msg_publish(K.s .. ':ch:' .. queue_client(owner), msg)
   local sn = string.format('%.0f', n)
   redis.call('ZADD', K.h, now_ms + c, a)
   redis.call('HSET', K.hn, a, owner .. ' ' .. sn)
@@ -199,7 +196,7 @@ local function sem_wake(K, now_ms, avail, list)
         sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms)
       else
         redis.call('HSET', K.qo, a, owner .. ' ' .. string.format('%.0f', n) .. ' w')
-        msg_publish(K.s .. ':ch:' .. sem_client(owner), msg_turn(a))
+        msg_publish(K.s .. ':ch:' .. queue_client(owner), msg_turn(a))
       end
     else
       return
