@@ -65,10 +65,10 @@ use tokio::time::Instant;
 
 pub use deadbolt_testkit::Topology;
 pub use model::{
-    parse_duration, parse_ratio, BenchArgs, Commands, ContenderKind, CpuSource, Fairness, HostInfo,
-    Latency, Left, ReadWrite, RedisInfo, Report, RunResult, ScenarioKind, Settings, Skipped,
-    SweepPoint, TopologyInfo, TopologyMeasure, TopologyRow, VsStandalone, Work, REPORT_SCHEMA,
-    TOPOLOGY_NAMES_PER_TASK,
+    parse_duration, parse_ratio, BenchArgs, Commands, ContenderKind, CpuSource, Fairness,
+    HeldNamesStats, HostInfo, Latency, Left, ReadWrite, RedisInfo, Report, RunResult, ScenarioKind,
+    Settings, Skipped, SweepPoint, TopologyInfo, TopologyMeasure, TopologyRow, VsStandalone, Work,
+    REPORT_SCHEMA, TOPOLOGY_NAMES_PER_TASK,
 };
 
 use model::{plural, REDLOCK_SERVERS};

@@ -21,7 +21,8 @@ impl ScenarioKind {
     /// compares the read-write lock with the `Lock` only, the semaphore
     /// scenario the two semaphores only, the multi scenario the `MultiLock`
     /// and the two Redlocks with the `Lock`, the topology scenario the `Lock`
-    /// alone, and the read-write lock, the semaphores, the `MultiLock` and
+    /// alone, the held-names scenario the `Lock` and the `FairLock`, and the
+    /// read-write lock, the semaphores, the `MultiLock` and
     /// the Redlocks take part in no other scenario.
     ///
     /// # Examples
@@ -43,6 +44,8 @@ impl ScenarioKind {
     /// assert!(!ScenarioKind::Names.measures(ContenderKind::LockGuarded));
     /// assert!(ScenarioKind::Topology.measures(ContenderKind::Lock));
     /// assert!(!ScenarioKind::Topology.measures(ContenderKind::Fair));
+    /// assert!(ScenarioKind::HeldNames.measures(ContenderKind::Fair));
+    /// assert!(!ScenarioKind::HeldNames.measures(ContenderKind::RawPoll));
     /// ```
     pub fn measures(self, contender: ContenderKind) -> bool {
         scenarios::get(self).measures(contender)
@@ -62,8 +65,9 @@ impl ScenarioKind {
 
 impl BenchArgs {
     /// The scenarios to run, in their fixed order, without duplicates: those
-    /// of `--scenario`, or by default every one but the topology scenario,
-    /// which joins them with a `--topology` other than `standalone`.
+    /// of `--scenario`, or by default every one but the held-names scenario
+    /// (only when asked for) and the topology scenario, which joins them
+    /// with a `--topology` other than `standalone`.
     pub fn selected_scenarios(&self) -> Vec<ScenarioKind> {
         ScenarioKind::ALL
             .into_iter()

@@ -181,6 +181,8 @@ pub struct BenchArgs {
     pub no_service: bool,
 
     /// Names: how many distinct names each contender locks and releases.
+    /// Held-names: how many names client A holds at once, each with one
+    /// waiter of client B.
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     pub names: u32,
 
@@ -195,7 +197,8 @@ pub struct BenchArgs {
     pub permits: u32,
 
     /// Hand-off (and the topology scenario's hand-off rows): number of
-    /// rounds (bounded by --duration too).
+    /// rounds (bounded by --duration too). Held-names: the one-name rounds
+    /// of its baseline.
     #[arg(long, default_value_t = 200, value_name = "N")]
     pub rounds: u32,
 

@@ -48,6 +48,15 @@ pub enum ScenarioKind {
     /// tasks, one client) on an emptied server: the Redis memory and the
     /// keys left behind per released name.
     Names,
+    /// Off by default (only with `--scenario held-names`): deadbolt's `Lock`
+    /// and `FairLock` at scale on server 1. Client A holds `--names` names
+    /// (watchdog leases, 64 acquires in flight), client B parks one waiter on
+    /// each; with everything held and waited for, the Redis memory per held
+    /// name, the Pub/Sub channels (in all, and subscribed per client); then A
+    /// releases the names one after the other, each hand-off to B's waiter
+    /// timed (p50, p99) with the Redis CPU per hand-off. The same with one
+    /// name, `--rounds` times, is the baseline in the same run.
+    HeldNames,
     /// deadbolt's `Lock` on a standalone server beside the `--topology`
     /// (a Redis Cluster or a Sentinel-managed master), in one run: `--tasks`
     /// tasks on one client, each taking and giving back its own 12 names
@@ -63,7 +72,7 @@ pub enum ScenarioKind {
 
 impl ScenarioKind {
     /// Every scenario, in the order they run.
-    pub const ALL: [ScenarioKind; 9] = [
+    pub const ALL: [ScenarioKind; 10] = [
         ScenarioKind::Uncontended,
         ScenarioKind::Contended,
         ScenarioKind::Handoff,
@@ -72,6 +81,7 @@ impl ScenarioKind {
         ScenarioKind::Semaphore,
         ScenarioKind::Multi,
         ScenarioKind::Names,
+        ScenarioKind::HeldNames,
         ScenarioKind::Topology,
     ];
 
@@ -87,6 +97,7 @@ impl ScenarioKind {
             ScenarioKind::Semaphore => "semaphore",
             ScenarioKind::Multi => "multi",
             ScenarioKind::Names => "names",
+            ScenarioKind::HeldNames => "held-names",
             ScenarioKind::Topology => "topology",
         }
     }

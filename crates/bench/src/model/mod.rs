@@ -15,8 +15,8 @@ pub use kinds::{ContenderKind, ScenarioKind, TOPOLOGY_NAMES_PER_TASK};
 pub(crate) use kinds::{MULTI_PARTS, REDLOCK_SERVERS};
 pub(crate) use report::{plural, Sweep};
 pub use report::{
-    Commands, CpuSource, Fairness, HostInfo, Latency, Left, ReadWrite, RedisInfo, Report,
-    RunResult, Settings, Skipped, SweepPoint, TopologyInfo, TopologyMeasure, TopologyRow,
+    Commands, CpuSource, Fairness, HeldNamesStats, HostInfo, Latency, Left, ReadWrite, RedisInfo,
+    Report, RunResult, Settings, Skipped, SweepPoint, TopologyInfo, TopologyMeasure, TopologyRow,
     VsStandalone, Work, REPORT_SCHEMA,
 };
 pub(crate) use tally::{float, Tally};

@@ -53,7 +53,7 @@ pub const REPORT_SCHEMA: u32 = 1;
 ///
 /// RunResult = {
 ///   "scenario": "uncontended" | "contended" | "handoff" | "idle" | "read-mostly"
-///             | "semaphore" | "multi" | "topology",
+///             | "semaphore" | "multi" | "names" | "held-names" | "topology",
 ///   "contender": "lock" | "fair" | "raw-poll" | "rslock"   // topology: lock only
 ///              | "redisson" | "redisson-fair"
 ///              | "rw"                        // read-mostly only
@@ -87,7 +87,10 @@ pub const REPORT_SCHEMA: u32 = 1;
 ///     "counted_names": ["evalsha", ...],     // which commandstats entries were counted
 ///     "by_command": { "evalsha": 82000, "hget": 10, ... }  // every command seen, incl.
 ///   },                                       // those run inside Lua scripts (not counted)
-///   "topology": TopologyRow | null           // the topology scenario only
+///   "topology": TopologyRow | null,          // the topology scenario only
+///   "held_names": HeldNamesStats             // the held-names scenario only (its
+///                                            // rows alone have the key; there
+///                                            // `acquisitions` are the hand-offs)
 /// }
 ///
 /// Latency = { "samples": 41000, "p50_us": 95.0, "p99_us": 310.0, "max_us": 2100.0,
@@ -110,6 +113,12 @@ pub const REPORT_SCHEMA: u32 = 1;
 ///                                    "p50": 1.1 | null, "p99": 1.2 | null } | null }
 ///                 // standalone row of the same measure in this run (p50, p99: of
 ///                 // lock+unlock, or of the hand-off); null on the standalone rows
+/// HeldNamesStats = { "names": 10000, "memory_bytes": 5200000, "bytes_per_name": 520.0,
+///                    "channels": 10001, "holder_subscriptions": 1,
+///                    "waiter_subscriptions": 10001, "max_connection_subscriptions": 10001,
+///                    "redis_cpu_us_per_handoff": 30.5 | null,
+///                    "one_name": Latency | null,   // the same hand-off with one name
+///                    "p50_vs_one_name": 1.2 | null }
 /// SweepPoint = { "contender": "lock", "waiters": 8, "clients": 4,
 ///                "acquisitions_per_s": 9000.0, "jain_index": 0.99, "min_max_ratio": 0.8,
 ///                "errors": 0 }
@@ -375,6 +384,48 @@ pub struct RunResult {
     /// What the names scenario left in Redis (else `null`).
     #[serde(default)]
     pub left: Option<Left>,
+    /// The held-names scenario's figures with every name held and waited
+    /// for, and its one-name baseline. Only in that scenario's results: the
+    /// key is left out of every other row, so that their JSON keys stay as
+    /// they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_names: Option<HeldNamesStats>,
+}
+
+/// What the held-names scenario measured: `names` names each held by
+/// client A with one waiter of client B parked on it, then released in
+/// turn (the hand-offs at that scale are the row's `handoff`, their commands
+/// and Redis CPU its `commands`, per hand-off in `per_acquisition` and
+/// `redis_cpu_us_per_acquisition`), beside the hand-off of a single name in
+/// the same run.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct HeldNamesStats {
+    /// Names held, each with its one waiter, when the figures were read.
+    pub names: u64,
+    /// `used_memory` more than before the first acquire, with every name
+    /// held and waited for, bytes.
+    pub memory_bytes: i64,
+    /// `memory_bytes` over `names`.
+    pub bytes_per_name: f64,
+    /// Pub/Sub channels with a subscriber on the server (`PUBSUB CHANNELS`,
+    /// counted) at that moment: every client's, the bench's two included.
+    pub channels: u64,
+    /// Subscriptions (`sub` + `psub` + `ssub` of `CLIENT LIST`) of the
+    /// holder's (client A's) connections.
+    pub holder_subscriptions: u64,
+    /// Subscriptions of the waiters' (client B's) connections.
+    pub waiter_subscriptions: u64,
+    /// The most subscriptions of any one connection of the two clients.
+    pub max_connection_subscriptions: u64,
+    /// Redis CPU over the release phase per hand-off, µs (as
+    /// `commands.redis_cpu_us_per_acquisition`; `null` without hand-offs).
+    pub redis_cpu_us_per_handoff: Option<f64>,
+    /// The hand-off of one name held with one waiter, the same steps
+    /// repeated `--rounds` times (`null` when none completed).
+    pub one_name: Option<Latency>,
+    /// The hand-off p50 at `names` names over `one_name`'s p50.
+    pub p50_vs_one_name: Option<f64>,
 }
 
 /// What locking and releasing many distinct names left in Redis.
@@ -503,6 +554,7 @@ impl RunResult {
             ceiling_per_s: None,
             of_ceiling: None,
             left: None,
+            held_names: None,
         }
     }
 }

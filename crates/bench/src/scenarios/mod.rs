@@ -20,6 +20,7 @@ mod cells;
 pub(crate) mod contended;
 pub(crate) mod distinct;
 pub(crate) mod handoff;
+mod held_names;
 mod idle;
 pub(crate) mod legend;
 mod many_waiters;
@@ -42,6 +43,7 @@ pub(crate) fn get(kind: ScenarioKind) -> &'static dyn Scenario {
         ScenarioKind::Multi => &multi::Multi,
         ScenarioKind::Topology => &topology::TopologyScenario,
         ScenarioKind::Names => &names::Names,
+        ScenarioKind::HeldNames => &held_names::HeldNames,
     }
 }
 
