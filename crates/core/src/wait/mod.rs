@@ -68,7 +68,8 @@ mod loom;
 mod slot;
 mod sync;
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -225,7 +226,7 @@ impl Engine {
             .join(&sub.seat.slot, policy);
         drop(table);
         if needs_subscribe {
-            let _ = self.shared.ops.send(());
+            let _ = self.shared.ops.send(channel.to_string());
         }
         Also {
             engine: self.clone(),
@@ -369,26 +370,79 @@ impl Engine {
 }
 
 /// The engine's task: keeps the server's subscriptions equal to the table.
-async fn run(weak: std::sync::Weak<Shared>, conn: Arc<Conn>, mut ops: mpsc::UnboundedReceiver<()>) {
+/// Channels the engine's task looks at in its next round: those whose
+/// entry changed (named by the ops), those whose linger may have ended, or
+/// all of them after a reconnect.
+#[derive(Debug, Default)]
+struct Due {
+    changed: HashSet<String>,
+    /// Idle channels by when their linger ends (an entry may be stale: the
+    /// channel was joined again, or went idle later; the round checks).
+    lingering: BinaryHeap<Reverse<(Instant, String)>>,
+    /// Every channel of the table (a new connection subscribes them all).
+    all: bool,
+}
+
+impl Due {
+    /// When the next round is due without an op: the first linger's end.
+    fn next_linger(&self) -> Option<Instant> {
+        self.lingering.peek().map(|Reverse((t, _))| *t)
+    }
+
+    /// Take the lingers that ended by `now` into `changed`.
+    fn lingers_ended(&mut self, now: Instant) {
+        while self
+            .lingering
+            .peek()
+            .is_some_and(|Reverse((t, _))| *t <= now)
+        {
+            if let Some(Reverse((_, k))) = self.lingering.pop() {
+                self.changed.insert(k);
+            }
+        }
+    }
+
+    /// Look at `names` again next round (a round that failed part-way).
+    fn again(&mut self, names: &[String]) {
+        self.changed.extend(names.iter().cloned());
+    }
+}
+
+async fn run(
+    weak: std::sync::Weak<Shared>,
+    conn: Arc<Conn>,
+    mut ops: mpsc::UnboundedReceiver<String>,
+) {
     let mut health = conn.health();
     // Channels the server may still be subscribed to on the current epoch.
-    let mut on_server: std::collections::HashSet<String> = Default::default();
+    let mut on_server: HashSet<String> = HashSet::new();
     let mut last_epoch = health.borrow().epoch;
     let mut retry_at: Option<Instant> = None;
+    let mut due = Due::default();
     loop {
-        let retry = async {
-            match retry_at {
+        let wake_at = match (retry_at, due.next_linger()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let timer = async {
+            match wake_at {
                 Some(t) => tokio::time::sleep_until(t).await,
                 None => std::future::pending().await,
             }
         };
         tokio::select! {
-            op = ops.recv() => if op.is_none() { return },
+            op = ops.recv() => match op {
+                None => return,
+                Some(k) => { due.changed.insert(k); }
+            },
             r = health.changed() => if r.is_err() { return },
-            () = retry => {}
+            () = timer => {}
         }
         retry_at = None;
-        while ops.try_recv().is_ok() {}
+        while let Ok(k) = ops.try_recv() {
+            due.changed.insert(k);
+        }
+        due.lingers_ended(Instant::now());
         let Some(shared) = weak.upgrade() else { return };
         let h: Health = *health.borrow_and_update();
         if !h.up {
@@ -401,15 +455,15 @@ async fn run(weak: std::sync::Weak<Shared>, conn: Arc<Conn>, mut ops: mpsc::Unbo
         if reconnected {
             on_server.clear();
             last_epoch = h.epoch;
+            due.all = true;
         }
-        let (to_sub, to_unsub, next_linger) = round_plan(&shared, &on_server, h.epoch);
-        retry_at = next_linger;
         let Ok((mut c, epoch)) = conn.get() else {
             continue;
         };
         if epoch != h.epoch {
             continue;
         }
+        let (to_sub, to_unsub) = round_plan(&shared, &on_server, h.epoch, &mut due);
         if !to_unsub.is_empty() {
             match c.unsubscribe(&to_unsub).await {
                 Ok(()) => to_unsub.iter().for_each(|k| {
@@ -417,6 +471,8 @@ async fn run(weak: std::sync::Weak<Shared>, conn: Arc<Conn>, mut ops: mpsc::Unbo
                 }),
                 Err(e) => {
                     let _ = conn.sent_error(epoch, e);
+                    due.again(&to_unsub);
+                    due.again(&to_sub);
                     retry_at = Some(Instant::now() + std::time::Duration::from_millis(50));
                     continue;
                 }
@@ -432,6 +488,7 @@ async fn run(weak: std::sync::Weak<Shared>, conn: Arc<Conn>, mut ops: mpsc::Unbo
                 }
                 Err(e) => {
                     let _ = conn.sent_error(epoch, e);
+                    due.again(&to_sub);
                     retry_at = Some(Instant::now() + std::time::Duration::from_millis(50));
                 }
             }
@@ -439,40 +496,49 @@ async fn run(weak: std::sync::Weak<Shared>, conn: Arc<Conn>, mut ops: mpsc::Unbo
     }
 }
 
-/// One round's changes: the channels to subscribe (not confirmed on
-/// `epoch`, not refused) and to unsubscribe (on the server, gone from the
-/// table), after dropping the channels idle for [`LINGER`] (and idle ones
-/// never confirmed); with when the next idle one's linger ends.
+/// One round's changes among the channels `due` names (taken from it):
+/// the channels to subscribe (not confirmed on `epoch`, not refused) and
+/// to unsubscribe (on the server, gone from the table), after dropping the
+/// channels idle for [`LINGER`] (and idle ones never confirmed); an idle
+/// channel kept goes back into `due` for when its linger ends. O(what
+/// changed), or O(table) after a reconnect.
 fn round_plan(
     shared: &Shared,
-    on_server: &std::collections::HashSet<String>,
+    on_server: &HashSet<String>,
     epoch: u64,
-) -> (Vec<String>, Vec<String>, Option<Instant>) {
+    due: &mut Due,
+) -> (Vec<String>, Vec<String>) {
     let now = Instant::now();
     let mut table = shared.table.lock();
-    let mut next_linger: Option<Instant> = None;
-    let before = table.len();
-    table.retain(|_, c| match c.idle_since {
-        Some(t) if t + LINGER <= now || c.confirmed != Some(epoch) => false,
-        Some(t) => {
-            next_linger = Some(next_linger.map_or(t + LINGER, |n| n.min(t + LINGER)));
-            true
+    if std::mem::take(&mut due.all) {
+        due.changed.extend(table.keys().cloned());
+    }
+    let (mut to_sub, mut to_unsub) = (Vec::new(), Vec::new());
+    let mut dropped = 0_u32;
+    for k in due.changed.drain() {
+        let Some(c) = table.get(&k) else {
+            if on_server.contains(&k) {
+                to_unsub.push(k);
+            }
+            continue;
+        };
+        if let Some(t) = c.idle_since {
+            if t + LINGER <= now || c.confirmed != Some(epoch) {
+                table.remove(&k);
+                dropped += 1;
+                if on_server.contains(&k) {
+                    to_unsub.push(k);
+                }
+                continue;
+            }
+            due.lingering.push(Reverse((t + LINGER, k.clone())));
         }
-        None => true,
-    });
-    #[allow(clippy::cast_precision_loss)]
-    crate::metrics::subscriptions(-((before - table.len()) as f64));
-    let to_sub: Vec<String> = table
-        .iter()
-        .filter(|(_, c)| c.confirmed != Some(epoch) && c.refused.is_none())
-        .map(|(k, _)| k.clone())
-        .collect();
-    let to_unsub: Vec<String> = on_server
-        .iter()
-        .filter(|k| !table.contains_key(*k))
-        .cloned()
-        .collect();
-    (to_sub, to_unsub, next_linger)
+        if c.confirmed != Some(epoch) && c.refused.is_none() {
+            to_sub.push(k);
+        }
+    }
+    crate::metrics::subscriptions(-f64::from(dropped));
+    (to_sub, to_unsub)
 }
 
 /// `channels` were subscribed on `epoch`: confirm them, and after a
@@ -614,7 +680,7 @@ impl Drop for Also {
         };
         if ch.leave(&self.slot) {
             drop(table);
-            let _ = shared.ops.send(());
+            let _ = shared.ops.send(self.channel.clone());
         }
     }
 }

@@ -149,8 +149,10 @@ pub(crate) struct Shared {
     pub(crate) table: Mutex<HashMap<String, Channel>>,
     /// Bumped after every round of (re)subscriptions.
     pub(crate) confirmations: watch::Sender<u64>,
-    /// Wakes the engine's task: the table changed.
-    pub(crate) ops: mpsc::UnboundedSender<()>,
+    /// Wakes the engine's task with the name of a channel whose entry
+    /// changed (new, idle, or dropped by the server): the task looks at
+    /// those alone, so a round costs what changed, not the whole table.
+    pub(crate) ops: mpsc::UnboundedSender<String>,
     /// This client's id (a message may name the client to go first).
     client_id: String,
 }
@@ -158,7 +160,7 @@ pub(crate) struct Shared {
 impl Shared {
     /// An empty table for the client `client_id`, and the receiving end
     /// of [`Shared::ops`] for the engine's task.
-    pub(crate) fn new(client_id: String) -> (Arc<Shared>, mpsc::UnboundedReceiver<()>) {
+    pub(crate) fn new(client_id: String) -> (Arc<Shared>, mpsc::UnboundedReceiver<String>) {
         let (ops, ops_rx) = mpsc::unbounded_channel();
         let (confirmations, _) = watch::channel(0);
         let shared = Arc::new(Shared {
@@ -188,7 +190,7 @@ impl Shared {
         crate::metrics::waiters(1.0);
         drop(table);
         if needs_subscribe {
-            let _ = self.ops.send(());
+            let _ = self.ops.send(channel.to_string());
         }
         Seat {
             shared: self.clone(),
@@ -243,7 +245,7 @@ impl Shared {
         );
         ch.slots.iter().for_each(|s| s.wake());
         drop(table);
-        let _ = self.ops.send(());
+        let _ = self.ops.send(channel.to_string());
     }
 
     pub(crate) fn deliver(&self, channel: &[u8], payload: &[u8]) {
@@ -498,7 +500,7 @@ impl Drop for Seat {
             // Kept subscribed for a while (see LINGER); the engine's task
             // unsubscribes it if no waiter comes back.
             drop(table);
-            let _ = shared.ops.send(());
+            let _ = shared.ops.send(self.channel.clone());
             return;
         }
         let registered = self.slot.registered.load(Ordering::SeqCst);
