@@ -88,6 +88,10 @@ use crate::wake::{Grant, WakePolicy};
 /// SUBSCRIBE and an UNSUBSCRIBE each time.
 const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How often the engine's task looks at every channel, beside the ones
+/// the ops name (see `run`).
+const FULL_SCAN: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A listed hold: its id, its owner, and how long its lease was known to
 /// last at grant.
 type Listed = (u64, String, Instant);
@@ -419,11 +423,15 @@ async fn run(
     let mut last_epoch = health.borrow().epoch;
     let mut retry_at: Option<Instant> = None;
     let mut due = Due::default();
+    let mut last_full = Instant::now();
     loop {
-        let wake_at = match (retry_at, due.next_linger()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        // At least every FULL_SCAN the whole table is looked at again, as
+        // every round once did: a backstop for a change no op named.
+        let full_at = last_full + FULL_SCAN;
+        let wake_at = [retry_at, due.next_linger(), Some(full_at)]
+            .into_iter()
+            .flatten()
+            .min();
         let timer = async {
             match wake_at {
                 Some(t) => tokio::time::sleep_until(t).await,
@@ -442,7 +450,12 @@ async fn run(
         while let Ok(k) = ops.try_recv() {
             due.changed.insert(k);
         }
-        due.lingers_ended(Instant::now());
+        let now = Instant::now();
+        due.lingers_ended(now);
+        if now >= full_at {
+            due.all = true;
+            last_full = now;
+        }
         let Some(shared) = weak.upgrade() else { return };
         let h: Health = *health.borrow_and_update();
         if !h.up {
