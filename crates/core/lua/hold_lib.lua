@@ -15,8 +15,9 @@ local HOLD_MAX_INT = 9007199254740991
 
 -- The keys of one primitive as a table: names[i] -> KEYS[base + i]. Scripts
 -- that take several primitives' keys (a heartbeat batch) pass each group's
--- base. `types` (optional; types[i] the Redis type of names[i]'s key) is
--- kept for hold_check_keys.
+-- base. `types` (optional: a string of the keys' Redis types in order,
+-- 'hash zset ...', a constant, so the hot paths that never check pay for
+-- no table) is kept for hold_check_keys.
 local function hold_keys(base, names, types)
   local K = {_names = names, _types = types}
   for i, name in ipairs(names) do
@@ -32,10 +33,13 @@ end
 -- has no rollback); the hot paths read each key with pcall on its first
 -- touch instead (hold_first).
 local function hold_check_keys(K)
-  for i, name in ipairs(K._names) do
-    local t = redis.call('TYPE', K[name]).ok
-    if t ~= 'none' and t ~= K._types[i] then
-      return redis.error_reply('WRONGTYPE ' .. K[name])
+  local i = 0
+  for want in string.gmatch(K._types, '%S+') do
+    i = i + 1
+    local key = K[K._names[i]]
+    local t = redis.call('TYPE', key).ok
+    if t ~= 'none' and t ~= want then
+      return redis.error_reply('WRONGTYPE ' .. key)
     end
   end
   return nil
@@ -207,17 +211,17 @@ local function hold_advance_fence(fence, now_us)
 end
 
 -- Registrations: a waiter that a release may grant to inside the
--- release (the Lock's d:<client>, the RwLock's q:<attempt>, the FairLock's
--- and the Semaphore's queue entries) is recorded as one entry text, the same
--- for every primitive (the field or hash it lives in is the primitive's):
+-- release is recorded as one entry text, the same for every primitive
+-- (the hash and field it lives in are the primitive's: a field per client,
+-- per attempt, or a queue's entry hash):
 --   '<owner> <attempt> <lease> <claim> <secret> <at>[ <extra>]'
 -- owner id, attempt id, the lease it asked for (ms), its claim (ms: how
 -- long a grant made to it holds before its taker extends it to the lease),
 -- the secret of the call that registered it (echoed by the grant, so the
 -- waiter accepts only a grant for its current entry, and a client that may
 -- PUBLISH but not read the key cannot forge one), the server ms it
--- registered at, and the primitive's own word (the Semaphore's permit
--- count). docs/architecture.md follows a claim through its life.
+-- registered at, and one word of the primitive's own (a permit count, say).
+-- docs/architecture.md follows a claim through its life.
 
 -- The entry text of a registration (layout above); `at` a number, the rest
 -- strings or integers.

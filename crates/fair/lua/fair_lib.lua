@@ -62,7 +62,7 @@ end
 -- with no TYPE call.
 local function fair_keys(base)
   return hold_keys(base, {'hold', 'fence', 'q', 'qo', 'alive', 'seq'},
-    {'hash', 'string', 'zset', 'hash', 'zset', 'string'})
+    'hash string zset hash zset string')
 end
 
 -- The first live waiter (queue_live_head): drops heads whose client's

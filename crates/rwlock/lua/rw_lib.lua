@@ -54,7 +54,7 @@
 -- their first write, and send no TYPE.
 local function rw_keys(base)
   return hold_keys(base, {'w', 'fence', 'r', 'ro', 'ww', 'alive'},
-    {'hash', 'string', 'zset', 'hash', 'zset', 'zset'})
+    'hash string zset hash zset zset')
 end
 
 -- Forget one read hold (`attempt`; `owner` its owner as the caller read it

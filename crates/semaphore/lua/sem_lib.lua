@@ -61,7 +61,7 @@
 -- first write, and send no TYPE.
 local function sem_keys(base)
   return hold_keys(base, {'s', 'h', 'hn', 'q', 'qo', 'alive'},
-    {'hash', 'zset', 'hash', 'zset', 'hash', 'zset'})
+    'hash zset hash zset hash zset')
 end
 
 -- A queue entry (or a hold's '<owner> <n>'): owner, n, woken (older

@@ -39,8 +39,8 @@ impl LeaseState {
 }
 
 /// A lease as this process knows it: where it stands and until when it is
-/// known valid. Every kind of hold (a [`Hold`](crate::Hold), a Redlock's
-/// quorum) keeps these two and reads them through this trait, so that
+/// known valid. Every kind of hold (a [`Hold`](crate::Hold), a quorum of
+/// holds on several servers) keeps these two and reads them through this trait, so that
 /// `state`, `valid_for` and `lost` mean one thing everywhere: a lease
 /// whose validity ran out reads `Lost`, and `lost` never resolves for a
 /// release.
@@ -169,7 +169,7 @@ impl Renewal {
 /// What a primitive tells core about a hold it was granted.
 #[derive(Debug, Clone)]
 pub struct HoldSpec {
-    /// Primitive kind, for tracing (`lock`, `fair`, ...).
+    /// Primitive kind, for tracing (the kind segment of its keys).
     pub kind: &'static str,
     /// The primitive's main key (named in tracing).
     pub key: String,
