@@ -13,7 +13,8 @@
 //! semaphore, and locks over many keys or servers (a `MultiLock` over 3
 //! names, deadbolt's `Redlock` and rslock over 3 servers) beside a single
 //! `Lock`; with `--topology cluster` or `sentinel`, the `Lock` on a Redis
-//! Cluster or a Sentinel-managed master beside a standalone server. See
+//! Cluster or a Sentinel-managed master beside a standalone server (and,
+//! asked for, the held-names scenario on that deployment). See
 //! [`BenchArgs`] for the flags and [`Report`] for the JSON it writes.
 //!
 //! The run: start a throwaway redis-server unless `--redis` is given (and stop

@@ -66,8 +66,9 @@ impl ScenarioKind {
 impl BenchArgs {
     /// The scenarios to run, in their fixed order, without duplicates: those
     /// of `--scenario`, or by default every one but the held-names scenario
-    /// (only when asked for) and the topology scenario, which joins them
-    /// with a `--topology` other than `standalone`.
+    /// (only when asked for, with any `--topology`) and the topology
+    /// scenario, which joins them with a `--topology` other than
+    /// `standalone`.
     pub fn selected_scenarios(&self) -> Vec<ScenarioKind> {
         ScenarioKind::ALL
             .into_iter()
@@ -133,12 +134,14 @@ pub(crate) fn make(args: &BenchArgs) -> anyhow::Result<(Plan, Vec<Skipped>)> {
         .collect();
     if args.topology != Topology::Standalone && !scenarios.iter().any(|s| s.uses_topology()) {
         bail!(
-            "--topology {} is measured by the topology scenario only, which {}",
+            "--topology {} is measured by the {}",
             args.topology.name(),
             if args.scenarios.is_empty() {
-                "measures the lock contender only: add --contender lock"
+                "topology scenario only, which measures the lock contender only: add --contender \
+                 lock"
             } else {
-                "is not selected: add --scenario topology"
+                "topology and held-names scenarios only, neither of which is selected: add \
+                 --scenario topology or --scenario held-names"
             }
         );
     }

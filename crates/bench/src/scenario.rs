@@ -402,7 +402,9 @@ pub(crate) trait Scenario: Send + Sync {
     }
 
     /// Whether it measures the `--topology` deployment (which is then
-    /// found, or started, before the first run).
+    /// found, or started, before the first run) when one is given: the
+    /// topology scenario beside server 1, the held-names scenario instead
+    /// of it.
     fn uses_topology(&self) -> bool {
         false
     }
@@ -594,8 +596,20 @@ pub(crate) fn commands(
     own_pings: u64,
     embedded: bool,
 ) -> Commands {
+    commands_named(c.client_commands(), before, after, own_pings, embedded)
+}
+
+/// [`commands`] with the commands a client sends itself named outright
+/// (`names`) rather than by a contender: what a run on a Redis Cluster
+/// counts, sharded Pub/Sub included.
+pub(crate) fn commands_named(
+    names: &'static [&'static str],
+    before: &Snapshot,
+    after: &Snapshot,
+    own_pings: u64,
+    embedded: bool,
+) -> Commands {
     let by_command = stats::delta(&before.calls, &after.calls, own_pings);
-    let names = c.client_commands();
     let counted = names.iter().filter_map(|n| by_command.get(*n)).sum();
     let (redis_cpu_us, source) = if embedded {
         (

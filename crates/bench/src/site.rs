@@ -249,6 +249,42 @@ impl Site {
         }
     }
 
+    /// Every node of this deployment, for what is counted on each (Pub/Sub
+    /// channels, `CLIENT LIST`): the masters first, in [`Site::masters`]'
+    /// order, then on a cluster each master's replicas (as its `ROLE` lists
+    /// them), reached with the entry's settings. Behind Sentinel, the master
+    /// alone: deadbolt's clients connect to no other node.
+    ///
+    /// # Errors
+    /// A master does not answer, or its `ROLE` is not a master's.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub(crate) async fn nodes(&self) -> anyhow::Result<Vec<ConnectionInfo>> {
+        let mut nodes: Vec<ConnectionInfo> = self.masters.iter().map(|m| m.conn.clone()).collect();
+        if self.topology != Topology::Cluster {
+            return Ok(nodes);
+        }
+        for m in &self.masters {
+            let mut conn = m.stats().await?;
+            let (role, _offset, replicas): (String, i64, Vec<(String, String, String)>) =
+                redis::cmd("ROLE")
+                    .query_async(&mut conn)
+                    .await
+                    .with_context(|| format!("ROLE of {}", m.shown()))?;
+            if role != "master" {
+                bail!("{} is a {role}, not a master", m.shown());
+            }
+            for (host, port, _offset) in replicas {
+                let port = port
+                    .parse()
+                    .with_context(|| format!("a replica of {} at port {port:?}", m.shown()))?;
+                nodes.push(at(&m.conn, ConnectionAddr::Tcp(host, port)));
+            }
+        }
+        Ok(nodes)
+    }
+
     /// Best effort, for a deployment that is not ours: delete this run's
     /// keys (the locks' fencing counters) from every master.
     pub(crate) async fn cleanup(&self, namespace: &str, run_id: &str) {

@@ -324,8 +324,8 @@ async fn topology_flags_are_checked_before_anything_starts() {
     let cases: [(&[&str], &str); 6] = [
         (
             &["--topology", "cluster", "--scenario", "uncontended"],
-            "--topology cluster is measured by the topology scenario only, which is not \
-             selected: add --scenario topology",
+            "--topology cluster is measured by the topology and held-names scenarios only, \
+             neither of which is selected: add --scenario topology or --scenario held-names",
         ),
         (
             &["--topology", "cluster", "--contender", "fair"],

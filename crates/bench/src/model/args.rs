@@ -97,7 +97,8 @@ pub struct BenchArgs {
     /// replicas, `sentinel` a master, a replica and 3 Sentinels (with redis-cli
     /// and redis-server, on free loopback ports, stopped at the end), besides
     /// the standalone server. Any value but `standalone` adds the topology
-    /// scenario to the default selection.
+    /// scenario to the default selection. With --scenario held-names, that
+    /// scenario runs on the deployment instead of the standalone server.
     #[arg(long, value_enum, default_value_t = Topology::Standalone, value_name = "TOPOLOGY")]
     pub topology: Topology,
 

@@ -49,7 +49,9 @@ pub enum ScenarioKind {
     /// keys left behind per released name.
     Names,
     /// Off by default (only with `--scenario held-names`): deadbolt's `Lock`
-    /// and `FairLock` at scale on server 1. Client A holds `--names` names
+    /// and `FairLock` at scale on server 1, or with `--topology` on that
+    /// deployment instead (a cluster's masters, and its nodes for the
+    /// channels and subscriptions, added up). Client A holds `--names` names
     /// (watchdog leases, 64 acquires in flight), client B parks one waiter on
     /// each; with everything held and waited for, the Redis memory per held
     /// name, the Pub/Sub channels (in all, and subscribed per client); then A

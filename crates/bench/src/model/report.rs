@@ -114,7 +114,11 @@ pub const REPORT_SCHEMA: u32 = 1;
 ///                 // standalone row of the same measure in this run (p50, p99: of
 ///                 // lock+unlock, or of the hand-off); null on the standalone rows
 /// HeldNamesStats = { "names": 10000, "memory_bytes": 5200000, "bytes_per_name": 520.0,
-///                    "channels": 10001, "holder_subscriptions": 1,
+///                    "topology": "standalone" | "cluster" | "sentinel",  // where it ran
+///                    "masters": 1, "nodes": 1,   // memory, CPU, commands: over the masters;
+///                                                // channels, subscriptions: every node
+///                    "channels": 10001, "shard_channels": 0,   // of them sharded (cluster)
+///                    "holder_subscriptions": 1,
 ///                    "waiter_subscriptions": 10001, "max_connection_subscriptions": 10001,
 ///                    "redis_cpu_us_per_handoff": 30.5 | null,
 ///                    "one_name": Latency | null,   // the same hand-off with one name
@@ -132,7 +136,8 @@ pub const REPORT_SCHEMA: u32 = 1;
 /// PINGs and INFOs are taken out. The multi scenario adds up the deltas of
 /// its three servers; its PING floor is server 1's. The topology scenario's
 /// rows add up the deltas of every master of their deployment (SSUBSCRIBE and
-/// SUNSUBSCRIBE counted too); a cluster or Sentinel row's PING floor is
+/// SUNSUBSCRIBE counted too), and so do the held-names rows run on a
+/// `--topology` deployment; a cluster or Sentinel row's PING floor is
 /// timed to the master of its first name, and only the standalone rows'
 /// PINGs join the run's `ping`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -403,16 +408,34 @@ pub struct RunResult {
 pub struct HeldNamesStats {
     /// Names held, each with its one waiter, when the figures were read.
     pub names: u64,
+    /// Where the run went: server 1 (`standalone`), or the `--topology`
+    /// deployment (a Redis Cluster, a Sentinel-managed master).
+    #[serde(default)]
+    pub topology: Topology,
+    /// Masters of that deployment: `memory_bytes`, the Redis CPU and the
+    /// commands are those of every master added up.
+    #[serde(default = "one")]
+    pub masters: u32,
+    /// Nodes of that deployment (a cluster's replicas too): `channels` and
+    /// the subscriptions are counted on every one and added up.
+    #[serde(default = "one")]
+    pub nodes: u32,
     /// `used_memory` more than before the first acquire, with every name
-    /// held and waited for, bytes.
+    /// held and waited for, bytes (every master's added up).
     pub memory_bytes: i64,
     /// `memory_bytes` over `names`.
     pub bytes_per_name: f64,
-    /// Pub/Sub channels with a subscriber on the server (`PUBSUB CHANNELS`,
-    /// counted) at that moment: every client's, the bench's two included.
+    /// Pub/Sub channels with a subscriber at that moment, on every node
+    /// added up: `PUBSUB CHANNELS` counted, and on a cluster (where deadbolt
+    /// subscribes with sharded Pub/Sub, `SSUBSCRIBE`) `PUBSUB SHARDCHANNELS`
+    /// too; every client's, the bench's two included.
     pub channels: u64,
+    /// The shard channels (`PUBSUB SHARDCHANNELS`) of `channels`: 0 but on
+    /// a cluster.
+    #[serde(default)]
+    pub shard_channels: u64,
     /// Subscriptions (`sub` + `psub` + `ssub` of `CLIENT LIST`) of the
-    /// holder's (client A's) connections.
+    /// holder's (client A's) connections, on every node it is connected to.
     pub holder_subscriptions: u64,
     /// Subscriptions of the waiters' (client B's) connections.
     pub waiter_subscriptions: u64,
@@ -426,6 +449,12 @@ pub struct HeldNamesStats {
     pub one_name: Option<Latency>,
     /// The hand-off p50 at `names` names over `one_name`'s p50.
     pub p50_vs_one_name: Option<f64>,
+}
+
+/// 1: the masters and nodes of a held-names row from before they were
+/// counted (it ran on one server).
+fn one() -> u32 {
+    1
 }
 
 /// What locking and releasing many distinct names left in Redis.

@@ -1,5 +1,6 @@
 //! The held-names scenario: deadbolt's `Lock` and `FairLock` at scale on
-//! one server.
+//! one server, or (with `--topology`) on a Redis Cluster or a
+//! Sentinel-managed master instead.
 //!
 //! Client A holds `--names` names; client B parks one waiter on each. With
 //! everything held and waited for, the bench reads the server's memory and
@@ -7,17 +8,29 @@
 //! release waited out until B's waiter holds that name, and every hand-off is
 //! timed with the Redis CPU of the whole release phase. The same steps with
 //! one name, `--rounds` times on two fresh clients, are the baseline. Off by
-//! default: it runs only with `--scenario held-names`.
+//! default: it runs only with `--scenario held-names` (with `--topology`
+//! too: the default selection leaves it out whatever the topology).
+//!
+//! With `--topology cluster` (or `sentinel`) every step goes to that
+//! deployment, the baseline's too, and server 1 is left alone; the memory,
+//! the Redis CPU and the commands are every master's added up, the channels
+//! and each client's subscriptions those of every node (a cluster's replicas
+//! too) added up, shard channels (`SSUBSCRIBE`, deadbolt's on a cluster)
+//! with the others: see `nodes`.
 //!
 //! A pass counts as parked once every waiter is registered on the server
 //! (its key exists: the `Lock`'s waiting clients, the `FairLock`'s queue)
-//! and subscribed (a channel with its name's hash tag has a subscriber),
-//! both polled.
+//! and subscribed (a channel with its name's hash tag has a subscriber, a
+//! shard channel on a cluster), both polled.
 //!
 //! It drives deadbolt's locks directly (`Exclusive<K>` for the `Lock` and
 //! the `FairLock` alike) rather than through the contender's clients, so
 //! that its two clients carry names of their own (`CLIENT SETNAME`) by which
-//! `CLIENT LIST` tells their connections apart.
+//! `CLIENT LIST` tells their connections apart on one server; a cluster's
+//! connections carry no name, so there they are told apart by when they
+//! appeared (`Pair::owner`).
+
+mod nodes;
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -30,7 +43,6 @@ use deadbolt_core::{
 use deadbolt_testkit::Topology;
 use futures::{stream, StreamExt as _};
 use hdrhistogram::Histogram;
-use redis::aio::MultiplexedConnection;
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tokio::time::{sleep, timeout, Instant};
@@ -41,17 +53,16 @@ use crate::contender::Contender;
 use crate::model::{
     float, BenchArgs, ContenderKind, HeldNamesStats, Report, RunResult, ScenarioKind, Tally,
 };
-use crate::scenario::{kind_and_run, Env, Exclusion, Scenario, HANG};
-use crate::stats::{self, histogram, record, summarize, Snapshot};
+use crate::scenario::{commands, commands_named, kind_and_run, Env, Exclusion, Scenario, HANG};
+use crate::stats::{histogram, record, summarize, Snapshot};
 use crate::table::fmt_rate;
+use nodes::{field, ConnId, Nodes};
 
 /// Client A's acquires, and client B's releases at the end, in flight at
 /// once.
 const IN_FLIGHT: usize = 64;
 /// Gap between two counts of the waiters registered on the server.
 const POLL_GAP: Duration = Duration::from_millis(2);
-/// Keys per `EXISTS` when counting the waiters registered.
-const EXISTS_CHUNK: usize = 1000;
 /// Time allowed per waiter, beyond [`HANG`], for all of them to park.
 const PER_WAITER: Duration = Duration::from_millis(1);
 
@@ -65,13 +76,15 @@ entries! {
     PER_HELD = 171, "memory/held name", "Redis used_memory more than before the first acquire, \
         with every name held by A and waited for by B, over the names: the hold, the waiter's \
         registration and its Pub/Sub subscription together (on a server the bench started it is \
-        emptied first); lower is better";
+        emptied first; on a cluster every master's added up); lower is better";
     /// Pub/Sub channels while everything is held.
     CHANNELS = 172, "channels", "Pub/Sub channels with a subscriber on the server (PUBSUB \
-        CHANNELS, counted) while every name was held and waited for; lower is better";
+        CHANNELS, counted; on a cluster PUBSUB SHARDCHANNELS too, on every node added up) while \
+        every name was held and waited for; lower is better";
     /// Subscriptions per client.
     SUBS = 173, "subs A / B", "subscriptions (sub + psub + ssub of CLIENT LIST) of the holder's \
-        (A's) connections and of the waiters' (B's) at the same moment";
+        (A's) connections and of the waiters' (B's) at the same moment (on a cluster, of their \
+        connections to every node)";
     /// The one-name baseline.
     ONE_NAME = 91, "1 name p50", "hand-off p50 of one name held by A with one waiter of B, the \
         same steps --rounds times in the same run, on two fresh clients: the baseline";
@@ -81,7 +94,8 @@ entries! {
     /// Redis CPU per hand-off.
     CPU_HANDOFF = 53, "Redis µs/hand-off", "Redis CPU over the release phase per hand-off: the \
         server's own CPU time when the bench started it (the watchdog renewals of the names \
-        still held included), else (--redis) the commandstats µs; lower is better";
+        still held included; on a cluster every master's added up), else (--redis) the \
+        commandstats µs; lower is better";
     /// Client CPU per hand-off.
     CLIENT_HANDOFF = 55, "client µs/hand-off", "the bench process's CPU time (rusage) over the \
         release phase per hand-off: both clients, the holder's unlocks and the waiters' wake-ups \
@@ -100,6 +114,11 @@ impl Scenario for HeldNames {
 
     fn in_default_selection(&self, _topology: Topology) -> bool {
         false
+    }
+
+    /// With `--topology` it runs on that deployment instead of server 1.
+    fn uses_topology(&self) -> bool {
+        true
     }
 
     fn planned(&self, args: &BenchArgs) -> Duration {
@@ -149,9 +168,12 @@ impl Scenario for HeldNames {
         });
         format!(
             "held-names: {} names each held by client A with one waiter of client B, released \
-             in turn; 1 name: the same, {} rounds\n{}",
+             in turn; 1 name: the same, {} rounds{}\n{}",
             fmt_count(u64::from(report.settings.names)),
             report.settings.rounds,
+            rows.iter()
+                .find_map(|r| r.held_names.as_ref())
+                .map_or_else(String::new, ran_on),
             table
         )
     }
@@ -179,27 +201,76 @@ async fn held_names(env: &mut Env<'_>, c: &dyn Contender) -> anyhow::Result<RunR
     }
 }
 
-/// The two deadbolt clients of a run, each with a name of its own.
+/// The two deadbolt clients of a run, each with a name of its own, and
+/// what tells their connections apart where they carry no name.
 struct Pair {
     /// Holds every name.
     a: Client,
     /// Waits on every name.
     b: Client,
+    /// The connections on every node just before A connected: neither's.
+    before: HashSet<ConnId>,
+    /// A's connections: there just before B connected, not just before A
+    /// did. Every later one is taken for B's: B's connections, and those
+    /// either client opens again (a cluster connection rebuilt under load;
+    /// A's carry no subscriptions, it waits for nothing).
+    a_conns: HashSet<ConnId>,
 }
 
 impl Pair {
-    /// Clients A and B on server 1, with `scripts` loaded at connect.
+    /// Clients A and B on `nodes`, with `scripts` loaded at connect, one
+    /// after the other, the connections on every node noted before each.
     async fn connect(
         env: &Env<'_>,
+        nodes: &mut Nodes,
         scripts: &'static [&'static LuaScript],
     ) -> anyhow::Result<Pair> {
-        let a = connect_one(env, scripts, "a").await?;
-        match connect_one(env, scripts, "b").await {
-            Ok(b) => Ok(Pair { a, b }),
+        let before = nodes.connections().await?;
+        let a = connect_one(env, nodes, scripts, "a").await?;
+        let with_a = match nodes.connections().await {
+            Ok(c) => c,
+            Err(e) => {
+                a.shutdown().await;
+                return Err(e);
+            }
+        };
+        match connect_one(env, nodes, scripts, "b").await {
+            Ok(b) => Ok(Pair {
+                a,
+                b,
+                a_conns: with_a.difference(&before).copied().collect(),
+                before,
+            }),
             Err(e) => {
                 a.shutdown().await;
                 Err(e)
             }
+        }
+    }
+
+    /// Whose connection (`Some(true)`: A's, `Some(false)`: B's) the one of
+    /// `CLIENT LIST` line `line` on node `node` is, if either's: by its name
+    /// where it has one, else by when it appeared. A replication link is
+    /// neither's.
+    fn owner(&self, node: usize, line: &str, name: &str) -> Option<bool> {
+        let a = deadbolt_core::encode_client_name(self.a.name());
+        let b = deadbolt_core::encode_client_name(self.b.name());
+        if name == a {
+            return Some(true);
+        }
+        if name == b {
+            return Some(false);
+        }
+        if !name.is_empty() || field(line, "flags").is_some_and(|f| f.contains(['M', 'S'])) {
+            return None;
+        }
+        let id: u64 = field(line, "id")?.parse().ok()?;
+        if self.a_conns.contains(&(node, id)) {
+            Some(true)
+        } else if self.before.contains(&(node, id)) {
+            None
+        } else {
+            Some(false)
         }
     }
 
@@ -210,13 +281,15 @@ impl Pair {
     }
 }
 
-/// Client `side` of a run on server 1, named after it and the bench's run.
+/// Client `side` of a run on `nodes`, named after it and the bench's run.
 async fn connect_one(
     env: &Env<'_>,
+    nodes: &Nodes,
     scripts: &'static [&'static LuaScript],
     side: &str,
 ) -> anyhow::Result<Client> {
-    Client::builder(env.url())
+    nodes
+        .builder()
         .preload(scripts)
         .namespace(env.args.namespace.clone())
         .watchdog_timeout(env.args.lease)
@@ -229,7 +302,8 @@ async fn connect_one(
 /// The run of the lock kind `K` (its scripts `scripts`) for contender `c`:
 /// the pass over `--names` names, then the `--rounds` passes over one name
 /// each, on clients of their own (a waiter's subscriptions outlast its
-/// wait, so those of the first pass would be the rounds' too).
+/// wait, so those of the first pass would be the rounds' too); all on the
+/// `--topology` deployment when there is one, else on server 1.
 async fn run<K: ExclusiveKind>(
     env: &mut Env<'_>,
     c: &dyn Contender,
@@ -237,40 +311,38 @@ async fn run<K: ExclusiveKind>(
 ) -> anyhow::Result<RunResult> {
     let label = format!("held-names · {}", c.kind().name());
     let bar = env.progress.start(&label, HeldNames.planned(env.args));
-    if env.embedded {
-        // The bench's own server: what the memory grows by is this run's.
-        let () = redis::cmd("FLUSHALL")
-            .arg("SYNC")
-            .query_async(&mut env.stats)
-            .await
-            .context("FLUSHALL")?;
+    let mut nodes = Nodes::of(env).await?;
+    if nodes.embedded() {
+        // The bench's own servers: what the memory grows by is this run's.
+        nodes.flush().await?;
     }
     let start = Instant::now();
     // Each pass's names share a prefix no other pass's names start with,
     // by which its waiters' channels are found.
     let prefix = env.name(ScenarioKind::HeldNames, c, "all:");
-    let pair = Pair::connect(env, scripts).await?;
-    let scale = pass::<K>(&mut env.stats, &pair, &prefix, env.args.names, true).await;
+    let pair = Pair::connect(env, &mut nodes, scripts).await?;
+    let scale = pass::<K>(&mut nodes, &pair, &prefix, env.args.names, true).await;
     pair.shutdown().await;
     let scale = scale?;
-    let pair = Pair::connect(env, scripts).await?;
-    let one = one_name_rounds::<K>(env, c, &pair).await;
+    let pair = Pair::connect(env, &mut nodes, scripts).await?;
+    let one = one_name_rounds::<K>(env, &mut nodes, c, &pair).await;
     pair.shutdown().await;
-    let (result, line) = scale.result(env, c, one?, start.elapsed())?;
+    let (result, line) = scale.result(&nodes, c, one?, start.elapsed())?;
     bar.finish(line);
     Ok(result)
 }
 
 /// The `--rounds` passes over one name each, their figures added up.
 async fn one_name_rounds<K: ExclusiveKind>(
-    env: &mut Env<'_>,
+    env: &Env<'_>,
+    nodes: &mut Nodes,
     c: &dyn Contender,
     pair: &Pair,
 ) -> anyhow::Result<Pass> {
     let mut one = Pass::default();
     for round in 0..env.args.rounds {
         let prefix = env.name(ScenarioKind::HeldNames, c, format!("one:{round}:"));
-        one.add(pass::<K>(&mut env.stats, pair, &prefix, 1, false).await?)?;
+        one.add(pass::<K>(nodes, pair, &prefix, 1, false).await?)?;
     }
     Ok(one)
 }
@@ -300,8 +372,11 @@ struct Held {
     names: u64,
     /// `used_memory` more than before the pass.
     memory_bytes: i64,
-    /// `PUBSUB CHANNELS`, counted.
+    /// `PUBSUB CHANNELS` (and on a cluster `PUBSUB SHARDCHANNELS`) of
+    /// every node, counted.
     channels: u64,
+    /// The shard channels of `channels`.
+    shard_channels: u64,
     /// Subscriptions of A's connections.
     holder_subscriptions: u64,
     /// Subscriptions of B's connections.
@@ -328,14 +403,18 @@ impl Pass {
     /// passes `one`; and the line that closes the progress bar.
     fn result(
         self,
-        env: &Env<'_>,
+        nodes: &Nodes,
         c: &dyn Contender,
         one: Pass,
         elapsed: Duration,
     ) -> anyhow::Result<(RunResult, String)> {
         let held = self.held.context("the pass read nothing while held")?;
         let (before, after) = self.window.context("the pass counted nothing")?;
-        let mut cmds = env.commands(c, &before, &after, 0);
+        let embedded = nodes.embedded();
+        let mut cmds = match nodes.client_commands() {
+            Some(names) => commands_named(names, &before, &after, 0, embedded),
+            None => commands(c, &before, &after, 0, embedded),
+        };
         cmds.per_acquisitions(self.tally.acquisitions);
         let handoff = self.handoffs.as_ref().and_then(|h| summarize(h, None));
         let one_name = one.handoffs.as_ref().and_then(|h| summarize(h, None));
@@ -345,9 +424,13 @@ impl Pass {
         };
         let stats = HeldNamesStats {
             names: held.names,
+            topology: nodes.topology(),
+            masters: nodes.masters(),
+            nodes: nodes.nodes(),
             memory_bytes: held.memory_bytes,
             bytes_per_name: f64_of(held.memory_bytes) / float(held.names.max(1)),
             channels: held.channels,
+            shard_channels: held.shard_channels,
             holder_subscriptions: held.holder_subscriptions,
             waiter_subscriptions: held.waiter_subscriptions,
             max_connection_subscriptions: held.max_connection_subscriptions,
@@ -385,6 +468,23 @@ impl Pass {
     }
 }
 
+/// Where the rows of `h` ran, for the section's title: nothing on server 1,
+/// else the deployment and what is added up over which of its nodes.
+fn ran_on(h: &HeldNamesStats) -> String {
+    let plural = |n: u32| if n == 1 { "" } else { "s" };
+    match h.topology {
+        Topology::Standalone => String::new(),
+        Topology::Cluster => format!(
+            "; on a Redis Cluster of {} master{} ({} nodes): memory, Redis CPU and commands over \
+             the masters, channels (shard channels too) and subscriptions over every node",
+            h.masters,
+            plural(h.masters),
+            h.nodes
+        ),
+        Topology::Sentinel => "; on the master named by the Sentinels".to_string(),
+    }
+}
+
 /// A count with thousands separators, whole at any size (`64`, `10,000`).
 fn fmt_count(n: u64) -> String {
     if n < 100 {
@@ -410,7 +510,7 @@ fn f64_of(v: i64) -> f64 {
 /// `read`, the server's figures are read and the counters taken) A releases
 /// them in turn, each hand-off timed; then B releases its holds.
 async fn pass<K: ExclusiveKind>(
-    stats: &mut MultiplexedConnection,
+    nodes: &mut Nodes,
     pair: &Pair,
     prefix: &str,
     n: u32,
@@ -420,7 +520,7 @@ async fn pass<K: ExclusiveKind>(
     let names = &names[..];
     let mut out = Pass::default();
     let exclusions: Vec<Exclusion> = names.iter().map(|_| Exclusion::default()).collect();
-    let memory_before = if read { used_memory(stats).await? } else { 0 };
+    let memory_before = if read { nodes.used_memory().await? } else { 0 };
     let guards = hold_all::<K>(&pair.a, names, &exclusions, &mut out.tally).await?;
     // Dropping the set (on an error) stops every waiter still waiting.
     let mut waiters = JoinSet::new();
@@ -430,19 +530,19 @@ async fn pass<K: ExclusiveKind>(
         .zip(&guards)
         .filter_map(|(n, g)| g.as_ref().map(|_| n))
         .collect();
-    wait_parked::<K>(stats, &pair.a.config().namespace, prefix, &parked).await?;
+    wait_parked::<K>(nodes, &pair.a.config().namespace, prefix, &parked).await?;
     let before = if read {
-        let mut held = read_held(stats, pair).await?;
+        let mut held = read_held(nodes, pair).await?;
         held.names = u64::try_from(parked.len()).unwrap_or(u64::MAX);
         held.memory_bytes -= memory_before;
         out.held = Some(held);
-        Some(stats::snapshot(stats).await?)
+        Some(nodes.snapshot().await?)
     } else {
         None
     };
     let taken = release_in_turn(guards, replies, &exclusions, &mut out).await?;
     if let Some(before) = before {
-        out.window = Some((before, stats::snapshot(stats).await?));
+        out.window = Some((before, nodes.snapshot().await?));
     }
     release_all(taken, &mut out.tally).await?;
     waiters.shutdown().await;
@@ -526,10 +626,11 @@ fn waiter_key<K: ExclusiveKind>(namespace: &str, name: &str) -> anyhow::Result<S
 /// Wait until the waiter of every name of `names` (all starting with
 /// `prefix`) is parked: registered on the server (its key exists) and
 /// subscribed (a channel of its name, one with the name's hash tag, has a
-/// subscriber). Polls every [`POLL_GAP`]; an error after [`HANG`] and
+/// subscriber on some node). Polls every [`POLL_GAP`], counting again only
+/// the keys not all found before; an error after [`HANG`] and
 /// [`PER_WAITER`] a waiter.
 async fn wait_parked<K: ExclusiveKind>(
-    stats: &mut MultiplexedConnection,
+    nodes: &mut Nodes,
     namespace: &str,
     prefix: &str,
     names: &[&String],
@@ -544,26 +645,29 @@ async fn wait_parked<K: ExclusiveKind>(
         glob_escape(&format!("{namespace}:{{{}", encode_tag(prefix)))
     );
     let want = keys.len();
+    let mut pending = nodes.exists_groups(keys);
+    let mut found = 0usize;
     let bound = HANG + PER_WAITER * u32::try_from(want).unwrap_or(u32::MAX);
     let deadline = Instant::now() + bound;
     loop {
-        let mut registered = 0usize;
-        for chunk in keys.chunks(EXISTS_CHUNK) {
-            let n: usize = redis::cmd("EXISTS")
-                .arg(chunk)
-                .query_async(stats)
-                .await
-                .context("EXISTS")?;
+        // A group whose keys all exist is not counted again: a waiter's
+        // registration lasts as long as its wait, which lasts until the
+        // release phase.
+        let counts = nodes.count_existing(&pending).await?;
+        let mut registered = found;
+        let mut left = Vec::with_capacity(pending.len());
+        for (group, n) in pending.into_iter().zip(counts) {
             registered += n;
+            if n >= group.1.len() {
+                found += group.1.len();
+            } else {
+                left.push(group);
+            }
         }
-        let channels: Vec<String> = redis::cmd("PUBSUB")
-            .arg("CHANNELS")
-            .arg(&pattern)
-            .query_async(stats)
-            .await
-            .context("PUBSUB CHANNELS")?;
+        pending = left;
+        let channels = nodes.channels(Some(&pattern)).await?;
         let subscribed = channels
-            .iter()
+            .all()
             .filter_map(|ch| ch.split_once('{')?.1.split_once('}').map(|(tag, _)| tag))
             .collect::<HashSet<&str>>()
             .len();
@@ -604,7 +708,10 @@ async fn release_in_turn(
 ) -> anyhow::Result<Vec<(ExclusiveGuard, Exclusion)>> {
     let handoffs = out.handoffs.get_or_insert_with(histogram);
     let mut taken = Vec::with_capacity(guards.len());
-    for ((guard, reply), exclusion) in guards.into_iter().zip(replies).zip(exclusions) {
+    let n = guards.len();
+    let phase = Instant::now();
+    let turns = guards.into_iter().zip(replies).zip(exclusions);
+    for (i, ((guard, reply), exclusion)) in turns.enumerate() {
         let (Some(guard), Some(reply)) = (guard, reply) else {
             continue;
         };
@@ -618,7 +725,13 @@ async fn release_in_turn(
         }
         let (acquired_at, r) = timeout(HANG, reply)
             .await
-            .map_err(|_| anyhow!("a waiter did not get the lock within {HANG:?} of its release"))?
+            .map_err(|_| {
+                anyhow!(
+                    "the waiter on name {i} of {n} did not get the lock within {HANG:?} of its \
+                     release, {:.1} s into the release phase",
+                    phase.elapsed().saturating_sub(HANG).as_secs_f64()
+                )
+            })?
             .context("a waiter ended without an answer")?;
         match r {
             Err(e) => out.tally.error(e.into())?,
@@ -654,31 +767,19 @@ async fn release_all(
     Ok(())
 }
 
-/// `used_memory` of the server behind `stats`, bytes.
-async fn used_memory(stats: &mut MultiplexedConnection) -> anyhow::Result<i64> {
-    let info = stats::info(stats, "memory").await?;
-    info.lines()
-        .find_map(|l| l.trim().strip_prefix("used_memory:"))
-        .and_then(|v| v.parse().ok())
-        .context("INFO memory has no used_memory")
-}
-
-/// What the server shows now (every name held and waited for): its
-/// `used_memory` (the caller takes the figure before away), its Pub/Sub
-/// channels and the subscriptions of A's and B's connections. `names` is
-/// left to the caller.
-async fn read_held(stats: &mut MultiplexedConnection, pair: &Pair) -> anyhow::Result<Held> {
-    let memory_bytes = used_memory(stats).await?;
-    let channels: Vec<String> = redis::cmd("PUBSUB")
-        .arg("CHANNELS")
-        .query_async(stats)
-        .await
-        .context("PUBSUB CHANNELS")?;
-    let subs = subscriptions(stats, pair).await?;
+/// What the nodes show now (every name held and waited for): the masters'
+/// `used_memory` (the caller takes the figure before away), every node's
+/// Pub/Sub channels and the subscriptions of A's and B's connections.
+/// `names` is left to the caller.
+async fn read_held(nodes: &mut Nodes, pair: &Pair) -> anyhow::Result<Held> {
+    let memory_bytes = nodes.used_memory().await?;
+    let channels = nodes.channels(None).await?;
+    let subs = subscriptions(&nodes.client_lists().await?, pair);
     Ok(Held {
         names: 0,
         memory_bytes,
-        channels: u64::try_from(channels.len()).unwrap_or(u64::MAX),
+        channels: channels.count(),
+        shard_channels: u64::try_from(channels.shard.len()).unwrap_or(u64::MAX),
         holder_subscriptions: subs.holder,
         waiter_subscriptions: subs.waiter,
         max_connection_subscriptions: subs.max,
@@ -696,31 +797,25 @@ struct Subscriptions {
     max: u64,
 }
 
-/// The subscriptions of A's and of B's connections now, told apart in
-/// `CLIENT LIST` by their names.
-async fn subscriptions(
-    stats: &mut MultiplexedConnection,
-    pair: &Pair,
-) -> anyhow::Result<Subscriptions> {
-    let list: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .query_async(stats)
-        .await
-        .context("CLIENT LIST")?;
-    let a = deadbolt_core::encode_client_name(pair.a.name());
-    let b = deadbolt_core::encode_client_name(pair.b.name());
+/// The subscriptions of A's and of B's connections in `lists` (`CLIENT
+/// LIST` of every node, in the nodes' order), told apart as
+/// [`Pair::owner`] says.
+fn subscriptions(lists: &[String], pair: &Pair) -> Subscriptions {
     let mut out = Subscriptions::default();
-    for (name, subs) in list.lines().filter_map(connection_subscriptions) {
-        if name == a {
-            out.holder += subs;
-        } else if name == b {
-            out.waiter += subs;
-        } else {
-            continue;
+    for (node, list) in lists.iter().enumerate() {
+        for line in list.lines() {
+            let Some((name, subs)) = connection_subscriptions(line) else {
+                continue;
+            };
+            match pair.owner(node, line, name) {
+                Some(true) => out.holder += subs,
+                Some(false) => out.waiter += subs,
+                None => continue,
+            }
+            out.max = out.max.max(subs);
         }
-        out.max = out.max.max(subs);
     }
-    Ok(out)
+    out
 }
 
 /// The name of the connection of one `CLIENT LIST` line and its
