@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
@@ -31,6 +32,9 @@ pub struct HeartbeatSpec {
 
 /// Groups of keys per call (the script runs O(log n) work per group).
 const BATCH: usize = 64;
+
+/// Heartbeat calls in flight at once (one per hash slot and batch).
+const IN_FLIGHT: usize = 32;
 
 #[derive(Debug)]
 pub(crate) struct Heartbeat {
@@ -98,6 +102,7 @@ impl Heartbeat {
 async fn run(weak: Weak<Heartbeat>, conn: Arc<Conn>, client_id: String, wt: Duration) {
     let interval = wt / 3;
     let wt_ms = wt.as_millis().to_string();
+    let mut next = tokio::time::Instant::now() + interval;
     loop {
         let specs: Vec<HeartbeatSpec> = {
             let Some(hb) = weak.upgrade() else { return };
@@ -111,24 +116,44 @@ async fn run(weak: Weak<Heartbeat>, conn: Arc<Conn>, client_id: String, wt: Dura
             }
             specs
         };
-        tokio::time::sleep(interval).await;
+        // Rounds start every `interval` (a round's own time is not added to
+        // the period, so a record refreshed in one round is refreshed again
+        // `interval` later whatever the round took).
+        tokio::time::sleep_until(next).await;
+        next = tokio::time::Instant::now() + interval;
         // One call per script, hash slot and batch: never across slots.
         let mut groups: HashMap<(&'static str, u16), Vec<&HeartbeatSpec>> = HashMap::new();
         for s in &specs {
             let slot = s.keys.first().map_or(0, |k| conn.batch_group(k));
             groups.entry((s.script.name(), slot)).or_default().push(s);
         }
-        for group in groups.values() {
-            for batch in group.chunks(BATCH) {
-                let call = ScriptCall::new(
-                    batch[0].script,
-                    batch.iter().flat_map(|s| s.keys.iter().cloned()).collect(),
-                    vec![client_id.clone(), wt_ms.clone()],
-                );
-                if let Err(e) = run_on::<i64>(&conn, &call).await {
-                    tracing::warn!(error = %e.report(), names = batch.len(), "waiter heartbeat failed");
+        let calls: Vec<(ScriptCall, usize)> = groups
+            .values()
+            .flat_map(|group| {
+                group.chunks(BATCH).map(|batch| {
+                    let call = ScriptCall::new(
+                        batch[0].script,
+                        batch.iter().flat_map(|s| s.keys.iter().cloned()).collect(),
+                        vec![client_id.clone(), wt_ms.clone()],
+                    );
+                    (call, batch.len())
+                })
+            })
+            .collect();
+        drop(groups);
+        // Many calls in flight at once: on a cluster the names fall in
+        // thousands of hash slots, one call each, and awaited one after
+        // another they once took longer than a waiter's liveness lasts
+        // (10,000 names over 3 masters: waiters were dropped as dead).
+        futures::stream::iter(calls)
+            .for_each_concurrent(IN_FLIGHT, |(call, names)| {
+                let conn = &conn;
+                async move {
+                    if let Err(e) = run_on::<i64>(conn, &call).await {
+                        tracing::warn!(error = %e.report(), names, "waiter heartbeat failed");
+                    }
                 }
-            }
-        }
+            })
+            .await;
     }
 }

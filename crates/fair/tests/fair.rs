@@ -328,3 +328,87 @@ async fn the_queue_is_listed_in_order() {
     within("second waiter", t2).await.unwrap().unwrap();
     assert!(holder.queue(10).await.unwrap().is_empty());
 }
+
+/// The heartbeat keeps every queued waiter of a client alive however many
+/// names it waits on and however slow each call is: its calls (one per
+/// hash slot and batch of 64 names) are in flight together, and its rounds
+/// start every `waiter_timeout / 3` whatever a round took. Awaited one
+/// after another (as once), 12 batches at 60 ms a reply took 720 ms, more
+/// than the 600 ms a liveness record lasts: every waiter was dead for part
+/// of each round, and a release skipped it (seen on a 3-master cluster with
+/// 10,000 waiting names, where every name is a call of its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_heartbeat_keeps_many_waiters_alive_over_a_slow_connection() {
+    const NAMES: usize = 64 * 12;
+    let wt = Duration::from_millis(600);
+    let srv = server();
+    let proxy = FaultProxy::start(srv.addr()).await.unwrap();
+    let holder = client(&srv.url(), wt).await;
+    let waiter = client(&proxy.url(), wt).await;
+    let names: Vec<String> = (0..NAMES).map(|i| format!("hb:{i}")).collect();
+    let guards = futures::future::join_all(
+        names
+            .iter()
+            .map(|n| async { FairLock::new(&holder, n).lock().await.unwrap() }),
+    )
+    .await;
+    let tasks: Vec<_> = names
+        .iter()
+        .map(|n| {
+            let l = FairLock::new(&waiter, n);
+            tokio::spawn(async move { l.lock().await.unwrap().unlock().await.unwrap() })
+        })
+        .collect();
+    let alive: Vec<String> = names
+        .iter()
+        .map(|n| format!("{}:alive", FairLock::new(&holder, n).key().unwrap()))
+        .collect();
+    let mut admin = srv.conn().await;
+    // Every waiter queued, and each name's liveness record written.
+    until("every waiter queued", || {
+        let mut admin = admin.clone();
+        let alive = alive.clone();
+        let id = waiter.id().to_string();
+        async move {
+            let mut p = redis::pipe();
+            alive.iter().for_each(|k| {
+                p.cmd("ZSCORE").arg(k).arg(&id);
+            });
+            let scores: Vec<Option<f64>> = p.query_async(&mut admin).await.unwrap();
+            scores.iter().all(Option::is_some)
+        }
+    })
+    .await;
+    proxy.set_reply_delay(Duration::from_millis(60));
+    // Four liveness windows: a record refreshed too late is seen lapsed.
+    let mut lapsed = 0;
+    let end = Instant::now() + wt * 4;
+    while Instant::now() < end {
+        // The server's clock first: a record that lapses between the two
+        // reads is not counted, so nothing is counted that did not lapse.
+        let time: (String, String) = redis::cmd("TIME").query_async(&mut admin).await.unwrap();
+        let mut p = redis::pipe();
+        alive.iter().for_each(|k| {
+            p.cmd("ZSCORE").arg(k).arg(waiter.id());
+        });
+        let scores: Vec<Option<f64>> = p.query_async(&mut admin).await.unwrap();
+        let now_ms =
+            time.0.parse::<f64>().unwrap() * 1000.0 + time.1.parse::<f64>().unwrap() / 1000.0;
+        lapsed += scores
+            .iter()
+            .filter(|s| s.is_none_or(|d| d < now_ms))
+            .count();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        lapsed, 0,
+        "waiters' liveness records lapsed while they waited"
+    );
+    proxy.set_reply_delay(Duration::ZERO);
+    for g in guards {
+        g.unlock().await.unwrap();
+    }
+    for t in tasks {
+        within("waiter", t).await.unwrap();
+    }
+}
