@@ -150,10 +150,17 @@ end
 -- Give each key in `keys` a TTL of at least ttl_ms, never shortening one
 -- (a client with a short waiter_timeout must not cut the life of keys that
 -- a client with a long one still relies on). GT leaves a key without a TTL
--- alone, so such a key gets its first TTL plainly.
-local function hold_touch(keys, ttl_ms)
+-- alone, so such a key gets its first TTL plainly. `fresh`: the caller
+-- just created these keys (they have no TTL yet): NX first sets it in one
+-- command each, where GT would be refused and take two more. Either order
+-- is right for a key in any state; `fresh` only picks the cheaper one.
+local function hold_touch(keys, ttl_ms, fresh)
   for _, k in ipairs(keys) do
-    if redis.call('PEXPIRE', k, ttl_ms, 'GT') == 0 and redis.call('PTTL', k) == -1 then
+    if fresh then
+      if redis.call('PEXPIRE', k, ttl_ms, 'NX') == 0 then
+        redis.call('PEXPIRE', k, ttl_ms, 'GT')
+      end
+    elseif redis.call('PEXPIRE', k, ttl_ms, 'GT') == 0 and redis.call('PTTL', k) == -1 then
       redis.call('PEXPIRE', k, ttl_ms)
     end
   end

@@ -11,12 +11,21 @@
 -- Leased holds kept in a ZSET (member -> lease deadline, server ms) and a
 -- companion hash. Both keys expire no earlier than the longest lease:
 -- a hold added or extended to `at` pushes their expiry out to `at` (GT: never
--- shortened; a key without a TTL gets its first one plainly). Usually two
--- commands.
-local function lease_added(zkey, hkey, at)
+-- shortened; a key without a TTL gets its first one plainly). `fresh`: the
+-- caller saw no holds before this one (the keys were just created, so they
+-- have no TTL yet): NX sets it in one command each, where GT would refuse
+-- and take a PTTL and a plain PEXPIREAT more. Either order is right for a
+-- key in any state (NX refused: the key had a TTL, and GT pushes it out;
+-- GT refused: a PTTL tells no TTL from a longer one); `fresh` only picks
+-- the order that is one command per key in the caller's common case.
+local function lease_added(zkey, hkey, at, fresh)
   local s = string.format('%.0f', at)
   for _, k in ipairs({zkey, hkey}) do
-    if redis.call('PEXPIREAT', k, s, 'GT') == 0 and redis.call('PTTL', k) == -1 then
+    if fresh then
+      if redis.call('PEXPIREAT', k, s, 'NX') == 0 then
+        redis.call('PEXPIREAT', k, s, 'GT')
+      end
+    elseif redis.call('PEXPIREAT', k, s, 'GT') == 0 and redis.call('PTTL', k) == -1 then
       redis.call('PEXPIREAT', k, s)
     end
   end
@@ -25,10 +34,14 @@ end
 -- After holds were removed: when none is left, both keys go at once.
 -- Otherwise their expiry stays (at most the removed holds' leases longer
 -- than needed), which saves finding the new longest lease on every release.
+-- Returns whether the keys went (a hold added next is `fresh` for
+-- lease_added).
 local function lease_removed(zkey, hkey)
   if redis.call('ZCARD', zkey) == 0 then
     redis.call('DEL', zkey, hkey)
+    return true
   end
+  return false
 end
 
 -- Forget leased holds whose lease ended (up to 64 per call, oldest first),

@@ -37,6 +37,8 @@
 --
 -- Why each branch: expired holds are purged first, so an ended lease never
 -- counts as taken; the head waiter's demand is reserved (see sem_lib.lua);
+-- a semaphore without a count of taken permits has no holds, so nothing is
+-- purged and the first grant's keys get their TTL in one command each;
 -- a waiter of an older version that was woken but finds its permits taken
 -- (another request got there first within the policy) is queued again in
 -- the current form, and sleeps.
@@ -58,8 +60,12 @@ local replay = lease_replay(K.h, K.hn, attempt, f[1], lease, now_ms)
 if replay then
   return replay
 end
+-- No count of permits taken: no holds (the count is written with the
+-- first and goes with the last), so nothing to purge, and the keys this
+-- grant creates have no TTL yet (lease_added's `fresh`).
 local taken = f[2]
-if sem_purge(K, now_ms) > 0 then
+local fresh = not taken
+if not fresh and sem_purge(K, now_ms) > 0 then
   taken = redis.call('HGET', K.hn, '#t')
 end
 local p
@@ -68,8 +74,8 @@ if err then
   return err
 end
 local avail = (tonumber(p) or 0) - (tonumber(taken) or 0)
-local head, head_n
-head, head_n, err = sem_live_head(K, now_ms)
+local head, head_n, queued
+head, head_n, err, queued = sem_live_head(K, now_ms)
 if err then
   return err
 end
@@ -81,8 +87,9 @@ if avail - reserve >= n then
   redis.call('ZADD', K.h, now_ms + lease, attempt)
   redis.call('HSET', K.hn, attempt, owner .. ' ' .. ARGV[8])
   redis.call('HINCRBY', K.hn, '#t', ARGV[8])
-  lease_added(K.h, K.hn, now_ms + lease)
-  if redis.call('ZREM', K.q, attempt) == 1 then
+  lease_added(K.h, K.hn, now_ms + lease, fresh)
+  -- An empty queue holds no entry of this attempt to take out.
+  if (head or queued) and redis.call('ZREM', K.q, attempt) == 1 then
     redis.call('HDEL', K.qo, attempt)
     if head == attempt then
       -- The head is served: what is left may serve those behind it.
@@ -120,5 +127,7 @@ else
   fresh = 1
 end
 redis.call('ZADD', K.alive, now_ms + wt, queue_client(owner))
-hold_touch({K.q, K.qo, K.alive}, wt * 3)
+-- An empty queue before this call: its keys were created just now.
+hold_touch({K.q, K.qo}, wt * 3, not (head or queued))
+hold_touch({K.alive}, wt * 3)
 return {2, wait_ms, fresh, tonumber(secret)}

@@ -139,15 +139,17 @@ local function sem_drop_waiter(K, a)
 end
 
 -- The first live waiter and its demand; drops dead ones on the way (64).
--- Or nil, 0 and the error reply naming q, qo or alive (each read with
--- pcall before any drop: queue_live_head).
+-- Or nil, 0, nil and whether waiters are left (more dead ones than one call
+-- drops: false when the queue is empty); or nil, 0 and the error reply
+-- naming q, qo or alive (each read with pcall before any drop:
+-- queue_live_head).
 local function sem_live_head(K, now_ms)
   local head, v, _, err = queue_live_head(K.q, K.qo, K.alive, now_ms, function(_, e)
     local owner = sem_entry(e)
     return owner and queue_client(owner)
   end)
   if not head then
-    return nil, 0, err
+    return nil, 0, err, v == true
   end
   local _, n = sem_entry(v)
   return head, n
@@ -156,7 +158,7 @@ end
 -- Grant waiter `a` (entry fields as sem_entry gives them) its n permits
 -- under its claim, min(claim, lease), and tell it (published first: a
 -- refused PUBLISH leaves everything as it was).
-local function sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms)
+local function sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms, fresh)
   local msg, c = reg_grant({attempt = a, lease = lease, claim = claim, secret = secret, at = ms},
     '0', now_ms)
   msg_publish(K.s .. ':ch:' .. queue_client(owner), msg)
@@ -164,7 +166,7 @@ local function sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms)
   redis.call('ZADD', K.h, now_ms + c, a)
   redis.call('HSET', K.hn, a, owner .. ' ' .. sn)
   redis.call('HINCRBY', K.hn, '#t', sn)
-  lease_added(K.h, K.hn, now_ms + c)
+  lease_added(K.h, K.hn, now_ms + c, fresh)
   sem_drop_waiter(K, a)
 end
 
@@ -174,8 +176,10 @@ end
 -- that does not fit stops the walk (it is the one the permits are kept
 -- for). Dead waiters met on the way are dropped. `list`: the first 64 of
 -- K.q as the caller read them, or anything else to read them here (callers
--- pass sem_available(K) last, whose second value is a boolean).
-local function sem_wake(K, now_ms, avail, list)
+-- pass sem_available(K) last, whose second value is a boolean). `fresh`:
+-- the caller saw no holds left (lease_removed deleted their keys), so the
+-- first grant's keys have no TTL yet (lease_added).
+local function sem_wake(K, now_ms, avail, list, fresh)
   if avail <= 0 then
     return
   end
@@ -193,7 +197,8 @@ local function sem_wake(K, now_ms, avail, list)
     elseif used + n <= avail then
       used = used + n
       if lease then
-        sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms)
+        sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms, fresh)
+        fresh = false
       else
         redis.call('HSET', K.qo, a, owner .. ' ' .. string.format('%.0f', n) .. ' w')
         msg_publish(K.s .. ':ch:' .. queue_client(owner), msg_turn(a))

@@ -11,25 +11,41 @@
 --   1  left the queue (a woken waiter's permits go to the next ones)
 --   2  permits given back; the waiters they serve were woken
 --   error WRONGTYPE <key>  a key of another type that this call touches:
---      q first, then h (a hold to release), hn and s, and qo and alive
---      when someone queues (a waiter that leaves reads them all: the
---      permits it kept go to those behind it). Each is read with pcall
---      (hold_first) before the first write, so nothing is written; no TYPE
---      is sent, and a key the call never touches (qo and alive on a
---      release nobody waits for; everything but q and h for an attempt
---      that holds nothing) is not looked at.
+--      h first, then q (a hold to release reads hn and q; s, qo and alive
+--      too when someone queues; a waiter that leaves reads s, hn, alive and
+--      qo: the permits it kept go to those behind it). Each is read with
+--      pcall (hold_first) before the first write, so nothing is written;
+--      no TYPE is sent, and a key the call never touches (s, qo and alive
+--      on a release nobody waits for; everything but h and q for an
+--      attempt that holds nothing) is not looked at.
+--
+-- Why each branch: a hold is looked for first (the common call; a waiter
+-- that leaves is the rarer one, and an attempt is never both: a grant
+-- takes it out of the queue). A release nobody waits for gives its
+-- permits back and is done: ended leases are left to the next acquire's
+-- purge (they count for nothing there), and the last hold deletes both
+-- keys at once instead of updating the count first. A release with
+-- waiters purges ended leases too, so that every permit free serves them.
 --
 -- O(log n) plus O(log n) per waiter woken.
 local K = sem_keys(0)
 local a = ARGV[1]
-local queued, err = hold_first(K.q, 'ZSCORE', K.q, a)
+local dl, err = hold_first(K.h, 'ZSCORE', K.h, a)
 if err then
   return err
 end
 local f
-if queued then
+if not dl then
+  local queued
+  queued, err = hold_first(K.q, 'ZSCORE', K.q, a)
+  if err then
+    return err
+  end
+  if not queued then
+    return 0
+  end
   -- A waiter leaves: everything the wake-up below touches is read first.
-  f, err = hold_first_each({{K.s, 'HGET', 'p'}, {K.hn, 'HGET', '#t'}, {K.h, 'ZCARD'},
+  f, err = hold_first_each({{K.s, 'HGET', 'p'}, {K.hn, 'HGET', '#t'},
     {K.alive, 'ZCARD'}, {K.qo, 'HDEL', a}})
   if err then
     return err
@@ -39,32 +55,38 @@ if queued then
   sem_wake(K, now_ms, (tonumber(f[1]) or 0) - (tonumber(f[2]) or 0))
   return 1
 end
-local dl
-dl, err = hold_first(K.h, 'ZSCORE', K.h, a)
+-- The hold's entry and the queue's head, read before the first write; s,
+-- qo and alive too when someone waits.
+f, err = hold_first_each({{K.hn, 'HGET', a}, {K.q, 'ZRANGE', 0, 63}})
 if err then
   return err
 end
-if not dl then
-  return 0
-end
--- The hold's entry, the permits set and the queue's head, read before the
--- first write; qo and alive too when someone waits.
-f, err = hold_first_each({{K.hn, 'HGET', a}, {K.s, 'HGET', 'p'}, {K.q, 'ZRANGE', 0, 63}})
-if err then
-  return err
-end
-if f[3][1] then
-  local _; _, err = hold_first_each({{K.qo, 'HGET', f[3][1]}, {K.alive, 'ZCARD'}})
+local waiting = f[2][1]
+local p
+if waiting then
+  local g
+  g, err = hold_first_each({{K.s, 'HGET', 'p'}, {K.qo, 'HGET', waiting}, {K.alive, 'ZCARD'}})
   if err then
     return err
   end
+  p = g[1]
 end
 local now_ms = hold_now()
 local live = tonumber(dl) > now_ms
-sem_drop_hold(K, a, f[1])
-sem_purge(K, now_ms)
-lease_removed(K.h, K.hn)
-sem_wake(K, now_ms, sem_available(K, f[2]), f[3])
+if not waiting then
+  redis.call('ZREM', K.h, a)
+  if redis.call('ZCARD', K.h) == 0 then
+    redis.call('DEL', K.h, K.hn)
+  else
+    sem_drop_hold(K, a, f[1])
+  end
+else
+  sem_drop_hold(K, a, f[1])
+  sem_purge(K, now_ms)
+  local gone = lease_removed(K.h, K.hn)
+  local avail = sem_available(K, p)
+  sem_wake(K, now_ms, avail, f[2], gone)
+end
 if live then
   return 2
 end
