@@ -46,23 +46,31 @@ end
 
 -- Forget leased holds whose lease ended (up to 64 per call, oldest first),
 -- each through `drop(attempt)`, which gives back what the hold took.
--- Returns how many went; or nil and the error reply naming zkey when it is
--- of another type (its read, with pcall, comes before any drop: the
--- callers that have not touched zkey before rely on it). The drops are a
--- repair (ended leases count for nothing): the callers make it before
--- they read the keys that only their later steps touch.
+-- Returns how many went, nil, and whether no hold is left (zkey was empty,
+-- or the purge emptied it and lease_removed deleted both keys: a hold
+-- added next is `fresh` for lease_added); or nil and the error reply
+-- naming zkey when it is of another type (its read, with pcall, comes
+-- before any drop: the callers that have not touched zkey before rely on
+-- it). The oldest lease is read first: nothing ended (the common case) is
+-- one command, as is an empty set. The drops are a repair (ended leases
+-- count for nothing): the callers make it before they read the keys that
+-- only their later steps touch.
 local function lease_purge(zkey, hkey, now_ms, drop)
-  local gone, err = hold_first(zkey, 'ZRANGEBYSCORE', zkey, '-inf', now_ms, 'LIMIT', 0, 64)
+  local first, err = hold_first(zkey, 'ZRANGE', zkey, 0, 0, 'WITHSCORES')
   if err then
     return nil, err
   end
+  if not first[1] then
+    return 0, nil, true
+  end
+  if tonumber(first[2]) > now_ms then
+    return 0, nil, false
+  end
+  local gone = redis.call('ZRANGEBYSCORE', zkey, '-inf', now_ms, 'LIMIT', 0, 64)
   for _, a in ipairs(gone) do
     drop(a)
   end
-  if gone[1] then
-    lease_removed(zkey, hkey)
-  end
-  return #gone
+  return #gone, nil, lease_removed(zkey, hkey)
 end
 
 -- Renew leased hold `attempt` (ZSET zkey, companion hash hkey; `dl` its

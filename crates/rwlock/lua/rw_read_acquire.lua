@@ -94,7 +94,8 @@ local replay = lease_replay(K.r, K.ro, attempt, f[1], lease, now_ms)
 if replay then
   return replay
 end
-if rw_purge_readers(K, now_ms) > 0 then
+local gone, _, empty = rw_purge_readers(K, now_ms)
+if gone > 0 then
   -- Ended holds of this owner may have gone: count again.
   mine = redis.call('HGET', K.ro, '#' .. owner)
 end
@@ -114,5 +115,6 @@ end
 redis.call('ZADD', K.r, now_ms + lease, attempt)
 redis.call('HSET', K.ro, attempt, owner)
 redis.call('HINCRBY', K.ro, '#' .. owner, 1)
-lease_added(K.r, K.ro, now_ms + lease)
+-- No read hold before this one: the keys are new, without a TTL yet.
+lease_added(K.r, K.ro, now_ms + lease, empty)
 return {1, 0, lease}
