@@ -271,6 +271,7 @@ impl Conn {
             Target::Cluster(seeds) => {
                 let client = redis::cluster::ClusterClientBuilder::new(seeds.clone())
                     .use_protocol(redis::ProtocolVersion::RESP3)
+                    .tcp_settings(tcp_settings(Default::default()))
                     .connection_timeout(timeout)
                     .response_timeout(timeout)
                     // Redirections (MOVED, ASK, TRYAGAIN while a slot's keys
@@ -600,24 +601,29 @@ async fn reconnect(weak: Weak<Conn>, epoch: u64, pause: Duration) {
     }
 }
 
-/// Make sure the client speaks RESP3 (Pub/Sub on a multiplexed connection needs it).
+/// Make sure the client speaks RESP3 (Pub/Sub on a multiplexed connection
+/// needs it) over sockets without Nagle's delay ([`resp3_info`]).
 pub(crate) fn with_resp3(client: redis::Client) -> Result<redis::Client> {
-    let info = client.get_connection_info().clone();
-    let settings = info
-        .redis_settings()
-        .clone()
-        .set_protocol(redis::ProtocolVersion::RESP3);
-    redis::Client::open(info.set_redis_settings(settings))
+    redis::Client::open(resp3_info(client.get_connection_info().clone()))
         .map_err(|e| Error::InvalidArgument(format!("connection info: {e}")))
 }
 
-/// `info` with RESP3 set.
+/// `info` with RESP3 set, and TCP_NODELAY ([`tcp_settings`]).
 pub(crate) fn resp3_info(info: ConnectionInfo) -> ConnectionInfo {
     let settings = info
         .redis_settings()
         .clone()
         .set_protocol(redis::ProtocolVersion::RESP3);
-    info.set_redis_settings(settings)
+    let tcp = tcp_settings(info.tcp_settings().clone());
+    info.set_redis_settings(settings).set_tcp_settings(tcp)
+}
+
+/// `tcp` with TCP_NODELAY on. redis-rs leaves Nagle's algorithm on by
+/// default: on a multiplexed connection, a request written while an
+/// earlier one is unacknowledged then waits for that ACK (or a full
+/// segment) before it leaves, which a lock's hand-off pays on every hop.
+pub(crate) fn tcp_settings(tcp: redis::io::tcp::TcpSettings) -> redis::io::tcp::TcpSettings {
+    tcp.set_nodelay(true)
 }
 
 /// Ask the sentinels, in turn, where the master called `master` is, and
