@@ -147,22 +147,31 @@ local function hold_next_token(fence, last, now_us)
   return token, s
 end
 
+-- Push the expiry of `key` out to at least `t` (`cmd` 'PEXPIRE': t ms from
+-- now; 'PEXPIREAT': server ms), never shortening it. GT leaves a key
+-- without a TTL alone, so such a key gets its first TTL plainly. `fresh`:
+-- the caller just created the key (it has no TTL yet): NX first sets it in
+-- one command, where GT would be refused and take two more. Either order
+-- is right for a key in any state (NX refused: the key has a TTL, and GT
+-- pushes it out; GT refused: PTTL tells no TTL from a longer one); `fresh`
+-- only picks the one that is a single command in the caller's common case.
+local function hold_expire_at_least(cmd, key, t, fresh)
+  if fresh then
+    if redis.call(cmd, key, t, 'NX') == 0 then
+      redis.call(cmd, key, t, 'GT')
+    end
+  elseif redis.call(cmd, key, t, 'GT') == 0 and redis.call('PTTL', key) == -1 then
+    redis.call(cmd, key, t)
+  end
+end
+
 -- Give each key in `keys` a TTL of at least ttl_ms, never shortening one
 -- (a client with a short waiter_timeout must not cut the life of keys that
--- a client with a long one still relies on). GT leaves a key without a TTL
--- alone, so such a key gets its first TTL plainly. `fresh`: the caller
--- just created these keys (they have no TTL yet): NX first sets it in one
--- command each, where GT would be refused and take two more. Either order
--- is right for a key in any state; `fresh` only picks the cheaper one.
+-- a client with a long one still relies on); `fresh` as for
+-- hold_expire_at_least.
 local function hold_touch(keys, ttl_ms, fresh)
   for _, k in ipairs(keys) do
-    if fresh then
-      if redis.call('PEXPIRE', k, ttl_ms, 'NX') == 0 then
-        redis.call('PEXPIRE', k, ttl_ms, 'GT')
-      end
-    elseif redis.call('PEXPIRE', k, ttl_ms, 'GT') == 0 and redis.call('PTTL', k) == -1 then
-      redis.call('PEXPIRE', k, ttl_ms)
-    end
+    hold_expire_at_least('PEXPIRE', k, ttl_ms, fresh)
   end
 end
 

@@ -10,25 +10,14 @@
 
 -- Leased holds kept in a ZSET (member -> lease deadline, server ms) and a
 -- companion hash. Both keys expire no earlier than the longest lease:
--- a hold added or extended to `at` pushes their expiry out to `at` (GT: never
--- shortened; a key without a TTL gets its first one plainly). `fresh`: the
--- caller saw no holds before this one (the keys were just created, so they
--- have no TTL yet): NX sets it in one command each, where GT would refuse
--- and take a PTTL and a plain PEXPIREAT more. Either order is right for a
--- key in any state (NX refused: the key had a TTL, and GT pushes it out;
--- GT refused: a PTTL tells no TTL from a longer one); `fresh` only picks
--- the order that is one command per key in the caller's common case.
+-- a hold added or extended to `at` pushes their expiry out to `at`
+-- (hold_expire_at_least: never shortened). `fresh`: the caller saw no
+-- holds before this one, so the keys were just created and have no TTL
+-- yet (one command each instead of three).
 local function lease_added(zkey, hkey, at, fresh)
   local s = string.format('%.0f', at)
-  for _, k in ipairs({zkey, hkey}) do
-    if fresh then
-      if redis.call('PEXPIREAT', k, s, 'NX') == 0 then
-        redis.call('PEXPIREAT', k, s, 'GT')
-      end
-    elseif redis.call('PEXPIREAT', k, s, 'GT') == 0 and redis.call('PTTL', k) == -1 then
-      redis.call('PEXPIREAT', k, s)
-    end
-  end
+  hold_expire_at_least('PEXPIREAT', zkey, s, fresh)
+  hold_expire_at_least('PEXPIREAT', hkey, s, fresh)
 end
 
 -- After holds were removed: when none is left, both keys go at once.
