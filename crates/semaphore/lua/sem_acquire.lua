@@ -93,7 +93,7 @@ if avail - reserve >= n then
     redis.call('HDEL', K.qo, attempt)
     if head == attempt then
       -- The head is served: what is left may serve those behind it.
-      sem_wake(K, now_ms, avail - n)
+      sem_wake(K, now_ms, avail - n, nil, false, now_ms + lease)
     end
   end
   return {1, 0, lease}

@@ -157,8 +157,9 @@ end
 
 -- Grant waiter `a` (entry fields as sem_entry gives them) its n permits
 -- under its claim, min(claim, lease), and tell it (published first: a
--- refused PUBLISH leaves everything as it was).
-local function sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms, fresh)
+-- refused PUBLISH leaves everything as it was). `fresh` and `covered` as
+-- for sem_wake.
+local function sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms, fresh, covered)
   local msg, c = reg_grant({attempt = a, lease = lease, claim = claim, secret = secret, at = ms},
     '0', now_ms)
   msg_publish(K.s .. ':ch:' .. queue_client(owner), msg)
@@ -166,7 +167,10 @@ local function sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms, fresh
   redis.call('ZADD', K.h, now_ms + c, a)
   redis.call('HSET', K.hn, a, owner .. ' ' .. sn)
   redis.call('HINCRBY', K.hn, '#t', sn)
-  lease_added(K.h, K.hn, now_ms + c, fresh)
+  -- Keys that expire at `covered` or later already outlast the claim.
+  if fresh or not covered or now_ms + c > covered then
+    lease_added(K.h, K.hn, now_ms + c, fresh)
+  end
   sem_drop_waiter(K, a)
 end
 
@@ -178,8 +182,13 @@ end
 -- K.q as the caller read them, or anything else to read them here (callers
 -- pass sem_available(K) last, whose second value is a boolean). `fresh`:
 -- the caller saw no holds left (lease_removed deleted their keys), so the
--- first grant's keys have no TTL yet (lease_added).
-local function sem_wake(K, now_ms, avail, list, fresh)
+-- first grant's keys have no TTL yet (lease_added). `covered`: a lease
+-- deadline (server ms) that K.h and K.hn are known to expire no earlier
+-- than (one added to them before, the caller's own or the one it
+-- released: lease_added never shortens their expiry), or nil: a grant
+-- whose claim ends by then leaves their expiry alone (most do: a claim
+-- is a waiter timeout, a lease usually longer).
+local function sem_wake(K, now_ms, avail, list, fresh, covered)
   if avail <= 0 then
     return
   end
@@ -197,7 +206,7 @@ local function sem_wake(K, now_ms, avail, list, fresh)
     elseif used + n <= avail then
       used = used + n
       if lease then
-        sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms, fresh)
+        sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms, fresh, covered)
         fresh = false
       else
         redis.call('HSET', K.qo, a, owner .. ' ' .. string.format('%.0f', n) .. ' w')

@@ -85,7 +85,7 @@ else
   sem_purge(K, now_ms)
   local gone = lease_removed(K.h, K.hn)
   local avail = sem_available(K, p)
-  sem_wake(K, now_ms, avail, f[2], gone)
+  sem_wake(K, now_ms, avail, f[2], gone, tonumber(dl))
 end
 if live then
   return 2
