@@ -30,10 +30,15 @@ end
 -- dead waiters remain than one call may remove; or nil, nil, nil and the
 -- error reply naming a key of another type. Each key is read (hold_first)
 -- before the first waiter is dropped, so that error comes with nothing
--- written.
-local function queue_live_head(q, qo, alive, now_ms, client_of)
+-- written. `first`: the caller's own ZRANGE q 0 0 reply, made just before
+-- (so the first look costs no read of q), or nil.
+local function queue_live_head(q, qo, alive, now_ms, client_of, first)
   for _ = 1, 64 do
-    local top, err = hold_first(q, 'ZRANGE', q, 0, 0)
+    local top, err = first, nil
+    first = nil
+    if not top then
+      top, err = hold_first(q, 'ZRANGE', q, 0, 0)
+    end
     if err then
       return nil, nil, nil, err
     end

@@ -70,11 +70,11 @@ end
 -- entry (owner, lease, waiter timeout, secret); or nil; or nil and true
 -- when more dead heads remain than one call may remove; or nil, nil and
 -- the error reply naming a key of another type (q, qo or alive: read
--- before anything is dropped).
-local function fair_live_head(K, now_ms)
+-- before anything is dropped). `first` as for queue_live_head.
+local function fair_live_head(K, now_ms, first)
   local head, v, _, err = queue_live_head(K.q, K.qo, K.alive, now_ms, function(_, e)
     return queue_client(fair_entry(e))
-  end)
+  end, first)
   if not head then
     return nil, v, err
   end
@@ -157,13 +157,14 @@ end
 -- false when it did not, or nil and the error reply naming a key of
 -- another type (the counter, q, qo or alive): the counter is read first
 -- and the queue's keys before any dead head is dropped, so nothing is
--- written then.
-local function fair_pass_on(K, now_ms, now_us, wt_ms)
+-- written then. `first`: the caller's ZRANGE q 0 0 reply, or nil
+-- (queue_live_head).
+local function fair_pass_on(K, now_ms, now_us, wt_ms, first)
   local last, ferr = hold_read_fence(K.fence)
   if ferr and string.find(ferr.err, '^WRONGTYPE') then
     return nil, ferr
   end
-  local head, e, err = fair_live_head(K, now_ms)
+  local head, e, err = fair_live_head(K, now_ms, first)
   if err then
     return nil, err
   end

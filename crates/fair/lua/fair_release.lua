@@ -17,18 +17,34 @@
 --   error WRONGTYPE <key>  a key of the lock that this call touches is of
 --      another type: each is read with pcall (hold_first) before the first
 --      write, so the hold and the queue are untouched; no TYPE is sent (a
---      release with nobody queued touches only q and the hold)
+--      release with nobody queued touches only the hold and q)
+--
+-- Why each branch: the hold is looked at first (a holder's release is the
+-- common call; an attempt is never both queued and holding: a hand-off
+-- takes it out of the queue); an attempt that holds nothing may be a
+-- waiter that gives up, which leaves the queue and wakes nobody; the last
+-- hold passes the lock on to the live head when anyone waits, and the
+-- queue's head read here is the first one fair_pass_on looks at (one read
+-- of q, not two).
 local K = fair_keys(0)
 local attempt, wt = ARGV[1], tonumber(ARGV[2])
 
--- The first touch of the queue: a key of another type is named.
-local queued, err = hold_first(K.q, 'ZSCORE', K.q, attempt)
+local r, err = hold_release_checked(K.hold, attempt)
 if err then
   return err
 end
-if queued then
-  -- A waiter that gave up leaves at once; nobody is woken. Its entry goes
-  -- first (the first touch of qo, and the first write).
+if r == 0 then
+  -- Not held by this attempt (expired, taken over, released already), or
+  -- a waiter that gave up: it leaves at once; nobody is woken. Its entry
+  -- goes first (the first touch of qo, and the first write).
+  local queued
+  queued, err = hold_first(K.q, 'ZSCORE', K.q, attempt)
+  if err then
+    return err
+  end
+  if not queued then
+    return 0
+  end
   local _; _, err = hold_first(K.qo, 'HDEL', K.qo, attempt)
   if err then
     return err
@@ -36,13 +52,7 @@ if queued then
   redis.call('ZREM', K.q, attempt)
   return 1
 end
-local r
-r, err = hold_release_checked(K.hold, attempt)
-if err then
-  return err
-end
 if r ~= 2 then
-  -- 0: not held by this attempt (expired, taken over, released already);
   -- 1: an inner hold released.
   return r
 end
@@ -50,11 +60,17 @@ end
 -- if anyone waits (the clock is read only then); the hand-off replaces the
 -- hold hash and publishes before it writes, so a refused PUBLISH (ACL)
 -- leaves the hold as it was, and so does a key of another type among
--- those it reads (fair_pass_on).
-if redis.call('EXISTS', K.q) == 1 then
+-- those it reads (fair_pass_on). The first touch of the queue: a key of
+-- another type is named.
+local top
+top, err = hold_first(K.q, 'ZRANGE', K.q, 0, 0)
+if err then
+  return err
+end
+if top[1] then
   local now_ms, now_us = hold_now()
   local passed
-  passed, err = fair_pass_on(K, now_ms, now_us, wt)
+  passed, err = fair_pass_on(K, now_ms, now_us, wt, top)
   if err then
     return err
   end
