@@ -521,3 +521,51 @@ async fn a_stale_write_hold_of_the_own_handle_is_replaced_not_re_entered() {
         .is_none());
     g1.unlock().await.unwrap();
 }
+
+/// The read holds' keys expire no earlier than the longest read lease, and
+/// never earlier than before: the first reader of a free lock gives them
+/// their TTL, a longer lease pushes it out, a shorter one or a release
+/// leaves it, and the last reader's release deletes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_read_holds_keys_outlast_the_longest_read_lease() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let rw = RwLock::new(&c, "ttl");
+    let held = ["deadbolt:{ttl}:rw:r", "deadbolt:{ttl}:rw:ro"];
+    let ttls = || async {
+        let mut out = Vec::new();
+        for k in held {
+            out.push(cmd::<i64>(&srv, &["PTTL", k]).await);
+        }
+        out
+    };
+    let secs = |s: u64| Duration::from_secs(s);
+    let within_ms = |ttl: i64, lease: i64| ttl > (lease - 5) * 1000 && ttl <= lease * 1000;
+    let a = rw.read_lock().lock_with_lease(secs(60)).await.unwrap();
+    for t in ttls().await {
+        assert!(within_ms(t, 60), "first reader: TTL {t} ms, not about 60 s");
+    }
+    let b = rw.read_lock().lock_with_lease(secs(120)).await.unwrap();
+    let shorter = rw.read_lock().lock_with_lease(secs(30)).await.unwrap();
+    b.unlock().await.unwrap();
+    shorter.unlock().await.unwrap();
+    for t in ttls().await {
+        assert!(
+            within_ms(t, 120),
+            "after releases: TTL {t} ms, not about 120 s"
+        );
+    }
+    a.unlock().await.unwrap();
+    for t in ttls().await {
+        assert_eq!(t, -2, "the last reader's release leaves its keys behind");
+    }
+    let again = rw.read_lock().lock_with_lease(secs(10)).await.unwrap();
+    for t in ttls().await {
+        assert!(
+            within_ms(t, 10),
+            "a new first reader: TTL {t} ms, not about 10 s"
+        );
+    }
+    again.unlock().await.unwrap();
+    assert!(keys(&srv).await.is_empty(), "{:?}", keys(&srv).await);
+}

@@ -496,3 +496,59 @@ async fn a_release_hands_its_permits_to_the_waiters_that_fit_in_one_hop() {
     last.release().await.unwrap();
     assert!(w.releases_settled(HANG).await);
 }
+
+/// The holds' keys expire no earlier than the longest lease they hold, and
+/// never earlier than before (a shorter lease does not cut a longer one's):
+/// on a fresh semaphore the first hold gives them their TTL (NX), later
+/// holds push it out (GT), releases leave it, and the last release deletes
+/// them, so the next first hold starts afresh with its own lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_holds_keys_outlast_the_longest_lease() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let s = Semaphore::new(&c, "ttl");
+    assert!(s.try_set_permits(5).await.unwrap());
+    let keys = ["deadbolt:{ttl}:sem:h", "deadbolt:{ttl}:sem:hn"];
+    let ttls = || async {
+        let mut out = Vec::new();
+        for k in keys {
+            out.push(cmd::<i64>(&srv, &["PTTL", k]).await);
+        }
+        out
+    };
+    let secs = |s: u64| Duration::from_secs(s);
+    let within_ms = |ttl: i64, lease: i64| ttl > (lease - 5) * 1000 && ttl <= lease * 1000;
+    let a = s.acquire_with_lease(1, secs(60)).await.unwrap();
+    for t in ttls().await {
+        assert!(within_ms(t, 60), "first hold: TTL {t} ms, not about 60 s");
+    }
+    let b = s.acquire_with_lease(1, secs(120)).await.unwrap();
+    for t in ttls().await {
+        assert!(
+            within_ms(t, 120),
+            "longer hold: TTL {t} ms, not about 120 s"
+        );
+    }
+    let shorter = s.acquire_with_lease(1, secs(30)).await.unwrap();
+    b.release().await.unwrap();
+    shorter.release().await.unwrap();
+    for t in ttls().await {
+        assert!(
+            within_ms(t, 120),
+            "after releases: TTL {t} ms, cut from 120 s"
+        );
+    }
+    a.release().await.unwrap();
+    for t in ttls().await {
+        assert_eq!(t, -2, "the last release leaves the holds' keys behind");
+    }
+    let again = s.acquire_with_lease(1, secs(10)).await.unwrap();
+    for t in ttls().await {
+        assert!(
+            within_ms(t, 10),
+            "a new first hold: TTL {t} ms, not about 10 s"
+        );
+    }
+    again.release().await.unwrap();
+    assert!(keys_left(&srv).await.is_empty());
+}
