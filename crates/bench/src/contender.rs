@@ -45,6 +45,8 @@ use crate::model::{ContenderKind, MULTI_PARTS, REDLOCK_SERVERS};
 mod lock_write;
 mod redisson;
 
+pub use redisson::{LOCK_LUA as REDISSON_LOCK, UNLOCK_LUA as REDISSON_UNLOCK};
+
 /// What every contender needs to know, taken from the bench's flags.
 #[derive(Debug, Clone)]
 pub(crate) struct ContenderOptions {

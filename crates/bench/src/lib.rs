@@ -64,6 +64,7 @@ use redis::aio::MultiplexedConnection;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::time::Instant;
 
+pub use contender::{REDISSON_LOCK, REDISSON_UNLOCK};
 pub use deadbolt_testkit::Topology;
 pub use model::{
     parse_duration, parse_ratio, BenchArgs, Commands, ContenderKind, CpuSource, Fairness,

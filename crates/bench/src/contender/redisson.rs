@@ -68,9 +68,9 @@ const COMMANDS: &[&str] = &PUBSUB_COMMANDS;
 
 deadbolt_core::primitive::lua_scripts! {
     /// The `RLock`'s try (`lua/redisson_lock.lua`).
-    LOCK_LUA = "redisson_lock" with "redisson_lib";
-    /// The `RLock`'s unlock.
-    UNLOCK_LUA = "redisson_unlock" with "redisson_lib";
+    pub LOCK_LUA = "redisson_lock" with "redisson_lib";
+    /// The `RLock`'s unlock (`lua/redisson_unlock.lua`).
+    pub UNLOCK_LUA = "redisson_unlock" with "redisson_lib";
     /// The `RFairLock`'s try.
     FAIR_LOCK_LUA = "redisson_fair_lock" with "redisson_lib";
     /// The `RFairLock`'s unlock.

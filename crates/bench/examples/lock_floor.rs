@@ -8,21 +8,36 @@
 //!   with its count and token, set its expiry; the release reads the holder
 //!   and deletes), and nothing of what the Lock adds (the stale-hold repair,
 //!   the waiting clients' queue, the reservation, the attempt's field);
-//! - `lock`: deadbolt's `Lock` (`lock()` and `unlock()`).
+//! - `lock`: deadbolt's `Lock` (`lock()` and `unlock()`);
+//! - `redisson`: Redisson's `RLock` server side as the bench's `redisson`
+//!   contender runs it (`deadbolt_bench::REDISSON_LOCK` and
+//!   `REDISSON_UNLOCK`: a hash of hold counts, a PUBLISH on every release,
+//!   an unlock latch set by the unlock and deleted after it, as Redisson's
+//!   client does), with no fencing token. The latch DEL is counted in its
+//!   commands per pair; its own µs (a command sent, not run in a script)
+//!   is not in its in-command figure, as the bench's cmds/acq leaves it out.
 //!
 //! For each: lock+unlock pairs per second, the server's CPU per pair (INFO
 //! cpu, its event loop and system calls included), the µs per call inside
 //! Redis (INFO commandstats, the commands a script runs included) and the
 //! commands run per pair.
 //!
-//! `cargo run --release -p deadbolt-lock --example lock_floor [SECONDS]`
+//! `cargo run --release -p deadbolt-bench --example lock_floor [SECONDS]`
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
+use deadbolt_bench::{REDISSON_LOCK, REDISSON_UNLOCK};
 use deadbolt_core::{Acquire as _, Client};
 use deadbolt_testkit::RedisServer;
 use redis::aio::MultiplexedConnection;
+
+/// Redisson's try and unlock, as the bench's `redisson` contender runs them.
+static RLOCK: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(REDISSON_LOCK.source()));
+static RUNLOCK: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(REDISSON_UNLOCK.source()));
 
 const TASKS: usize = 4;
 
@@ -58,6 +73,7 @@ enum Way {
     Raw,
     Floor,
     Lock,
+    Redisson,
 }
 
 /// Run script `src` (EVALSHA, loaded on first use) with `keys` and `args`.
@@ -97,6 +113,36 @@ async fn one(way: Way, conn: &mut MultiplexedConnection, client: &Client, name: 
         Way::Lock => {
             let g = deadbolt_lock::Lock::new(client, name).lock().await.unwrap();
             g.unlock().await.unwrap();
+        }
+        Way::Redisson => {
+            let field = "me:1";
+            let got: Option<i64> = RLOCK
+                .key(&key)
+                .arg("30000")
+                .arg(field)
+                .invoke_async(conn)
+                .await
+                .unwrap();
+            assert!(got.is_none(), "redisson: {key} is held");
+            let channel = format!("redisson_lock__channel:{{{key}}}");
+            let latch = format!("redisson_unlock_latch:{{{key}}}:{name}");
+            let released: Option<i64> = RUNLOCK
+                .key(&key)
+                .key(&channel)
+                .key(&latch)
+                .arg(0)
+                .arg(30_000)
+                .arg(field)
+                .arg(13_500)
+                .invoke_async(conn)
+                .await
+                .unwrap();
+            assert_eq!(released, Some(1));
+            let _: i64 = redis::cmd("DEL")
+                .arg(&latch)
+                .query_async(conn)
+                .await
+                .unwrap();
         }
     }
 }
@@ -152,6 +198,7 @@ async fn main() {
             ("raw", Way::Raw),
             ("floor", Way::Floor),
             ("lock", Way::Lock),
+            ("redisson", Way::Redisson),
         ] {
             let _: () = redis::cmd("CONFIG")
                 .arg("RESETSTAT")
