@@ -2,7 +2,8 @@
 //! processes increment one counter in Redis (read, then write the value
 //! plus one) under a lock, each holding briefly, while the test pauses one
 //! of them (SIGSTOP) between its read and its write for longer than its
-//! lease, and resumes it once another worker took the lock and wrote.
+//! lease, and resumes it once another worker took the lock and wrote (the
+//! other three start once it is paused).
 //!
 //! With plain writes the paused worker's write lands on top of the others'
 //! and the final count misses updates: the hazard is real on this machine.
@@ -194,8 +195,12 @@ async fn run(kind: &str, mode: &str) -> Outcome {
         "fair" => "deadbolt:{guarded}:fair:data:count",
         _ => "deadbolt:{guarded}:elect:data:count",
     };
+    // The others start once the victim is paused holding the lock: started
+    // with it, they could finish all their rounds before it first took the
+    // lock, and then nobody would move the counter the test waits on while
+    // the victim is stopped (seen 1 run in 10 to 25 under load).
     let mut victim = spawn(&url, kind, mode, 0);
-    let mut others: Vec<Child> = (1..WORKERS).map(|i| spawn(&url, kind, mode, i)).collect();
+    let mut others: Vec<Child> = Vec::new();
     let out = victim.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     std::thread::spawn(move || {
@@ -212,6 +217,7 @@ async fn run(kind: &str, mode: &str) -> Outcome {
             if line.contains("PAUSE-ME") && !paused {
                 signal(&victim, "-STOP");
                 paused = true;
+                others.extend((1..WORKERS).map(|i| spawn(&url, kind, mode, i)));
                 // Resume once another worker took the lock (after the
                 // victim's lease ran out) and wrote.
                 let before: Option<String> = cmd(&srv, &["GET", key]).await;
