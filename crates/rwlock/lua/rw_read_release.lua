@@ -67,8 +67,9 @@ local live = redis.call('ZCOUNT', K.r, '(' .. now_ms, '+inf')
 if live == 1 then
   msg_publish(ARGV[2], msg_notice('r'))
 end
+-- Other holds stay in r (it had more than this one), so the keys stay
+-- too: no lease_removed.
 rw_drop_reader(K, ARGV[1], owner)
-lease_removed(K.r, K.ro)
 if live == 1 then
   return 2
 end

@@ -74,8 +74,8 @@ end
 local now_ms = hold_now()
 local live = tonumber(dl) > now_ms
 if not waiting then
-  redis.call('ZREM', K.h, a)
-  if redis.call('ZCARD', K.h) == 0 then
+  -- This hold is in h (dl): alone there, it is the last.
+  if redis.call('ZCARD', K.h) == 1 then
     redis.call('DEL', K.h, K.hn)
   else
     sem_drop_hold(K, a, f[1])
