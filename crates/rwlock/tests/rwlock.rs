@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use deadbolt_core::{Client, Error, LeaseState};
 use deadbolt_rwlock::RwLock;
-use deadbolt_testkit::support::{cmd, server, until, within, HANG};
+use deadbolt_testkit::support::{cmd, pttls, server, until, within, HANG};
 use deadbolt_testkit::{FaultProxy, RedisServer};
 
 async fn client(url: &str) -> Client {
@@ -532,13 +532,7 @@ async fn the_read_holds_keys_outlast_the_longest_read_lease() {
     let c = client(&srv.url()).await;
     let rw = RwLock::new(&c, "ttl");
     let held = ["deadbolt:{ttl}:rw:r", "deadbolt:{ttl}:rw:ro"];
-    let ttls = || async {
-        let mut out = Vec::new();
-        for k in held {
-            out.push(cmd::<i64>(&srv, &["PTTL", k]).await);
-        }
-        out
-    };
+    let ttls = || pttls(&srv, &held);
     let secs = |s: u64| Duration::from_secs(s);
     let within_ms = |ttl: i64, lease: i64| ttl > (lease - 5) * 1000 && ttl <= lease * 1000;
     let a = rw.read_lock().lock_with_lease(secs(60)).await.unwrap();

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use deadbolt_core::{Client, Error, LeaseState};
 use deadbolt_semaphore::{CountDownLatch, Semaphore, MAX_PERMITS};
-use deadbolt_testkit::support::{cmd, server, until, within, HANG};
+use deadbolt_testkit::support::{cmd, pttls, server, until, within, HANG};
 use deadbolt_testkit::{FaultProxy, RedisServer};
 
 async fn client(url: &str) -> Client {
@@ -509,13 +509,7 @@ async fn the_holds_keys_outlast_the_longest_lease() {
     let s = Semaphore::new(&c, "ttl");
     assert!(s.try_set_permits(5).await.unwrap());
     let keys = ["deadbolt:{ttl}:sem:h", "deadbolt:{ttl}:sem:hn"];
-    let ttls = || async {
-        let mut out = Vec::new();
-        for k in keys {
-            out.push(cmd::<i64>(&srv, &["PTTL", k]).await);
-        }
-        out
-    };
+    let ttls = || pttls(&srv, &keys);
     let secs = |s: u64| Duration::from_secs(s);
     let within_ms = |ttl: i64, lease: i64| ttl > (lease - 5) * 1000 && ttl <= lease * 1000;
     let a = s.acquire_with_lease(1, secs(60)).await.unwrap();

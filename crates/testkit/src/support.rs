@@ -71,6 +71,21 @@ pub async fn cmd<T: redis::FromRedisValue>(srv: &RedisServer, args: &[&str]) -> 
         .unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
+/// The PTTL of each of `keys` in ms, in order (-1: no TTL, -2: no key).
+///
+/// # Panics
+/// When the server cannot answer.
+///
+/// # Cancel safety
+/// Cancel safe: it only reads.
+pub async fn pttls(srv: &RedisServer, keys: &[&str]) -> Vec<i64> {
+    let mut out = Vec::with_capacity(keys.len());
+    for k in keys {
+        out.push(cmd::<i64>(srv, &["PTTL", k]).await);
+    }
+    out
+}
+
 /// Run `cmd` (stdin closed, stdout and stderr captured) to its end; kill it
 /// and panic, naming `what`, if it takes longer than [`HANG`]. Blocking:
 /// call it off an async runtime's threads (`spawn_blocking`) when the test
