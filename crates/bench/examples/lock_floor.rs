@@ -1,13 +1,15 @@
 //! The floor under the Lock's Redis cost: one throwaway redis-server, four
 //! tasks locking and unlocking distinct names (as the bench's uncontended
-//! row), three ways one after another, twice over:
+//! row), four ways one after another, twice over:
 //!
 //! - `raw`: the textbook lock, `SET NX PX` and a compare-and-delete script;
 //! - `floor`: a script doing only what a reentrant, fenced lock cannot do
-//!   without (read the holder, advance the fencing counter, write the hold
+//!   without (`deadbolt_bench::floor`'s `floor_lock.lua` and
+//!   `floor_unlock.lua`: read the holder, advance the fencing counter, write the hold
 //!   with its count and token, set its expiry; the release reads the holder
 //!   and deletes), and nothing of what the Lock adds (the stale-hold repair,
-//!   the waiting clients' queue, the reservation, the attempt's field);
+//!   the waiting clients' queue, the reservation, the attempt's field, the
+//!   clock floor under the tokens);
 //! - `lock`: deadbolt's `Lock` (`lock()` and `unlock()`);
 //! - `redisson`: Redisson's `RLock` server side as the bench's `redisson`
 //!   contender runs it (`deadbolt_bench::REDISSON_LOCK` and
@@ -24,10 +26,12 @@
 //!
 //! `cargo run --release -p deadbolt-bench --example lock_floor [SECONDS]`
 
-use std::collections::BTreeMap;
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
+use deadbolt_bench::floor::{
+    commandstats, server_cpu_us, ADMIN_COMMANDS, FLOOR_LOCK_LUA, FLOOR_UNLOCK_LUA,
+};
 use deadbolt_bench::{REDISSON_LOCK, REDISSON_UNLOCK};
 use deadbolt_core::{Acquire as _, Client};
 use deadbolt_testkit::RedisServer;
@@ -43,29 +47,6 @@ const TASKS: usize = 4;
 
 const RAW_UNLOCK: &str =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
-
-/// KEYS: hold hash, fencing counter; ARGV: owner, lease ms. Re-entry adds
-/// to the count; a fresh hold takes the next token.
-const FLOOR_LOCK: &str = "
-local o = redis.call('HGET', KEYS[1], 'o')
-if o == ARGV[1] then
-  redis.call('HINCRBY', KEYS[1], 'n', 1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-elseif o then
-  return 0
-end
-local t = redis.call('INCR', KEYS[2])
-redis.call('HSET', KEYS[1], 'o', ARGV[1], 't', t, 'n', 1)
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return t";
-
-/// KEYS: hold hash; ARGV: owner. The last hold's release deletes it.
-const FLOOR_UNLOCK: &str = "
-local f = redis.call('HMGET', KEYS[1], 'o', 'n')
-if f[1] ~= ARGV[1] then return 0 end
-if tonumber(f[2]) > 1 then return redis.call('HINCRBY', KEYS[1], 'n', -1) end
-return redis.call('DEL', KEYS[1])";
 
 /// One of the three ways, run by one task on its `i`-th name.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -107,8 +88,17 @@ async fn one(way: Way, conn: &mut MultiplexedConnection, client: &Client, name: 
         }
         Way::Floor => {
             let fence = format!("{name}:f");
-            assert!(eval(conn, FLOOR_LOCK, &[&key, &fence], &["me", "30000"]).await > 0);
-            eval(conn, FLOOR_UNLOCK, &[&key], &["me"]).await;
+            assert!(
+                eval(
+                    conn,
+                    FLOOR_LOCK_LUA.source(),
+                    &[&key, &fence],
+                    &["me", "30000"]
+                )
+                .await
+                    > 0
+            );
+            eval(conn, FLOOR_UNLOCK_LUA.source(), &[&key], &["me"]).await;
         }
         Way::Lock => {
             let g = deadbolt_lock::Lock::new(client, name).lock().await.unwrap();
@@ -147,42 +137,6 @@ async fn one(way: Way, conn: &mut MultiplexedConnection, client: &Client, name: 
     }
 }
 
-/// `INFO` of `section` as field → value.
-async fn info(conn: &mut MultiplexedConnection, section: &str) -> BTreeMap<String, String> {
-    let text: String = redis::cmd("INFO")
-        .arg(section)
-        .query_async(conn)
-        .await
-        .unwrap();
-    text.lines()
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
-        .collect()
-}
-
-/// Server CPU so far, µs.
-fn cpu_us(cpu: &BTreeMap<String, String>) -> f64 {
-    ["used_cpu_user", "used_cpu_sys"]
-        .iter()
-        .map(|k| cpu[*k].parse::<f64>().unwrap_or(0.0) * 1e6)
-        .sum()
-}
-
-/// commandstats as command → (calls, usec).
-fn stats(s: &BTreeMap<String, String>) -> BTreeMap<String, (f64, f64)> {
-    s.iter()
-        .filter_map(|(k, v)| {
-            let cmd = k.strip_prefix("cmdstat_")?;
-            let field = |name: &str| {
-                v.split(',')
-                    .find_map(|p| p.strip_prefix(name)?.parse::<f64>().ok())
-                    .unwrap_or(0.0)
-            };
-            Some((cmd.to_string(), (field("calls="), field("usec="))))
-        })
-        .collect()
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let secs: f64 = std::env::args()
@@ -205,7 +159,7 @@ async fn main() {
                 .query_async(&mut admin)
                 .await
                 .unwrap();
-            let cpu0 = cpu_us(&info(&mut admin, "cpu").await);
+            let cpu0 = server_cpu_us(&mut admin).await.unwrap();
             let t0 = Instant::now();
             let until = t0 + Duration::from_secs_f64(secs);
             let tasks = (0..TASKS).map(|t| {
@@ -226,8 +180,8 @@ async fn main() {
                 .map(Result::unwrap)
                 .sum();
             let elapsed = t0.elapsed().as_secs_f64();
-            let cpu = cpu_us(&info(&mut admin, "cpu").await) - cpu0;
-            let st = stats(&info(&mut admin, "commandstats").await);
+            let cpu = server_cpu_us(&mut admin).await.unwrap() - cpu0;
+            let st = commandstats(&mut admin).await.unwrap();
             let pairs_f = f64::from(u32::try_from(pairs).unwrap_or(u32::MAX));
             // What the tasks send: the scripts, and the raw lock's SET;
             // every other command but the bench's own ran inside a script.
@@ -236,18 +190,12 @@ async fn main() {
             } else {
                 &["evalsha", "eval"]
             };
-            let admin_cmds = [
-                "info",
-                "config|resetstat",
-                "script|load",
-                "hello",
-                "client|setname",
-                "ping",
-            ];
             let in_cmd: f64 = sent.iter().filter_map(|c| st.get(*c)).map(|s| s.1).sum();
             let inner: f64 = st
                 .iter()
-                .filter(|(c, _)| !sent.contains(&c.as_str()) && !admin_cmds.contains(&c.as_str()))
+                .filter(|(c, _)| {
+                    !sent.contains(&c.as_str()) && !ADMIN_COMMANDS.contains(&c.as_str())
+                })
                 .map(|(_, s)| s.0)
                 .sum();
             let sent_calls: f64 = sent.iter().filter_map(|c| st.get(*c)).map(|s| s.0).sum();

@@ -681,23 +681,9 @@ impl PollScheme for RawPoll {
 /// ZREMRANGEBYSCORE, ZCARD and ZADD run inside the script and are left out.
 const SEM_POLL_COMMANDS: &[&str] = &joined::<4>(&SCRIPT_COMMANDS, &["zrem"]);
 
-/// Take a permit if fewer than P holders are left once those older than the
-/// lease are dropped. Timestamps are the server's (TIME), never a client's.
-static SEM_POLL_ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
-    redis::Script::new(
-        r"-- KEYS[1] holders: ZSET holder id -> server ms it took its permit
--- ARGV[1] holder id, ARGV[2] permits P, ARGV[3] lease ms
--- Reply: 1 taken, 0 busy (P holders younger than the lease)
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[3]))
-if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
-  redis.call('ZADD', KEYS[1], now, ARGV[1])
-  return 1
-end
-return 0",
-    )
-});
+/// sem-poll's try ([`SEM_POLL_ACQUIRE_LUA`](crate::floor::SEM_POLL_ACQUIRE_LUA)).
+static SEM_POLL_ACQUIRE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(crate::floor::SEM_POLL_ACQUIRE_LUA.source()));
 
 /// sem-poll: its acquire script to take a permit, ZREM to give it back.
 #[derive(Clone, Copy)]

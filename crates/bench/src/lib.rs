@@ -41,6 +41,7 @@
 //! [`bench_with`].
 
 mod contender;
+pub mod floor;
 mod model;
 mod output;
 mod plan;
