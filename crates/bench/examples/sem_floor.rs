@@ -21,7 +21,9 @@
 //! system calls included; the server is the bottleneck at hold 0, so
 //! acq/s follows it), this process's CPU per acquisition, and the commands
 //! per acquisition (sent and run inside scripts), and the share of
-//! acquisitions that queued (floor only: the others cannot tell).
+//! acquisitions that queued (floor only: the others cannot tell). With
+//! `SEM_FLOOR_BREAKDOWN` set, each way's commands (calls and commandstats
+//! µs per acquisition) are listed above its line.
 //!
 //! `cargo run --release -p deadbolt-bench --example sem_floor [SECONDS]`
 
@@ -327,6 +329,11 @@ async fn main() {
             } else {
                 "-".into()
             };
+            if std::env::var_os("SEM_FLOOR_BREAKDOWN").is_some() {
+                for (c, (calls, us)) in &stats {
+                    println!("    {c:<18} {:>5.2}/acq {:>6.2} µs/acq", calls / n, us / n);
+                }
+            }
             println!(
                 "{label:<6} {:>7.0}  {:>10.2}  {:>17.1}  {:>17.1}  {:>12.1}  {queued:>6}",
                 n / elapsed,
