@@ -26,6 +26,7 @@
 
 use std::time::Duration;
 
+use deadbolt_bench::floor::first_arg;
 use deadbolt_testkit::RedisServer;
 use redis::aio::MultiplexedConnection;
 
@@ -75,6 +76,23 @@ async fn subscribe(url: &str, n: usize, channel: impl Fn(usize) -> String) -> re
     sub
 }
 
+/// A hold hash for every name, as the Lock writes one (owner, token, count)
+/// with the fields `more`, and its TTL.
+async fn holds(conn: &mut MultiplexedConnection, n: usize, more: &[&str]) {
+    each(conn, n, |i| {
+        let mut c = redis::cmd("HSET");
+        c.arg(key(i))
+            .arg(&["o", HOLDER, "t", "1796612043546653", "n", "1"])
+            .arg(more);
+        c
+    })
+    .await;
+    each(conn, n, |i| {
+        redis::cmd("PEXPIRE").arg(key(i)).arg(30_000).clone()
+    })
+    .await;
+}
+
 fn key(i: usize) -> String {
     format!("deadbolt:{{held{i}}}:lock")
 }
@@ -87,6 +105,16 @@ struct Tally {
 }
 
 impl Tally {
+    /// Start counting from the server's memory now.
+    async fn start(conn: &mut MultiplexedConnection, n: f64) -> Tally {
+        let start = used(conn).await;
+        Tally {
+            n,
+            start,
+            last: start,
+        }
+    }
+
     async fn part(&mut self, conn: &mut MultiplexedConnection, what: &str) {
         // Let the server settle lazy frees and client buffers.
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -102,10 +130,7 @@ impl Tally {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let n: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(10_000);
+    let n: usize = first_arg(10_000);
     let srv = RedisServer::start().expect("redis-server");
     let url = srv.url();
     let mut conn = srv.conn().await;
@@ -113,24 +138,8 @@ async fn main() {
     let nf = n as f64;
 
     println!("deadbolt's layout, {n} held names with a waiter each:");
-    let start = used(&mut conn).await;
-    let mut t = Tally {
-        n: nf,
-        start,
-        last: start,
-    };
-    each(&mut conn, n, |i| {
-        let mut c = redis::cmd("HSET");
-        c.arg(key(i))
-            .arg(&["o", HOLDER, "t", "1796612043546653", "n", "1"])
-            .arg(&["a:3f9c2a77e1d04b5as17", "1", "s", "17"]);
-        c
-    })
-    .await;
-    each(&mut conn, n, |i| {
-        redis::cmd("PEXPIRE").arg(key(i)).arg(30_000).clone()
-    })
-    .await;
+    let mut t = Tally::start(&mut conn, nf).await;
+    holds(&mut conn, n, &["a:3f9c2a77e1d04b5as17", "1", "s", "17"]).await;
     t.part(&mut conn, "hold hash (listpack) with its TTL").await;
     each(&mut conn, n, |i| {
         redis::cmd("HSET")
@@ -185,25 +194,8 @@ async fn main() {
 
     println!("the floor: a hold hash with a registration that fits the listpack, one channel:");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let start = used(&mut conn).await;
-    let mut t = Tally {
-        n: nf,
-        start,
-        last: start,
-    };
-    each(&mut conn, n, |i| {
-        let mut c = redis::cmd("HSET");
-        c.arg(key(i))
-            .arg(&["o", HOLDER, "t", "1796612043546653", "n", "1"])
-            .arg(format!("d:{CLIENT}"))
-            .arg(COMPACT);
-        c
-    })
-    .await;
-    each(&mut conn, n, |i| {
-        redis::cmd("PEXPIRE").arg(key(i)).arg(30_000).clone()
-    })
-    .await;
+    let mut t = Tally::start(&mut conn, nf).await;
+    holds(&mut conn, n, &[&format!("d:{CLIENT}"), COMPACT]).await;
     t.part(&mut conn, "hold hash with a compact registration, TTL")
         .await;
     let one = subscribe(&url, n, |i| format!("{}:ch:{CLIENT}", key(i))).await;

@@ -29,8 +29,9 @@
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
+use deadbolt_bench::floor::first_arg;
 use deadbolt_bench::floor::{
-    commandstats, server_cpu_us, ADMIN_COMMANDS, FLOOR_LOCK_LUA, FLOOR_UNLOCK_LUA,
+    commandstats, reset_stats, server_cpu_us, ADMIN_COMMANDS, FLOOR_LOCK_LUA, FLOOR_UNLOCK_LUA,
 };
 use deadbolt_bench::{REDISSON_LOCK, REDISSON_UNLOCK};
 use deadbolt_core::{Acquire as _, Client};
@@ -139,10 +140,7 @@ async fn one(way: Way, conn: &mut MultiplexedConnection, client: &Client, name: 
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let secs: f64 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(1.5);
+    let secs: f64 = first_arg(1.5);
     let srv = RedisServer::start().expect("redis-server");
     let client = Client::connect(&srv.url()).await.expect("connect");
     let mut admin = srv.conn().await;
@@ -154,12 +152,7 @@ async fn main() {
             ("lock", Way::Lock),
             ("redisson", Way::Redisson),
         ] {
-            let _: () = redis::cmd("CONFIG")
-                .arg("RESETSTAT")
-                .query_async(&mut admin)
-                .await
-                .unwrap();
-            let cpu0 = server_cpu_us(&mut admin).await.unwrap();
+            let cpu0 = reset_stats(&mut admin).await.expect("CONFIG RESETSTAT");
             let t0 = Instant::now();
             let until = t0 + Duration::from_secs_f64(secs);
             let tasks = (0..TASKS).map(|t| {

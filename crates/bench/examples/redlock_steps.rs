@@ -14,6 +14,7 @@
 
 use std::time::{Duration, Instant};
 
+use deadbolt_bench::floor::first_arg;
 use deadbolt_bench::floor::{process_cpu_us, server_cpu_us, FLOOR_LOCK_LUA, FLOOR_UNLOCK_LUA};
 use deadbolt_core::{Acquire, Client, LeaseMode, WaitMode};
 use deadbolt_multilock::Redlock;
@@ -211,10 +212,7 @@ const UNLOCK: &str =
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let n: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(3000);
+    let n: usize = first_arg(3000);
     let servers: Vec<RedisServer> = (0..3)
         .map(|_| RedisServer::start().expect("redis-server"))
         .collect();

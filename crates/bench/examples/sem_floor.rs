@@ -32,9 +32,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
+use deadbolt_bench::floor::first_arg;
 use deadbolt_bench::floor::{
-    commandstats, process_cpu_us, server_cpu_us, ADMIN_COMMANDS, FLOOR_SEM_ACQUIRE_LUA,
-    FLOOR_SEM_RELEASE_LUA, SEM_POLL_ACQUIRE_LUA,
+    commandstats, process_cpu_us, reset_stats, server_cpu_us, ADMIN_COMMANDS,
+    FLOOR_SEM_ACQUIRE_LUA, FLOOR_SEM_RELEASE_LUA, SEM_POLL_ACQUIRE_LUA,
 };
 use deadbolt_core::Client;
 use deadbolt_testkit::RedisServer;
@@ -285,10 +286,7 @@ async fn join_counts(tasks: Vec<tokio::task::JoinHandle<u64>>) -> Vec<u64> {
 #[allow(clippy::cast_precision_loss, reason = "counts stay far below 2^53")]
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let secs: f64 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(2.0);
+    let secs: f64 = first_arg(2.0);
     let srv = RedisServer::start().expect("redis-server");
     let url = srv.url();
     let mut admin = srv.conn().await;
@@ -302,12 +300,7 @@ async fn main() {
             ("floor", Way::Floor),
             ("poll", Way::Poll),
         ] {
-            let _: () = redis::cmd("CONFIG")
-                .arg("RESETSTAT")
-                .query_async(&mut admin)
-                .await
-                .expect("resetstat");
-            let cpu0 = server_cpu_us(&mut admin).await.expect("info");
+            let cpu0 = reset_stats(&mut admin).await.expect("CONFIG RESETSTAT");
             let client0 = process_cpu_us();
             let t0 = Instant::now();
             let counts = run(way, &url, round, t0 + Duration::from_secs_f64(secs)).await;

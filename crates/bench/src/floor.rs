@@ -90,6 +90,31 @@ pub async fn commandstats(
         .collect())
 }
 
+/// `CONFIG RESETSTAT`, then the server's CPU so far (`INFO cpu`), µs: the
+/// start of a measured window.
+///
+/// # Errors
+/// The server's, or the connection's.
+///
+/// # Cancel safety
+/// Cancel safe: a reset that landed is harmless to repeat.
+pub async fn reset_stats(conn: &mut MultiplexedConnection) -> redis::RedisResult<f64> {
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(conn)
+        .await?;
+    server_cpu_us(conn).await
+}
+
+/// The example's first command-line argument parsed, or `default` when
+/// it is missing or does not parse.
+pub fn first_arg<T: std::str::FromStr>(default: T) -> T {
+    std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(default)
+}
+
 /// This process's CPU time so far (user + system, from its rusage), µs.
 pub fn process_cpu_us() -> f64 {
     crate::stats::process_cpu_us()
