@@ -35,9 +35,12 @@ end
 
 -- Forget leased holds whose lease ended (up to 64 per call, oldest first),
 -- each through `drop(attempt)`, which gives back what the hold took.
--- Returns how many went, nil, and whether no hold is left (zkey was empty,
--- or the purge emptied it and lease_removed deleted both keys: a hold
--- added next is `fresh` for lease_added); or nil and the error reply
+-- Returns how many went, nil, whether no hold is left (zkey was empty, or
+-- the purge emptied it and lease_removed deleted both keys: a hold added
+-- next is `fresh` for lease_added; when zkey was empty hkey is left as it
+-- is), and when nothing ended and a hold is left, the earliest deadline
+-- (the score read, a string: a caller that needs it reads no more); or
+-- nil and the error reply
 -- naming zkey when it is of another type (its read, with pcall, comes
 -- before any drop: the callers that have not touched zkey before rely on
 -- it). The oldest lease is read first: nothing ended (the common case) is
@@ -53,7 +56,7 @@ local function lease_purge(zkey, hkey, now_ms, drop)
     return 0, nil, true
   end
   if tonumber(first[2]) > now_ms then
-    return 0, nil, false
+    return 0, nil, false, first[2]
   end
   local gone = redis.call('ZRANGEBYSCORE', zkey, '-inf', now_ms, 'LIMIT', 0, 64)
   for _, a in ipairs(gone) do

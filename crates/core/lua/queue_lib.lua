@@ -21,6 +21,25 @@ local function queue_client(owner)
   return string.match(owner, '^([^:]+)')
 end
 
+-- Whether a queue's keys want their TTL refreshed to ttl_ms: when queue
+-- `q` has less than half of it left, no TTL (-1) or is missing (-2). Queue
+-- keys live while waiters keep them alive, then expire, and are only ever
+-- lengthened (hold_touch: a client with a short waiter_timeout must not
+-- cut the life of a queue that a client with a long one waits in). Every
+-- try of a waiter and every heartbeat touches them, so most touches find
+-- them with plenty of life left, and a touch that is not due costs one
+-- PTTL instead of a PEXPIRE (and perhaps a PTTL) per key. One read of q
+-- speaks for every key of the queue as long as its primitive keeps two
+-- rules: its keys are always touched together, and none of them can lack
+-- a TTL (or have a shorter one) while q has one: the entries' hash is
+-- filled and emptied with q, and the liveness ZSET only loses records
+-- beside the caller's own (queue_heartbeat), so it is at least as old as q
+-- and got every TTL q got. A queue created afresh has no TTL and is
+-- touched in full.
+local function queue_touch_due(q, ttl_ms)
+  return redis.call('PTTL', q) < ttl_ms / 2
+end
+
 -- The first live waiter of queue `q` (entries in hash `qo`, or nil for a
 -- queue without entries), whose client's record in `alive` is at or past
 -- `now_ms`: waiters of silent clients (and entries gone missing) are

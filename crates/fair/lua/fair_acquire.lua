@@ -68,7 +68,7 @@ local function enqueue(pttl)
     return e
   end
   local queued, entry = f[1], f[2]
-  local touch = fair_touch_due(K, wt * 3)
+  local touch = queue_touch_due(K.q, wt * 3)
   if queued then
     -- Already queued (a retry of this attempt): the stored secret stands.
     secret = select(4, fair_entry(entry or ''))

@@ -179,26 +179,10 @@ local function fair_pass_on(K, now_ms, now_us, wt_ms, first)
   return true
 end
 
--- Queue keys live while waiters keep them alive, then expire. Only ever
--- lengthened: a client with a short waiter_timeout must not cut the life
--- of a queue that a client with a long one still waits in. (GT leaves a key
--- without a TTL alone, so a fresh key gets its first TTL plainly.)
---
--- Every try of a waiter and every heartbeat touches them, so most touches
--- find them with plenty of life left: when the queue still has at least
--- half of ttl_ms to live, the touch is skipped (one PTTL instead of four
--- PEXPIREs and their PTTLs). That is enough for all four keys because
--- they are always touched together, and none of them can lack a TTL while
--- the queue has one: qo is filled and emptied with q, alive only loses
--- records beside the caller's own (fair_heartbeat.lua), and seq is never
--- deleted; so alive and seq are at least as old as q and got every TTL q
--- got. A queue created afresh has no TTL (PTTL -1) and is touched in full.
-local function fair_touch_due(K, ttl_ms)
-  return redis.call('PTTL', K.q) < ttl_ms / 2
-end
-
+-- Keep the queue's four keys alive for ttl_ms (queue_touch_due: the
+-- enqueue counter, never deleted, is at least as old as q too).
 local function fair_touch(K, ttl_ms)
-  if fair_touch_due(K, ttl_ms) then
+  if queue_touch_due(K.q, ttl_ms) then
     hold_touch({K.q, K.qo, K.alive, K.seq}, ttl_ms)
   end
 end

@@ -65,8 +65,16 @@ end
 -- grant creates have no TTL yet (lease_added's `fresh`).
 local taken = f[2]
 local fresh = not taken
-if not fresh and sem_purge(K, now_ms) > 0 then
-  taken = redis.call('HGET', K.hn, '#t')
+-- The earliest lease deadline, when the purge read it and nothing ended
+-- (a refused try's sleep bound, sem_next_expiry, then needs no read).
+local oldest
+if not fresh then
+  local gone, _, _, dl = sem_purge(K, now_ms)
+  if gone > 0 then
+    taken = redis.call('HGET', K.hn, '#t')
+  else
+    oldest = dl
+  end
 end
 local p
 p, err = hold_first(K.s, 'HGET', K.s, 'p')
@@ -98,20 +106,33 @@ if avail - reserve >= n then
   end
   return {1, 0, lease}
 end
-local wait_ms = sem_next_expiry(K, now_ms)
+local wait_ms = sem_next_expiry(K, now_ms, oldest)
 if mode == 'try' then
   return {0, wait_ms}
 end
--- Queued: qo and alive are read (with pcall) before the first write; the
--- walk above read them only when someone queued.
-f, err = hold_first_each({{K.qo, 'HGET', attempt}, {K.alive, 'ZSCORE', queue_client(owner)}})
-if err then
-  return err
+-- Queued. An empty queue before this call (created: its keys are made
+-- below) was not read by the walk above; otherwise it read qo and alive.
+local created = not (head or queued)
+-- qo and alive are read (with pcall) before the first write: here when the
+-- walk did not (this attempt's entry, and its client's record).
+local queued_entry
+if created then
+  f, err = hold_first_each({{K.qo, 'HGET', attempt}, {K.alive, 'ZSCORE', queue_client(owner)}})
+  if err then
+    return err
+  end
+  queued_entry = f[1]
 end
+-- The queue's keys get their TTLs in full when this call creates them
+-- (NX first), else only when due (queue_touch_due: one PTTL).
+local touch = created or queue_touch_due(K.q, wt * 3)
 local fresh, secret = 0, ARGV[5]
 local entry = reg_entry(owner, attempt, ARGV[3], ARGV[7], ARGV[5], now_ms, ARGV[8])
 if redis.call('ZSCORE', K.q, attempt) then
-  local _, _, _, l, _, s = sem_entry(f[1])
+  if queued_entry == nil then
+    queued_entry = redis.call('HGET', K.qo, attempt)
+  end
+  local _, _, _, l, _, s = sem_entry(queued_entry)
   if l then
     secret = s
   else
@@ -127,7 +148,8 @@ else
   fresh = 1
 end
 redis.call('ZADD', K.alive, now_ms + wt, queue_client(owner))
--- An empty queue before this call: its keys were created just now.
-hold_touch({K.q, K.qo}, wt * 3, not (head or queued))
-hold_touch({K.alive}, wt * 3)
+if touch then
+  hold_touch({K.q, K.qo}, wt * 3, created)
+  hold_touch({K.alive}, wt * 3)
+end
 return {2, wait_ms, fresh, tonumber(secret)}

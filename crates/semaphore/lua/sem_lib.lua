@@ -86,7 +86,9 @@ local function sem_entry(v)
 end
 
 -- Forget hold `a` and give its permits back (`v`: its value in K.hn as the
--- caller read it, false when missing; nil to read it here).
+-- caller read it, false when missing; nil to read it here). Returns the
+-- permits taken by the holds left (the count after the change), or nil
+-- when the hold had no entry (nothing to give back).
 local function sem_drop_hold(K, a, v)
   if v == nil then
     v = redis.call('HGET', K.hn, a)
@@ -95,13 +97,14 @@ local function sem_drop_hold(K, a, v)
   redis.call('ZREM', K.h, a)
   redis.call('HDEL', K.hn, a)
   if n > 0 then
-    redis.call('HINCRBY', K.hn, '#t', string.format('%.0f', -n))
+    return redis.call('HINCRBY', K.hn, '#t', string.format('%.0f', -n))
   end
 end
 
 -- Holds whose lease ended give their permits back (up to 64 per call).
--- Returns how many went, or nil and the error reply naming K.h
--- (lease_purge). Callers read K.hn first (the drops write it).
+-- Returns lease_purge's values: how many went, nil, whether no hold is
+-- left, and the earliest deadline when nothing ended; or nil and the
+-- error reply naming K.h. Callers read K.hn first (the drops write it).
 local function sem_purge(K, now_ms)
   return lease_purge(K.h, K.hn, now_ms, function(a) sem_drop_hold(K, a) end)
 end
@@ -119,18 +122,27 @@ local function sem_available(K, p)
 end
 
 -- Until the earliest lease ends (a waiter's sleep bound: its permits come
--- back then), or -1 without holders.
-local function sem_next_expiry(K, now_ms)
-  local first = redis.call('ZRANGE', K.h, 0, 0, 'WITHSCORES')
-  if first[2] == nil then
-    return -1
+-- back then), or -1 without holders. `dl`: that deadline (server ms) when
+-- the caller read it since K.h last changed (sem_purge gives it), else nil
+-- to read it here.
+local function sem_next_expiry(K, now_ms, dl)
+  if not dl then
+    dl = redis.call('ZRANGE', K.h, 0, 0, 'WITHSCORES')[2]
+    if dl == nil then
+      return -1
+    end
   end
-  return math.max(tonumber(first[2]) - now_ms, 1)
+  return math.max(tonumber(dl) - now_ms, 1)
 end
 
-local function sem_alive(K, owner, now_ms)
-  local alive = owner and redis.call('ZSCORE', K.alive, queue_client(owner))
-  return alive and tonumber(alive) >= now_ms
+-- Whether the waiters of `owner`'s client are alive at now_ms. `dl`: its
+-- record in K.alive as the caller read it (false when missing), or nil to
+-- read it here.
+local function sem_alive(K, owner, now_ms, dl)
+  if dl == nil then
+    dl = owner and redis.call('ZSCORE', K.alive, queue_client(owner))
+  end
+  return owner and dl and tonumber(dl) >= now_ms
 end
 
 local function sem_drop_waiter(K, a)
@@ -187,8 +199,10 @@ end
 -- than (one added to them before, the caller's own or the one it
 -- released: lease_added never shortens their expiry), or nil: a grant
 -- whose claim ends by then leaves their expiry alone (most do: a claim
--- is a waiter timeout, a lease usually longer).
-local function sem_wake(K, now_ms, avail, list, fresh, covered)
+-- is a waiter timeout, a lease usually longer). `head`: what the caller
+-- read of list's first waiter since, {v = its entry in K.qo, dl = its
+-- client's record in K.alive} (false where missing), or nil.
+local function sem_wake(K, now_ms, avail, list, fresh, covered, head)
   if avail <= 0 then
     return
   end
@@ -196,10 +210,16 @@ local function sem_wake(K, now_ms, avail, list, fresh, covered)
     list = redis.call('ZRANGE', K.q, 0, 63)
   end
   local used = 0
-  for _, a in ipairs(list) do
-    local v = redis.call('HGET', K.qo, a)
+  for i, a in ipairs(list) do
+    local known = i == 1 and head or nil
+    local v
+    if known then
+      v = known.v
+    else
+      v = redis.call('HGET', K.qo, a)
+    end
     local owner, n, woken, lease, claim, secret, ms = sem_entry(v)
-    if not sem_alive(K, owner, now_ms) then
+    if not sem_alive(K, owner, now_ms, known and known.dl) then
       sem_drop_waiter(K, a)
     elseif woken then
       used = used + n

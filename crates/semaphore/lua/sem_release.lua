@@ -62,14 +62,28 @@ if err then
   return err
 end
 local waiting = f[2][1]
-local p
+local p, head
 if waiting then
   local g
-  g, err = hold_first_each({{K.s, 'HGET', 'p'}, {K.qo, 'HGET', waiting}, {K.alive, 'ZCARD'}})
+  g, err = hold_first_each({{K.s, 'HGET', 'p'}, {K.qo, 'HGET', waiting}})
   if err then
     return err
   end
   p = g[1]
+  -- The head's client's liveness record is alive's first touch (sem_wake
+  -- takes it with the head's entry, and reads neither again); ZCARD for
+  -- an entry that names no client.
+  local owner, rec = sem_entry(g[2]), nil
+  if owner then
+    rec, err = hold_first(K.alive, 'ZSCORE', K.alive, queue_client(owner))
+  else
+    local _
+    _, err = hold_first(K.alive, 'ZCARD', K.alive)
+  end
+  if err then
+    return err
+  end
+  head = {v = g[2], dl = rec or false}
 end
 local now_ms = hold_now()
 local live = tonumber(dl) > now_ms
@@ -81,11 +95,26 @@ if not waiting then
     sem_drop_hold(K, a, f[1])
   end
 else
-  sem_drop_hold(K, a, f[1])
-  sem_purge(K, now_ms)
-  local gone = lease_removed(K.h, K.hn)
-  local avail = sem_available(K, p)
-  sem_wake(K, now_ms, avail, f[2], gone, tonumber(dl))
+  local taken = sem_drop_hold(K, a, f[1])
+  local purged, _, gone = sem_purge(K, now_ms)
+  if purged > 0 then
+    -- The drops changed the count (and deleted both keys if they emptied
+    -- them: gone).
+    taken = nil
+  elseif gone then
+    -- The hold dropped above was the last (h went with it): hn goes too,
+    -- and the grants below make both afresh.
+    redis.call('DEL', K.h, K.hn)
+  end
+  local avail
+  if gone then
+    avail = tonumber(p) or 0
+  elseif taken then
+    avail = (tonumber(p) or 0) - tonumber(taken)
+  else
+    avail = sem_available(K, p)
+  end
+  sem_wake(K, now_ms, avail, f[2], gone, tonumber(dl), head)
 end
 if live then
   return 2

@@ -546,3 +546,88 @@ async fn the_holds_keys_outlast_the_longest_lease() {
     again.release().await.unwrap();
     assert!(keys_left(&srv).await.is_empty());
 }
+
+/// The queue's keys always carry a TTL, though a waiter's touch is skipped
+/// while the queue has half its life left (queue_touch_due): when the
+/// queue empties and is created again beside the older `alive`; a waiter
+/// with a longer waiter timeout lengthens their life (never a shorter
+/// one's: a touch that is due pushes every key out to its own three
+/// windows); and once nobody waits they all expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_keys_always_expire() {
+    let srv = server();
+    let short = Duration::from_millis(400);
+    let url = srv.url();
+    let connect = |wt: Duration| {
+        Client::builder(&url)
+            .preload(deadbolt_semaphore::SCRIPTS)
+            .waiter_timeout(wt)
+            .build()
+    };
+    let a = connect(short).await.unwrap();
+    let b = connect(short).await.unwrap();
+    let long = connect(Duration::from_secs(20)).await.unwrap();
+    let (sa, sb) = (Semaphore::new(&a, "qttl"), Semaphore::new(&b, "qttl"));
+    assert!(sa.try_set_permits(1).await.unwrap());
+    let keys = [
+        "deadbolt:{qttl}:sem:q",
+        "deadbolt:{qttl}:sem:qo",
+        "deadbolt:{qttl}:sem:alive",
+    ];
+    let queued = |n: i64| {
+        let srv = &srv;
+        async move {
+            until("the queue's length", || async {
+                cmd::<i64>(srv, &["ZCARD", keys[0]]).await == n
+            })
+            .await;
+        }
+    };
+    let all_expire = || async {
+        for (k, t) in keys.iter().zip(pttls(&srv, &keys).await) {
+            assert!(t > 0, "{k} has PTTL {t}");
+        }
+    };
+    let held = sa.acquire(1).await.unwrap();
+    let bt = tokio::spawn(async move { sb.acquire(1).await.map(|p| (sb, p)) });
+    queued(1).await;
+    all_expire().await;
+    // The release grants B and empties the queue (q and qo go, alive
+    // stays)...
+    held.release().await.unwrap();
+    let (sb, bp) = within("B acquires", bt).await.unwrap().unwrap();
+    assert_eq!(pttls(&srv, &keys[..2]).await, [-2, -2]);
+    // ...and A queues again: q and qo are created afresh.
+    let at = tokio::spawn(async move { sa.acquire(1).await.map(|p| (sa, p)) });
+    queued(1).await;
+    all_expire().await;
+    // A waiter of a client with a longer waiter timeout finds the queue
+    // with less than half of its three windows left: every key lives for
+    // its three windows (60 s) from then on.
+    let sl = Semaphore::new(&long, "qttl");
+    let lt = tokio::spawn(async move { sl.acquire(1).await.map(|p| (sl, p)) });
+    queued(2).await;
+    for (k, t) in keys.iter().zip(pttls(&srv, &keys).await) {
+        assert!(t > 55_000, "{k}: PTTL {t} ms after a 20 s waiter queued");
+    }
+    bp.release().await.unwrap();
+    let (sa, ap) = within("A acquires", at).await.unwrap().unwrap();
+    ap.release().await.unwrap();
+    let (sl, lp) = within("the long waiter acquires", lt)
+        .await
+        .unwrap()
+        .unwrap();
+    lp.release().await.unwrap();
+    drop((sa, sb, sl));
+    // Nobody waits: the queue's keys go with their TTL (the long client's
+    // record keeps `alive` for its 60 s; the short ones' queue is empty).
+    until("q and qo are gone", || async {
+        cmd::<i64>(&srv, &["EXISTS", keys[0], keys[1]]).await == 0
+    })
+    .await;
+    let t: i64 = cmd(&srv, &["PTTL", keys[2]]).await;
+    assert!(t > 0, "alive has PTTL {t}");
+    for c in [a, b, long] {
+        c.shutdown().await;
+    }
+}
