@@ -128,20 +128,13 @@ impl Tally {
     }
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let n: usize = first_arg(10_000);
-    let srv = RedisServer::start().expect("redis-server");
-    let url = srv.url();
-    let mut conn = srv.conn().await;
-    #[allow(clippy::cast_precision_loss, reason = "n stays far below 2^53")]
-    let nf = n as f64;
-
+/// deadbolt's layout, part by part.
+async fn deadbolt_layout(conn: &mut MultiplexedConnection, url: &str, n: usize, nf: f64) {
     println!("deadbolt's layout, {n} held names with a waiter each:");
-    let mut t = Tally::start(&mut conn, nf).await;
-    holds(&mut conn, n, &["a:3f9c2a77e1d04b5as17", "1", "s", "17"]).await;
-    t.part(&mut conn, "hold hash (listpack) with its TTL").await;
-    each(&mut conn, n, |i| {
+    let mut t = Tally::start(conn, nf).await;
+    holds(conn, n, &["a:3f9c2a77e1d04b5as17", "1", "s", "17"]).await;
+    t.part(conn, "hold hash (listpack) with its TTL").await;
+    each(conn, n, |i| {
         redis::cmd("HSET")
             .arg(key(i))
             .arg("x")
@@ -151,54 +144,62 @@ async fn main() {
             .clone()
     })
     .await;
-    t.part(
-        &mut conn,
-        "+ mark and registration (hash leaves the listpack)",
-    )
-    .await;
-    each(&mut conn, n, |i| {
+    t.part(conn, "+ mark and registration (hash leaves the listpack)")
+        .await;
+    let waiters = |i| format!("{}:waiters", key(i));
+    each(conn, n, |i| {
         let mut p = redis::cmd("ZADD");
-        p.arg(format!("{}:waiters", key(i)))
-            .arg(1_796_612_043_546_653u64)
-            .arg(CLIENT);
+        p.arg(waiters(i)).arg(1_796_612_043_546_653u64).arg(CLIENT);
         p
     })
     .await;
-    each(&mut conn, n, |i| {
-        redis::cmd("PEXPIRE")
-            .arg(format!("{}:waiters", key(i)))
-            .arg(30_000)
-            .clone()
+    each(conn, n, |i| {
+        redis::cmd("PEXPIRE").arg(waiters(i)).arg(30_000).clone()
     })
     .await;
-    t.part(&mut conn, "+ waiting clients' ZSET with its TTL")
-        .await;
-    each(&mut conn, n, |i| {
+    t.part(conn, "+ waiting clients' ZSET with its TTL").await;
+    each(conn, n, |i| {
         redis::cmd("SET")
             .arg(format!("deadbolt:{{{i}}}:fence"))
             .arg("1796612043546653")
             .clone()
     })
     .await;
-    t.part(&mut conn, "+ fencing counter (one per slot)").await;
-    let unlock = subscribe(&url, n, |i| format!("{}:ch", key(i))).await;
-    t.part(&mut conn, "+ unlock channel, subscribed").await;
-    let grant = subscribe(&url, n, |i| format!("{}:ch:{CLIENT}", key(i))).await;
-    t.part(&mut conn, "+ the client's grant channel, subscribed")
+    t.part(conn, "+ fencing counter (one per slot)").await;
+    let unlock = subscribe(url, n, |i| format!("{}:ch", key(i))).await;
+    t.part(conn, "+ unlock channel, subscribed").await;
+    let grant = subscribe(url, n, |i| format!("{}:ch:{CLIENT}", key(i))).await;
+    t.part(conn, "+ the client's grant channel, subscribed")
         .await;
     drop((unlock, grant));
+}
+
+/// The floor, part by part.
+async fn floor_layout(conn: &mut MultiplexedConnection, url: &str, n: usize, nf: f64) {
+    println!("the floor: a hold hash with a registration that fits the listpack, one channel:");
+    let mut t = Tally::start(conn, nf).await;
+    holds(conn, n, &[&format!("d:{CLIENT}"), COMPACT]).await;
+    t.part(conn, "hold hash with a compact registration, TTL")
+        .await;
+    let one = subscribe(url, n, |i| format!("{}:ch:{CLIENT}", key(i))).await;
+    t.part(conn, "+ one channel, subscribed").await;
+    drop(one);
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let n: usize = first_arg(10_000);
+    let srv = RedisServer::start().expect("redis-server");
+    let url = srv.url();
+    let mut conn = srv.conn().await;
+    #[allow(clippy::cast_precision_loss, reason = "n stays far below 2^53")]
+    let nf = n as f64;
+    deadbolt_layout(&mut conn, &url, n, nf).await;
     let () = redis::cmd("FLUSHALL")
         .query_async(&mut conn)
         .await
         .expect("FLUSHALL");
-
-    println!("the floor: a hold hash with a registration that fits the listpack, one channel:");
+    // The subscriber connections closed: let the server free them.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let mut t = Tally::start(&mut conn, nf).await;
-    holds(&mut conn, n, &[&format!("d:{CLIENT}"), COMPACT]).await;
-    t.part(&mut conn, "hold hash with a compact registration, TTL")
-        .await;
-    let one = subscribe(&url, n, |i| format!("{}:ch:{CLIENT}", key(i))).await;
-    t.part(&mut conn, "+ one channel, subscribed").await;
-    drop(one);
+    floor_layout(&mut conn, &url, n, nf).await;
 }

@@ -186,101 +186,122 @@ struct Counts {
     queued: u64,
 }
 
-async fn run(way: Way, url: &str, round: usize, until: Instant) -> Counts {
-    let name = format!("semfloor:{round}");
-    let queued = Arc::new(AtomicU64::new(0));
-    let mut tasks = Vec::new();
-    match way {
-        Way::Sem => {
-            let mut clients = Vec::new();
-            for _ in 0..CLIENTS {
-                clients.push(Client::connect(url).await.expect("connect"));
+/// `WAITERS` tasks, each running `cycle(waiter, n)` for its n-th
+/// acquisition until `until`; their acquisitions, in order.
+async fn waiters<F, Fut>(until: Instant, cycle: F) -> Vec<u64>
+where
+    F: Fn(usize, u64) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let tasks = (0..WAITERS).map(|w| {
+        let cycle = cycle.clone();
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            while Instant::now() < until {
+                cycle(w, n).await;
+                n += 1;
             }
-            let sem = deadbolt_semaphore::Semaphore::new(&clients[0], &name);
-            assert!(sem.try_set_permits(PERMITS.into()).await.expect("permits"));
-            for w in 0..WAITERS {
-                let sem = deadbolt_semaphore::Semaphore::new(&clients[w % CLIENTS], &name);
-                tasks.push(tokio::spawn(async move {
-                    let mut n = 0u64;
-                    while Instant::now() < until {
-                        let p = sem.acquire(1).await.expect("acquire");
-                        p.release().await.expect("release");
-                        n += 1;
-                    }
-                    n
-                }));
-            }
-            let counts = join_counts(tasks).await;
-            for c in clients {
-                c.shutdown().await;
-            }
-            return Counts {
-                per_waiter: counts,
-                queued: 0,
-            };
-        }
-        Way::Floor => {
-            let holds = format!("{{{name}}}:h");
-            let queue = format!("{{{name}}}:q");
-            let mut clients = Vec::new();
-            for c in 0..CLIENTS {
-                clients.push(Arc::new(
-                    FloorClient::connect(url, format!("c{c}"), &holds).await,
-                ));
-            }
-            for w in 0..WAITERS {
-                let client = clients[w % CLIENTS].clone();
-                let (holds, queue, queued) = (holds.clone(), queue.clone(), queued.clone());
-                tasks.push(tokio::spawn(async move {
-                    let mut n = 0u64;
-                    while Instant::now() < until {
-                        if client.cycle(&holds, &queue, format!("w{w}n{n}")).await {
-                            queued.fetch_add(1, Ordering::Relaxed);
-                        }
-                        n += 1;
-                    }
-                    n
-                }));
-            }
-        }
-        Way::Poll => {
-            let key = format!("{{{name}}}:poll");
-            let mut conns = Vec::new();
-            for _ in 0..CLIENTS {
-                let mut c = redis::Client::open(url)
-                    .expect("url")
-                    .get_multiplexed_async_connection()
-                    .await
-                    .expect("connect");
-                POLL_ACQUIRE.load_async(&mut c).await.expect("script load");
-                conns.push(c);
-            }
-            for w in 0..WAITERS {
-                let mut conn = conns[w % CLIENTS].clone();
-                let key = key.clone();
-                tasks.push(tokio::spawn(async move {
-                    let mut n = 0u64;
-                    while Instant::now() < until {
-                        poll_cycle(&mut conn, &key, &format!("w{w}n{n}")).await;
-                        n += 1;
-                    }
-                    n
-                }));
-            }
-        }
-    }
-    Counts {
-        per_waiter: join_counts(tasks).await,
-        queued: queued.load(Ordering::Relaxed),
-    }
-}
-
-async fn join_counts(tasks: Vec<tokio::task::JoinHandle<u64>>) -> Vec<u64> {
+            n
+        })
+    });
     futures::future::join_all(tasks)
         .await
         .into_iter()
         .map(|r| r.expect("a waiter panicked"))
         .collect()
+}
+
+/// deadbolt's `Semaphore`: `acquire(1)` and `release()`.
+async fn run_sem(url: &str, name: &str, until: Instant) -> Counts {
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        clients.push(Client::connect(url).await.expect("connect"));
+    }
+    let sem = deadbolt_semaphore::Semaphore::new(&clients[0], name);
+    assert!(sem.try_set_permits(PERMITS.into()).await.expect("permits"));
+    // A handle per waiter, as the bench's contender makes them.
+    let sems: Arc<Vec<_>> = Arc::new(
+        (0..WAITERS)
+            .map(|w| deadbolt_semaphore::Semaphore::new(&clients[w % CLIENTS], name))
+            .collect(),
+    );
+    let per_waiter = waiters(until, move |w, _| {
+        let sem = sems[w].clone();
+        async move {
+            let p = sem.acquire(1).await.expect("acquire");
+            p.release().await.expect("release");
+        }
+    })
+    .await;
+    for c in clients {
+        c.shutdown().await;
+    }
+    Counts {
+        per_waiter,
+        queued: 0,
+    }
+}
+
+/// The floor: its scripts, waited for on one subscriber per client.
+async fn run_floor(url: &str, name: &str, until: Instant) -> Counts {
+    let holds = format!("{{{name}}}:h");
+    let queue = format!("{{{name}}}:q");
+    let mut clients = Vec::new();
+    for c in 0..CLIENTS {
+        clients.push(FloorClient::connect(url, format!("c{c}"), &holds).await);
+    }
+    let clients = Arc::new(clients);
+    let queued = Arc::new(AtomicU64::new(0));
+    let count = queued.clone();
+    let per_waiter = waiters(until, move |w, n| {
+        let (clients, queued) = (clients.clone(), count.clone());
+        let (holds, queue) = (holds.clone(), queue.clone());
+        async move {
+            let client = &clients[w % CLIENTS];
+            if client.cycle(&holds, &queue, format!("w{w}n{n}")).await {
+                queued.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    })
+    .await;
+    Counts {
+        per_waiter,
+        queued: queued.load(Ordering::Relaxed),
+    }
+}
+
+/// sem-poll: its script, a try every `POLL` while busy, ZREM to release.
+async fn run_poll(url: &str, name: &str, until: Instant) -> Counts {
+    let key = format!("{{{name}}}:poll");
+    let mut conns = Vec::new();
+    for _ in 0..CLIENTS {
+        let mut c = redis::Client::open(url)
+            .expect("url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect");
+        POLL_ACQUIRE.load_async(&mut c).await.expect("script load");
+        conns.push(c);
+    }
+    let conns = Arc::new(conns);
+    let per_waiter = waiters(until, move |w, n| {
+        let (mut conn, key) = (conns[w % CLIENTS].clone(), key.clone());
+        async move { poll_cycle(&mut conn, &key, &format!("w{w}n{n}")).await }
+    })
+    .await;
+    Counts {
+        per_waiter,
+        queued: 0,
+    }
+}
+
+async fn run(way: Way, url: &str, round: usize, until: Instant) -> Counts {
+    let name = format!("semfloor:{round}");
+    match way {
+        Way::Sem => run_sem(url, &name, until).await,
+        Way::Floor => run_floor(url, &name, until).await,
+        Way::Poll => run_poll(url, &name, until).await,
+    }
 }
 
 #[allow(clippy::cast_precision_loss, reason = "counts stay far below 2^53")]
