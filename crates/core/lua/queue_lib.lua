@@ -97,11 +97,12 @@ end
 
 -- The heartbeat of client ARGV[1] with waiter timeout ARGV[2] (ms) over
 -- every group of `width` keys in KEYS (one queued primitive each): for
--- each group K = keys(base) that `refused(K, now_ms)` lets through (nil;
--- it reads with pcall, hold_first, every key of the group that `touch` or
--- `after` will touch, but the liveness key; an error reply, for a key of
--- another type, skips the group with nothing written there: its waiters'
--- own tries report it), the client's liveness record in K[alive] is set to
+-- each group K = keys(base) that `refused(K, now_ms)` lets through (nil or
+-- false; it reads with pcall, hold_first, every key of the group that
+-- `touch` or `after` will touch, but the liveness key; an error reply, for
+-- a key of another type, skips the group with nothing written there: its
+-- waiters' own tries report it; true skips it too, for a primitive that
+-- finds nobody to keep alive there), the client's liveness record in K[alive] is set to
 -- now + waiter timeout (the first touch of K[alive], and the group's first
 -- write: a key of another type there skips the group the same way), records
 -- of clients silent for a whole window go, `touch(K, ttl)` keeps the

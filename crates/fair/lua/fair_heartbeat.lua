@@ -16,7 +16,8 @@
 -- (does it still exist?), q (does anyone wait?), qo and seq (their TTLs
 -- are stretched), and the fencing counter only when the lock is to be
 -- handed on. No TYPE is sent: with the lock held, the counter is never
--- touched, and not looked at.
+-- touched, and not looked at. A lock nobody queues on is skipped too, with
+-- nothing written.
 --
 -- Besides refreshing, each lock whose hold ran out (a holder or a claimed
 -- head that died) while waiters queue is handed to its live head: nobody
@@ -29,6 +30,12 @@ return queue_heartbeat(6, fair_keys, 'alive', function(K)
     {K.seq, 'STRLEN'}})
   if err then
     return err
+  end
+  -- Nobody queues: nothing to keep alive or hand on (a round sent before
+  -- this client's last waiter was served, or before a force-unlock, would
+  -- only make the liveness key anew).
+  if f[2] == 0 then
+    return true
   end
   -- A free lock (an empty hash does not exist) with waiters is handed on.
   K.free = f[1] == 0 and f[2] > 0

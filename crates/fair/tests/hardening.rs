@@ -536,3 +536,40 @@ async fn a_hand_off_under_maxmemory_is_made_in_full_or_not_at_all() {
         }
     }
 }
+
+/// A heartbeat for a lock nobody queues on writes nothing: a round sent
+/// before the client's last waiter was served, or before a force-unlock,
+/// would otherwise make the liveness key anew. With a waiter queued it
+/// refreshes the client, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_for_an_empty_queue_writes_nothing() {
+    use deadbolt_core::primitive::ScriptCall;
+    let srv = server();
+    let c = client(&srv.url(), Duration::from_secs(5)).await;
+    let keys = deadbolt_fair::fair_keys(&c.keys(deadbolt_fair::KIND, "hb").unwrap());
+    let beat = ScriptCall::new(
+        &deadbolt_fair::scripts::FAIR_HEARTBEAT,
+        keys.clone(),
+        vec![c.id().to_string(), "5000".into()],
+    );
+    assert_eq!(c.run::<i64>(&beat).await.unwrap(), 0);
+    let dbsize = || async { cmd::<i64>(&srv, &["DBSIZE"]).await };
+    assert_eq!(dbsize().await, 0, "a heartbeat of a free lock wrote");
+    let l = FairLock::new(&c, "hb");
+    let g = l.lock().await.unwrap();
+    let before = dbsize().await;
+    assert_eq!(c.run::<i64>(&beat).await.unwrap(), 0);
+    assert_eq!(
+        dbsize().await,
+        before,
+        "a heartbeat with nobody queued wrote"
+    );
+    let w = client(&srv.url(), Duration::from_secs(5)).await;
+    let lw = FairLock::new(&w, "hb");
+    let waiting = tokio::spawn(async move { lw.lock().await.map(|g| (lw, g)) });
+    until("queued", || async { !queue(&srv, &l).await.is_empty() }).await;
+    assert_eq!(c.run::<i64>(&beat).await.unwrap(), 1);
+    g.unlock().await.unwrap();
+    let (_lw, wg) = within("the waiter", waiting).await.unwrap().unwrap();
+    wg.unlock().await.unwrap();
+}

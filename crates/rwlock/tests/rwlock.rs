@@ -563,3 +563,42 @@ async fn the_read_holds_keys_outlast_the_longest_read_lease() {
     again.unlock().await.unwrap();
     assert!(keys(&srv).await.is_empty(), "{:?}", keys(&srv).await);
 }
+
+/// A heartbeat for a lock without waiting writers writes nothing: a round
+/// sent before the client's last writer was served would otherwise make the
+/// liveness key anew. With a writer waiting it refreshes the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_without_waiting_writers_writes_nothing() {
+    use deadbolt_core::primitive::ScriptCall;
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let keys = deadbolt_rwlock::rw_keys(&c.keys(deadbolt_rwlock::KIND, "hb").unwrap());
+    let beat = ScriptCall::new(
+        &deadbolt_rwlock::scripts::RW_HEARTBEAT,
+        keys.clone(),
+        vec![c.id().to_string(), "5000".into()],
+    );
+    assert_eq!(c.run::<i64>(&beat).await.unwrap(), 0);
+    let dbsize = || async { cmd::<i64>(&srv, &["DBSIZE"]).await };
+    assert_eq!(dbsize().await, 0, "a heartbeat of a free lock wrote");
+    let rw = RwLock::new(&c, "hb");
+    let r = rw.read_lock().lock().await.unwrap();
+    let before = dbsize().await;
+    assert_eq!(c.run::<i64>(&beat).await.unwrap(), 0);
+    assert_eq!(
+        dbsize().await,
+        before,
+        "a heartbeat with no writer waiting wrote"
+    );
+    let w = client(&srv.url()).await;
+    let ww = RwLock::new(&w, "hb");
+    let waiting = tokio::spawn(async move { ww.write_lock().lock().await.map(|g| (ww, g)) });
+    until("a writer waits", || async {
+        cmd::<i64>(&srv, &["ZCARD", &keys[4]]).await == 1
+    })
+    .await;
+    assert_eq!(c.run::<i64>(&beat).await.unwrap(), 1);
+    r.unlock().await.unwrap();
+    let (_ww, wg) = within("the writer", waiting).await.unwrap().unwrap();
+    wg.unlock().await.unwrap();
+}

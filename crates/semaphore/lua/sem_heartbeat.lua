@@ -10,6 +10,9 @@
 --
 -- Reply: the number of semaphores refreshed. One with a key of another type
 -- is skipped with nothing written there; its waiters' own tries report it.
+-- One whose queue is empty is skipped too: nobody waits there (a round
+-- sent before this client's last waiter there was granted, or before the
+-- semaphore was deleted, would only make the liveness key anew).
 -- The heartbeat touches every key of a semaphore (the purge and the
 -- wake-up below): s, h, hn, q and qo are each read once with pcall
 -- (hold_first) before alive's ZADD, the first write and alive's first
@@ -25,8 +28,9 @@
 -- records of clients silent for a whole window dropped, the queue's TTLs;
 -- then ended leases purged and the waiters they serve woken.
 return queue_heartbeat(6, sem_keys, 'alive', function(K)
-  return select(2, hold_first_each({{K.s, 'HLEN'}, {K.h, 'ZCARD'}, {K.hn, 'HLEN'},
-    {K.q, 'ZCARD'}, {K.qo, 'HLEN'}}))
+  local f, err = hold_first_each({{K.s, 'HLEN'}, {K.h, 'ZCARD'}, {K.hn, 'HLEN'},
+    {K.q, 'ZCARD'}, {K.qo, 'HLEN'}})
+  return err or f[4] == 0
 end, function(K, ttl)
   hold_touch({K.q, K.qo, K.alive}, ttl)
 end, function(K, now_ms)

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use deadbolt_core::primitive::ScriptCall;
 use deadbolt_core::{Client, Error, LeaseState};
-use deadbolt_semaphore::scripts::SEM_RELEASE_PART;
+use deadbolt_semaphore::scripts::{SEM_HEARTBEAT, SEM_RELEASE_PART};
 use deadbolt_semaphore::{
     semaphore_keys, CountDownLatch, Permits, Semaphore, MAX_PERMITS, SEMAPHORE_KIND,
 };
@@ -481,4 +481,57 @@ fn send_sync(c: Client, mut p: Permits) {
     is_send(&p.lost());
     is_send(&p.release_permits(1));
     is_send(&p.release());
+}
+
+/// A heartbeat for a semaphore whose queue is empty writes nothing: a round
+/// sent before the client's last waiter there was granted, or before the
+/// semaphore was deleted, would otherwise make the liveness key anew after
+/// the delete (`delete` then finds a key where nothing should be). One
+/// with a waiter refreshes the waiter's client, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_for_an_empty_queue_writes_nothing() {
+    let srv = server();
+    let c = quiet_client(&srv.url()).await;
+    let keys = semaphore_keys(&c.keys(SEMAPHORE_KIND, "hb").unwrap());
+    let beat = ScriptCall::new(
+        &SEM_HEARTBEAT,
+        keys.clone(),
+        vec![c.id().to_string(), "1000".into()],
+    );
+    // Deleted (nothing there), then set with holders but nobody queued.
+    assert_eq!(c.run::<i64>(&beat).await.unwrap(), 0);
+    assert_eq!(
+        dbsize(&srv).await,
+        0,
+        "a heartbeat of a deleted semaphore wrote"
+    );
+    let s = Semaphore::new(&c, "hb");
+    s.set_permits(1).await.unwrap();
+    let held = s.acquire(1).await.unwrap();
+    let before = dbsize(&srv).await;
+    assert_eq!(c.run::<i64>(&beat).await.unwrap(), 0);
+    assert_eq!(
+        dbsize(&srv).await,
+        before,
+        "a heartbeat with nobody queued wrote"
+    );
+    // A waiter of another client queued: the heartbeat refreshes this one.
+    let w = quiet_client(&srv.url()).await;
+    let sw = Semaphore::new(&w, "hb");
+    let waiting = tokio::spawn(async move { sw.acquire(1).await });
+    until("queued", || async {
+        s.inspect().await.unwrap().waiting == 1
+    })
+    .await;
+    assert_eq!(c.run::<i64>(&beat).await.unwrap(), 1);
+    let rec: Option<f64> = cmd(&srv, &["ZSCORE", &keys[5], c.id()]).await;
+    assert!(rec.is_some(), "the heartbeat did not refresh its client");
+    held.release().await.unwrap();
+    within("the waiter", waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
 }
