@@ -96,27 +96,34 @@ local function queue_live_head(q, qo, alive, now_ms, client_of, first)
 end
 
 -- The heartbeat of client ARGV[1] with waiter timeout ARGV[2] (ms) over
--- every group of `width` keys in KEYS (one queued primitive each): for
--- each group K = keys(base) that `refused(K, now_ms)` lets through (nil or
--- false; it reads with pcall, hold_first, every key of the group that
--- `touch` or `after` will touch, but the liveness key; an error reply, for
--- a key of another type, skips the group with nothing written there: its
--- waiters' own tries report it; true skips it too, for a primitive that
--- finds nobody to keep alive there), the client's liveness record in K[alive] is set to
--- now + waiter timeout (the first touch of K[alive], and the group's first
--- write: a key of another type there skips the group the same way), records
--- of clients silent for a whole window go, `touch(K, ttl)` keeps the
--- queue's keys alive for three windows, and `after(K, now_ms, now_us, wt)`
--- does the primitive's own work (a hand-off nobody else would notice). A
--- key the heartbeat never touches is not read. No TYPE is sent. Returns
--- how many groups were refreshed.
-local function queue_heartbeat(width, keys, alive, refused, touch, after)
+-- every group of `width` keys in KEYS (one queued primitive each). For each
+-- group K = keys(base), the queue K[queue] is read first (ZCARD, with
+-- pcall): a key of another type, or an empty queue, skips the group with
+-- nothing written (nobody waits there to keep alive: a round sent before
+-- the client's last waiter there was served, or before the primitive was
+-- deleted, would only make the liveness key anew; a key of another type
+-- is reported by its waiters' own tries). Then `refused(K, now_ms, n)`
+-- (optional; n the queue's length) reads with pcall every other key of
+-- the group that `touch` or `after` will touch, but the liveness key, and
+-- lets the group through with nil or false, or skips it with an error
+-- reply (nothing written). For a group let through, the client's liveness
+-- record in K[alive] is set to now + waiter timeout (the first touch of
+-- K[alive], and the group's first write: a key of another type there skips
+-- the group the same way), records of clients silent for a whole window
+-- go, `touch(K, ttl)` keeps the queue's keys alive for three windows, and
+-- `after(K, now_ms, now_us, wt)` does the primitive's own work (a hand-off
+-- nobody else would notice). A key the heartbeat never touches is not
+-- read. No TYPE is sent. Returns how many groups were refreshed.
+local function queue_heartbeat(width, keys, queue, alive, refused, touch, after)
   local wt = tonumber(ARGV[2])
   local now_ms, now_us = hold_now()
   local done = 0
   for i = 0, #KEYS / width - 1 do
     local K = keys(i * width)
-    local skip = refused(K, now_ms)
+    local n, skip = hold_first(K[queue], 'ZCARD', K[queue])
+    if not skip then
+      skip = n == 0 or (refused and refused(K, now_ms, n))
+    end
     if not skip then
       local _, err = hold_first(K[alive], 'ZADD', K[alive], now_ms + wt, ARGV[1])
       -- Another error (OOM) fails the call, as a plain call would.

@@ -12,12 +12,12 @@
 -- Reply: the number of locks refreshed. A lock with a key of another type
 -- among those the heartbeat touches is skipped (nothing written there); its
 -- waiters' own tries report it. Each is read once with pcall (hold_first)
--- before alive's ZADD, the first write and alive's first touch: the hold
--- (does it still exist?), q (does anyone wait?), qo and seq (their TTLs
+-- before alive's ZADD, the first write and alive's first touch: q (does
+-- anyone wait?), the hold (does it still exist?), qo and seq (their TTLs
 -- are stretched), and the fencing counter only when the lock is to be
 -- handed on. No TYPE is sent: with the lock held, the counter is never
 -- touched, and not looked at. A lock nobody queues on is skipped too, with
--- nothing written.
+-- nothing written (queue_heartbeat).
 --
 -- Besides refreshing, each lock whose hold ran out (a holder or a claimed
 -- head that died) while waiters queue is handed to its live head: nobody
@@ -25,20 +25,14 @@
 -- The loop is queue_heartbeat (queue_lib.lua): the liveness record, the
 -- records of clients silent for a whole window dropped, the queue's TTLs
 -- (fair_touch); then the hand-off of a lock whose hold ran out.
-return queue_heartbeat(6, fair_keys, 'alive', function(K)
-  local f, err = hold_first_each({{K.hold, 'HLEN'}, {K.q, 'ZCARD'}, {K.qo, 'HLEN'},
-    {K.seq, 'STRLEN'}})
+return queue_heartbeat(6, fair_keys, 'q', 'alive', function(K)
+  local f, err = hold_first_each({{K.hold, 'HLEN'}, {K.qo, 'HLEN'}, {K.seq, 'STRLEN'}})
   if err then
     return err
   end
-  -- Nobody queues: nothing to keep alive or hand on (a round sent before
-  -- this client's last waiter was served, or before a force-unlock, would
-  -- only make the liveness key anew).
-  if f[2] == 0 then
-    return true
-  end
-  -- A free lock (an empty hash does not exist) with waiters is handed on.
-  K.free = f[1] == 0 and f[2] > 0
+  -- A free lock (an empty hash does not exist) with waiters (queue_heartbeat
+  -- skips a lock nobody queues on) is handed on.
+  K.free = f[1] == 0
   if K.free then
     return select(2, hold_first(K.fence, 'STRLEN', K.fence))
   end

@@ -14,16 +14,11 @@
 -- there (ww is read with pcall before alive's ZADD, the first write and
 -- alive's first touch); its waiters' own tries report it. The other keys
 -- are not touched, and not looked at: no TYPE is sent. A lock without
--- waiting writers is skipped too, with nothing written.
+-- waiting writers is skipped too, with nothing written (queue_heartbeat).
 --
 -- O(log n) per lock.
 -- The loop is queue_heartbeat (queue_lib.lua): the liveness record, the
 -- records of clients silent for a whole window dropped, the marks' TTLs.
-return queue_heartbeat(6, rw_keys, 'alive', function(K)
-  -- No waiting writer: nothing to keep alive (a round sent before this
-  -- client's last writer was served would only make the liveness key anew).
-  local n, err = hold_first(K.ww, 'ZCARD', K.ww)
-  return err or n == 0
-end, function(K, ttl)
+return queue_heartbeat(6, rw_keys, 'ww', 'alive', nil, function(K, ttl)
   hold_touch({K.ww, K.alive}, ttl)
 end)

@@ -10,13 +10,11 @@
 --
 -- Reply: the number of semaphores refreshed. One with a key of another type
 -- is skipped with nothing written there; its waiters' own tries report it.
--- One whose queue is empty is skipped too: nobody waits there (a round
--- sent before this client's last waiter there was granted, or before the
--- semaphore was deleted, would only make the liveness key anew).
--- The heartbeat touches every key of a semaphore (the purge and the
--- wake-up below): s, h, hn, q and qo are each read once with pcall
--- (hold_first) before alive's ZADD, the first write and alive's first
--- touch. No TYPE is sent.
+-- One whose queue is empty is skipped too, with nothing written
+-- (queue_heartbeat). The heartbeat touches every key of a semaphore (the
+-- purge and the wake-up below): q, then s, h, hn and qo are each read
+-- once with pcall (hold_first) before alive's ZADD, the first write and
+-- alive's first touch. No TYPE is sent.
 --
 -- Besides refreshing, it purges ended leases and wakes the waiters that
 -- the permits they gave back serve (nobody else would notice), dropping
@@ -27,10 +25,9 @@
 -- The loop is queue_heartbeat (queue_lib.lua): the liveness record, the
 -- records of clients silent for a whole window dropped, the queue's TTLs;
 -- then ended leases purged and the waiters they serve woken.
-return queue_heartbeat(6, sem_keys, 'alive', function(K)
-  local f, err = hold_first_each({{K.s, 'HLEN'}, {K.h, 'ZCARD'}, {K.hn, 'HLEN'},
-    {K.q, 'ZCARD'}, {K.qo, 'HLEN'}})
-  return err or f[4] == 0
+return queue_heartbeat(6, sem_keys, 'q', 'alive', function(K)
+  return select(2, hold_first_each({{K.s, 'HLEN'}, {K.h, 'ZCARD'}, {K.hn, 'HLEN'},
+    {K.qo, 'HLEN'}}))
 end, function(K, ttl)
   hold_touch({K.q, K.qo, K.alive}, ttl)
 end, function(K, now_ms)
