@@ -46,10 +46,13 @@
 --      they, the releasing client's new acquires included, hold back as
 --      long), and its waiter's try takes the lock and ends the reservation
 --
--- A queued client whose registration is older than its claim and whose
--- channel nobody hears (PUBLISH's count is 0) is gone: it is passed over
--- (its registration deleted) for the next one, at most four clients a
--- release, instead of a grant that holds the lock for a claim.
+-- A published grant stands: the release never takes it back, whoever did
+-- or did not hear it. PUBLISH's receiver count cannot tell: it counts the
+-- subscribers of this server alone (SPUBLISH: of this node), while one at
+-- a replica, or at a former master after a failover, hears the grant
+-- through replication and takes it. A client that died while registered
+-- holds the lock for the claim its registration carries, no longer; the
+-- client queued next hears when the claim ends (h:) and tries then.
 --
 -- O(log n) in the waiting clients.
 
@@ -104,12 +107,11 @@ end
 -- Only a hold that a waiter of another client found busy (x) looks at the
 -- queue of clients: an uncontended release does not. The releasing client
 -- is skipped (its waiters were served by local hand-offs; they queue
--- again if they still wait), and so is a gone one (below): at most four
--- clients are looked at, O(log n) each.
+-- again if they still wait): at most two clients are looked at, O(log n)
+-- each.
 if KEYS[2] and marked then
   local me = string.match(holder, '^(.*):')
-  local now_ms, now_us, stoken
-  for _ = 1, 4 do
+  for _ = 1, 2 do
     local head = redis.pcall('ZPOPMIN', KEYS[2])
     if type(head) ~= 'table' or head.err or not head[1] then
       break
@@ -128,31 +130,17 @@ if KEYS[2] and marked then
       if not e then
         break
       end
-      if not stoken then
-        local err
-        now_ms, now_us = hold_now()
-        _, stoken, err = hold_advance_fence(KEYS[4], now_us)
-        if err then
-          break
-        end
+      local now_ms, now_us = hold_now()
+      local _, stoken, err = hold_advance_fence(KEYS[4], now_us)
+      if err then
+        break
       end
       local gmsg, c = reg_grant(e, stoken, now_ms)
       -- To the waiter's client alone (its channel: the unlock channel and
-      -- ':<client id>'). PUBLISH says how many connections heard it.
-      local heard = msg_publish(ARGV[2] .. ':' .. named, gmsg)
-      -- Nobody heard it, and the registration is older than its claim: the
-      -- client is gone (a live waiter subscribes to its channel within a
-      -- round trip of registering, and listens while it waits). Its
-      -- registration goes, and the next client is looked at, instead of a
-      -- grant nobody takes that holds the lock for a claim. A younger
-      -- registration is granted as before: its waiter may be subscribing
-      -- still, and finds its hold on its next try.
-      if heard ~= 0 or now_ms - e.at < e.claim then
-        grant_to(e.owner, e.attempt, stoken, c)
-        return 4
-      end
-      redis.call('HDEL', KEYS[1], 'd:' .. named)
-      named, msg = nil, msg_notice('1')
+      -- ':<client id>').
+      msg_publish(ARGV[2] .. ':' .. named, gmsg)
+      grant_to(e.owner, e.attempt, stoken, c)
+      return 4
     end
   end
 end
