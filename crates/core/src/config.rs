@@ -16,7 +16,7 @@ pub struct Config {
     /// `Indeterminate` (default 1 s).
     pub command_timeout: Duration,
     /// How long a fair-lock waiter that stopped heart-beating keeps its place,
-    /// measured on the server clock (default 5 s).
+    /// measured on the server clock (default 5 s; 30 ms to `MAX_LEASE_MS / 3`).
     pub waiter_timeout: Duration,
     /// Bound on the background releaser's retries of one release after a fault
     /// (default: the watchdog timeout, after which the lease has run out anyway).
@@ -180,10 +180,15 @@ impl Config {
                 ));
             }
         }
-        if self.waiter_timeout < Duration::from_millis(30) {
-            return Err(Error::InvalidArgument(
-                "waiter_timeout must be at least 30 ms".into(),
-            ));
+        // The queues' keys live three waiter timeouts: each TTL a script
+        // sets stays within the largest lease Lua carries exactly.
+        if self.waiter_timeout < Duration::from_millis(30)
+            || self.waiter_timeout > Duration::from_millis(MAX_LEASE_MS / 3)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "waiter_timeout must be between 30 ms and {} ms",
+                MAX_LEASE_MS / 3
+            )));
         }
         if self.client_name.is_empty()
             || self.client_name.len() > MAX_CLIENT_NAME
@@ -230,6 +235,22 @@ mod tests {
         assert!(lease_ms(Duration::MAX).is_err());
         assert!(lease_ms(Duration::from_millis(MAX_LEASE_MS)).is_ok());
         assert!(lease_ms(Duration::from_millis(MAX_LEASE_MS + 1)).is_err());
+    }
+
+    #[test]
+    fn waiter_timeout_bounds() {
+        let with = |t: Duration| {
+            Config {
+                waiter_timeout: t,
+                ..Config::default()
+            }
+            .validate()
+        };
+        assert!(with(Duration::from_millis(29)).is_err());
+        assert!(with(Duration::from_millis(30)).is_ok());
+        assert!(with(Duration::from_millis(MAX_LEASE_MS / 3)).is_ok());
+        assert!(with(Duration::from_millis(MAX_LEASE_MS / 3 + 1)).is_err());
+        assert!(with(Duration::MAX).is_err());
     }
 
     #[test]

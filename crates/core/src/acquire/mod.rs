@@ -917,9 +917,16 @@ async fn try_once(
             attempt.in_doubt = false;
             attempt.queued = true;
         }
-        Err(Error::Indeterminate(_)) => {}
-        // This request did not grant anything, but an earlier one of
-        // the same attempt may have: keep that doubt.
+        // It may have run. So may a script that failed with a raw error of
+        // Redis: that can come from a command part way through it (a later
+        // command refused: NOPERM, a value out of range), after it queued
+        // the attempt, and a release may since have granted it. Keep the
+        // doubt: the release by attempt finds nothing when nothing was
+        // written.
+        Err(Error::Indeterminate(_) | Error::Redis(_)) => {}
+        // The scripts' own refusals come before their first write, and a
+        // server that refused the call ran none of it: an earlier request
+        // of the attempt may have been recorded all the same.
         Err(_) => attempt.in_doubt = prior_doubt,
     }
     (sent_at, r)
