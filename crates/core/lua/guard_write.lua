@@ -26,11 +26,16 @@
 --   error BADVALUE <key> ...  INCRBY of a value that is not an integer, or
 --                             out of range (nothing written)
 --
--- With more than one operation every operation is checked first (a key
--- of the wrong type, a value INCRBY cannot add to), so they commit
--- together or not at all: Redis does not undo a script's writes. A lone
--- operation needs no check: its own failure writes nothing. Out of memory
--- Redis refuses a script's first write, which is then the only one.
+-- With more than one operation the whole batch is played first on a
+-- model of its keys, in order (each key's type as the batch found it or
+-- left it, and a string's value), so that an operation that would fail
+-- after an earlier one of the batch wrote is refused before anything is
+-- written: the batch commits together or not at all (Redis does not undo
+-- a script's writes). INCRBY is checked as Redis checks it: the value a
+-- canonical 64-bit integer, the sum within range (decimal strings: Lua's
+-- numbers are doubles). A lone operation needs no play: its own failure
+-- writes nothing. Out of memory Redis refuses a script's first write,
+-- which is then the only one.
 --
 -- O(h + operations).
 
@@ -48,24 +53,103 @@ for _ = 1, n do
   at = at + 2 + argc
 end
 
--- The checks of a batch: each operation would succeed.
+-- Decimal integers as Redis reads them (string2ll): "0", or an optional
+-- '-' and no leading zero, within a signed 64-bit integer.
+local I64_MAX, I64_MIN_ABS = '9223372036854775807', '9223372036854775808'
+-- Compare two magnitudes (digit strings without leading zeros).
+local function mag_cmp(a, b)
+  if #a ~= #b then
+    return #a < #b and -1 or 1
+  end
+  return a == b and 0 or (a < b and -1 or 1)
+end
+local function mag_add(a, b)
+  local out, carry, i, j = {}, 0, #a, #b
+  while i > 0 or j > 0 or carry > 0 do
+    local d = carry + (i > 0 and tonumber(string.sub(a, i, i)) or 0)
+      + (j > 0 and tonumber(string.sub(b, j, j)) or 0)
+    out[#out + 1], carry = d % 10, math.floor(d / 10)
+    i, j = i - 1, j - 1
+  end
+  return string.reverse(table.concat(out))
+end
+-- a - b for magnitudes a >= b.
+local function mag_sub(a, b)
+  local out, borrow, i, j = {}, 0, #a, #b
+  while i > 0 do
+    local d = tonumber(string.sub(a, i, i)) - borrow - (j > 0 and tonumber(string.sub(b, j, j)) or 0)
+    borrow = d < 0 and 1 or 0
+    out[#out + 1] = d + 10 * borrow
+    i, j = i - 1, j - 1
+  end
+  local r = string.gsub(string.reverse(table.concat(out)), '^0+', '')
+  return r == '' and '0' or r
+end
+-- A canonical integer in range as {negative, magnitude}, else nil.
+local function int_read(s)
+  if s == '0' then
+    return {false, '0'}
+  end
+  local neg, m = string.match(s, '^(%-?)([1-9]%d*)$')
+  if not m or mag_cmp(m, neg == '-' and I64_MIN_ABS or I64_MAX) > 0 then
+    return nil
+  end
+  return {neg == '-', m}
+end
+-- x + y as a decimal string, or nil when out of range.
+local function int_add(x, y)
+  local neg, m
+  if x[1] == y[1] then
+    neg, m = x[1], mag_add(x[2], y[2])
+  elseif mag_cmp(x[2], y[2]) >= 0 then
+    neg, m = x[1], mag_sub(x[2], y[2])
+  else
+    neg, m = y[1], mag_sub(y[2], x[2])
+  end
+  if m == '0' then
+    return '0'
+  end
+  local s = (neg and '-' or '') .. m
+  return int_read(s) and s or nil
+end
+
+-- The play of a batch: each key's type ('none', 'string', 'hash' or
+-- another) and, for a string an INCRBY reads, its value.
 if n > 1 then
+  local model = {}
+  local function state(k)
+    if not model[k] then
+      model[k] = {t = redis.call('TYPE', k).ok}
+    end
+    return model[k]
+  end
   for _, o in ipairs(ops) do
-    local op, k = o[1], o[2]
-    if op == 'incrby' or op == 'get' then
-      local v = redis.pcall('GET', k)
-      if type(v) == 'table' then
-        return redis.error_reply('WRONGTYPE ' .. k)
-      end
-      if op == 'incrby' and v and not string.match(v, '^%-?%d+$') then
-        return redis.error_reply('BADVALUE ' .. k .. ' not an integer')
-      end
+    local op, k, a, b = o[1], o[2], o[3], o[4]
+    local m = state(k)
+    if op == 'set' then
+      model[k] = {t = 'string', v = a}
+    elseif op == 'del' then
+      model[k] = {t = 'none'}
     elseif op == 'hset' then
-      -- Read with pcall, as every hot path checks a key's type: an error
-      -- table for a key that is not a hash (a missing key reads 0).
-      if type(redis.pcall('HLEN', k)) == 'table' then
+      if m.t ~= 'none' and m.t ~= 'hash' then
         return redis.error_reply('WRONGTYPE ' .. k)
       end
+      m.t = 'hash'
+    elseif op == 'get' then
+      if m.t ~= 'none' and m.t ~= 'string' then
+        return redis.error_reply('WRONGTYPE ' .. k)
+      end
+    elseif op == 'incrby' then
+      if m.t ~= 'none' and m.t ~= 'string' then
+        return redis.error_reply('WRONGTYPE ' .. k)
+      end
+      local v = m.t == 'none' and '0' or m.v or redis.call('GET', k)
+      local x, y = int_read(v), int_read(a)
+      local sum = x and y and int_add(x, y)
+      if not sum then
+        return redis.error_reply('BADVALUE ' .. k .. ' not an integer, or out of range')
+      end
+      model[k] = {t = 'string', v = sum}
     end
   end
 end

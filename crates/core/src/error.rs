@@ -43,10 +43,13 @@ pub enum Error {
         /// The hold's state when the work was dropped.
         state: crate::LeaseState,
     },
-    /// A key of another type is in the way; nothing was written.
-    #[error("key {key} holds a value of another type; nothing was written")]
+    /// A key of another type is in the way; nothing was written (except by
+    /// a caller's own guarded script, whose writes before the failing
+    /// command stay).
+    #[error("{}", wrong_type_message(.key))]
     WrongType {
-        /// The key that is in the way.
+        /// The key that is in the way; empty when Redis did not say which
+        /// (a caller's guarded script over several keys).
         key: String,
     },
     /// A key holds a value deadbolt cannot use (a fencing counter that is not
@@ -182,6 +185,14 @@ impl Error {
         out
     }
 
+    /// True when the hold the call needed is gone or no longer counted on:
+    /// [`Error::NotHeld`] (an unlock, a guarded write or a renewal found it
+    /// gone) or [`Error::LeaseLost`] (work under the hold was dropped).
+    /// Both say the same to the caller: another may hold it now.
+    pub fn is_lost(&self) -> bool {
+        matches!(self, Error::NotHeld | Error::LeaseLost { .. })
+    }
+
     /// True for [`Error::Indeterminate`]: the command may have run.
     pub fn is_indeterminate(&self) -> bool {
         matches!(self, Error::Indeterminate(_))
@@ -190,7 +201,7 @@ impl Error {
     /// A short name of the error's kind, for metrics and logs:
     /// `invalid_argument`, `unavailable`, `indeterminate`, `not_held`,
     /// `lease_lost`, `wrong_type`, `bad_value`, `subscribe_refused`,
-    /// `upgrade_not_supported`, `shutdown` or `redis`.
+    /// `cross_slot`, `upgrade_not_supported`, `shutdown` or `redis`.
     pub fn kind(&self) -> &'static str {
         match self {
             Error::InvalidArgument(_) => "invalid_argument",
@@ -269,6 +280,14 @@ impl Error {
             redis::ErrorKind::Server(_) | redis::ErrorKind::Extension => Error::Redis(err),
             _ => Error::Indeterminate(Cause::redis(err)),
         }
+    }
+}
+
+fn wrong_type_message(key: &str) -> String {
+    if key.is_empty() {
+        "a key holds a value of another type".into()
+    } else {
+        format!("key {key} holds a value of another type; nothing was written")
     }
 }
 

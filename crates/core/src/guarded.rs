@@ -346,9 +346,19 @@ impl<'a> Guarded<'a> {
             args.push(h.fencing_token().to_string());
         }
         args.extend(data_args);
+        // Redis's own WRONGTYPE names no key, and the client then names the
+        // call's first, a hold hash here (never the culprit: the check reads
+        // it with pcall): the data key when there is one, else none.
+        let culprit = match &keys[self.holds.len()..] {
+            [only] => only.clone(),
+            _ => String::new(),
+        };
         let call = ScriptCall::new(script, keys, args);
         let client = first.client();
-        let reply: Vec<Value> = client.run(&call).await?;
+        let reply: Vec<Value> = client.run(&call).await.map_err(|e| match e {
+            Error::WrongType { key } if key == first.key() => Error::WrongType { key: culprit },
+            other => other,
+        })?;
         match reply.first() {
             Some(Value::Int(1)) => Ok(reply.into_iter().skip(1).collect()),
             _ => {
