@@ -9,18 +9,22 @@
 --          exclusive hold passes a hash without an owner field (the
 --          semaphore's configuration hash)
 -- KEYS[2]  optional: the ZSET of shared holds (an RwLock's readers, a
---          semaphore's holds), counted with ZCARD
+--          semaphore's holds: attempt -> lease deadline), the live ones counted
 -- ARGV[1]  optional (with KEYS[2]): 'permits' when the shared count is
 --          the sum of the holds' permits, kept in the hash KEYS[3]
 -- KEYS[3]  optional (with ARGV[1]): a hash whose field '#t' holds that sum
 --          (a semaphore's K.hn)
 --
--- Reply: {owner or '', token, pttl, 0, shared}  (the fourth field is
---   kept for the reply's shape: force-unlocks are announced on the hold's
---   ':watch' channel, not stored)
+-- Reply: {owner or '', token, pttl, 0, shared, next_end}  (the fourth field
+--   is kept for the reply's shape: force-unlocks are announced on the
+--   hold's ':watch' channel, not stored); shared counts live holds only (a
+--   lease that ended counts as nothing, purged or not); next_end is the ms
+--   until the next live shared lease ends (-1: none), when the count
+--   drops without any call, so the watch reads again then
 --   error WRONGTYPE <key>  a key of another type
 --
--- O(1). Read-only.
+-- O(log n) in the shared holds, plus the ended ones not yet purged (with
+-- 'permits': their permits are taken from the sum). Read-only.
 
 local f = redis.pcall('HMGET', KEYS[1], 'o', 't')
 if f.err then
@@ -30,17 +34,27 @@ local pttl = -2
 if f[1] then
   pttl = redis.call('PTTL', KEYS[1])
 end
-local shared = 0
+local shared, next_end = 0, -1
 if KEYS[2] then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local live = redis.pcall('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if live.err then
+    return redis.error_reply('WRONGTYPE ' .. KEYS[2])
+  end
+  if live[2] then
+    next_end = tonumber(live[2]) - now
+  end
   if ARGV[1] == 'permits' and KEYS[3] then
     local n = redis.pcall('HGET', KEYS[3], '#t')
     shared = type(n) == 'string' and tonumber(n) or 0
-  else
-    local n = redis.pcall('ZCARD', KEYS[2])
-    if type(n) == 'table' then
-      return redis.error_reply('WRONGTYPE ' .. KEYS[2])
+    for _, a in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)) do
+      local v = redis.pcall('HGET', KEYS[3], a)
+      shared = shared - (type(v) == 'string' and tonumber(string.match(v, ' (%d+)$')) or 0)
     end
-    shared = n
+    shared = math.max(shared, 0)
+  else
+    shared = redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf')
   end
 end
-return {f[1] or '', tonumber(f[2] or '0') or 0, pttl, 0, shared}
+return {f[1] or '', tonumber(f[2] or '0') or 0, pttl, 0, shared, next_end}

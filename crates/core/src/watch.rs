@@ -58,7 +58,10 @@ pub enum HoldEvent {
     Free,
     /// A new exclusive hold.
     Acquired(Holder),
-    /// The hold was released by its holder (an unlock or a drop).
+    /// The hold is gone before its lease ended: released by its holder (an
+    /// unlock or a drop), or lost with the server's data (a restart
+    /// without persistence, a failover to a replica that missed it): a
+    /// watch cannot tell these apart.
     Released(Holder),
     /// The hold's lease ran out.
     Expired(Holder),
@@ -211,8 +214,8 @@ impl Listener {
 }
 
 /// One read of a watched primitive: the reply of its watch script, `{owner
-/// or '', token, pttl, force-unlocked token or 0, shared holds}` (core's
-/// `hold_watch.lua` for the hold-hash layout).
+/// or '', token, pttl, force-unlocked token or 0, live shared holds, ms
+/// until the next shared lease ends or -1}` (core's `hold_watch.lua`).
 #[derive(Debug, Clone)]
 struct Snapshot {
     holder: Option<Holder>,
@@ -220,11 +223,14 @@ struct Snapshot {
     ends: Option<Instant>,
     forced: u64,
     shared: u64,
+    /// When the next shared lease ends (the count drops then, with no
+    /// call and no notification).
+    shared_ends: Option<Instant>,
 }
 
 /// The key an observer compares: what changed, not how long is left.
 #[derive(Debug, Clone)]
-struct Seen(Option<Holder>, u64, Option<Instant>);
+struct Seen(Option<Holder>, u64, Option<Instant>, Option<Instant>);
 
 impl PartialEq for Seen {
     fn eq(&self, other: &Seen) -> bool {
@@ -258,11 +264,14 @@ fn decode(v: &[redis::Value], read_at: Instant) -> Result<Snapshot> {
     let pttl = n(2);
     let ends = (holder.is_some() && pttl >= 0)
         .then(|| read_at + Duration::from_millis(u64::try_from(pttl).unwrap_or(0)));
+    let next_end = n(5);
     Ok(Snapshot {
         holder,
         ends,
         forced: u64::try_from(n(3)).unwrap_or(0),
         shared: u64::try_from(n(4)).unwrap_or(0),
+        shared_ends: (v.len() > 5 && next_end >= 0)
+            .then(|| read_at + Duration::from_millis(next_end.unsigned_abs())),
     })
 }
 
@@ -337,15 +346,17 @@ pub fn watch(
                 })
             }
         },
-        |(s, _): &(Snapshot, Instant)| Seen(s.holder.clone(), s.shared, s.ends),
+        |(s, _): &(Snapshot, Instant)| Seen(s.holder.clone(), s.shared, s.ends, s.shared_ends),
         move |seen: Seen| {
             let l = listener.clone();
             async move {
                 let mut until = Instant::now() + CATCH_UP;
-                if let Some(e) = seen.2.filter(|e| *e > Instant::now()) {
-                    // A little past the lease's end: the server's expiry
-                    // has run by then.
-                    until = until.min(e + Duration::from_millis(2));
+                // A little past a lease's end (the hold's, or the next
+                // shared one's): the server's expiry has run by then.
+                for e in [seen.2, seen.3].into_iter().flatten() {
+                    if e > Instant::now() {
+                        until = until.min(e + Duration::from_millis(2));
+                    }
                 }
                 Ok(l.wait(until).await)
             }
@@ -417,6 +428,7 @@ mod tests {
             ends,
             forced,
             shared,
+            shared_ends: None,
         }
     }
 
