@@ -47,15 +47,20 @@ pub use deadbolt_core::guarded;
 /// see the module).
 pub use deadbolt_core::watch;
 pub use deadbolt_core::{
-    holder_name, Config, Error, LeaseMode, LeaseState, LockInfo, Result, MAX_LEASE_MS,
+    hash_slot, holder_name, Cause, Config, Error, LeaseMode, LeaseState, LockInfo, QueuedWaiter,
+    Result, WaitMode, MAX_LEASE_MS,
 };
 pub use deadbolt_core::{Exclusive, ExclusiveGuard};
 pub use deadbolt_election::{Election, Leader, Leadership};
 pub use deadbolt_fair::{FairLock, FairLockGuard};
 pub use deadbolt_lock::{Lock, LockGuard};
 pub use deadbolt_multilock::{MultiGuard, MultiLock, Redlock, RedlockGuard};
-pub use deadbolt_rwlock::{ReadGuard, RwLock, WriteGuard};
-pub use deadbolt_semaphore::{CountDownLatch, Permits, Semaphore};
+pub use deadbolt_rwlock::{
+    ForceUnlocked, ReadGuard, ReadLock, ReaderInfo, RwInfo, RwLock, WriteGuard, WriteLock,
+};
+pub use deadbolt_semaphore::{
+    CountDownLatch, HolderInfo, Permits, Semaphore, SemaphoreInfo, WaiterInfo,
+};
 
 /// What a primitive of your own builds on: an acquire description, the
 /// [`Acquire`] trait that gives it the five acquire calls, holds, keys,
@@ -107,8 +112,22 @@ pub struct Client {
     core: deadbolt_core::Client,
 }
 
-/// Builds a [`Client`] with non-default settings: core's builder, so the
-/// settings are exactly core's ([`Config`] documents each one).
+/// Builds a [`Client`] with non-default settings: core's builder
+/// ([`deadbolt_core::ClientBuilder`], where each setting is documented;
+/// [`Config`] documents the defaults), made by [`Client::builder`],
+/// [`Client::from_redis`], [`Client::cluster`] or [`Client::sentinel`].
+///
+/// Its settings: [`namespace`](deadbolt_core::ClientBuilder::namespace),
+/// [`client_name`](deadbolt_core::ClientBuilder::client_name),
+/// [`watchdog_timeout`](deadbolt_core::ClientBuilder::watchdog_timeout),
+/// [`command_timeout`](deadbolt_core::ClientBuilder::command_timeout),
+/// [`waiter_timeout`](deadbolt_core::ClientBuilder::waiter_timeout),
+/// [`release_timeout`](deadbolt_core::ClientBuilder::release_timeout),
+/// [`local_handoffs`](deadbolt_core::ClientBuilder::local_handoffs),
+/// [`sync_replicas`](deadbolt_core::ClientBuilder::sync_replicas),
+/// [`preload`](deadbolt_core::ClientBuilder::preload),
+/// [`sentinel_master_settings`](deadbolt_core::ClientBuilder::sentinel_master_settings);
+/// then [`build`](deadbolt_core::ClientBuilder::build).
 pub type ClientBuilder = deadbolt_core::ClientBuilder<Client>;
 
 impl Client {

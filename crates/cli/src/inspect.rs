@@ -96,12 +96,13 @@ pub struct InspectArgs {
     /// The lock's name (as passed to `client.lock(name)`, or to
     /// `Semaphore::new(&client, name)`).
     pub name: String,
-    /// Kind of primitive.
+    /// Kind of primitive. Without it, a name that has no lock but is a
+    /// primitive of another kind is refused, naming that kind.
     #[arg(long, value_enum, default_value = "lock")]
     pub kind: PrimitiveKind,
     /// Redis URL; with --topology cluster, seed URLs of the cluster, and
     /// with --topology sentinel, URLs of Sentinels (comma-separated).
-    #[arg(long, value_name = "URL[,URL..]", default_value = DEFAULT_REDIS)]
+    #[arg(long, value_name = "URL[,URL..]", default_value = DEFAULT_REDIS, env = "DEADBOLT_REDIS_URL")]
     pub redis: String,
     /// How the Redis of --redis is deployed. On a cluster each key is read
     /// on the node that owns its slot; behind Sentinel the master is asked
@@ -621,7 +622,7 @@ const TYPE_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 /// scripts refusing a wrong type. On a cluster the `TYPE` goes to the node
 /// that owns the key's slot; behind Sentinel to the master the Sentinels
 /// name now.
-async fn check_key_type(target: &Target, key: &str, kind: PrimitiveKind) -> anyhow::Result<()> {
+async fn check_key_type(target: &Target, key: &str, kind: PrimitiveKind) -> anyhow::Result<String> {
     let mut type_of = redis::cmd("TYPE");
     type_of.arg(key);
     let found: String = match target {
@@ -649,9 +650,37 @@ async fn check_key_type(target: &Target, key: &str, kind: PrimitiveKind) -> anyh
     }
     .with_context(|| format!("reading the type of {key}"))?;
     match found.as_str() {
-        "none" | "hash" => Ok(()),
+        "none" | "hash" => Ok(found),
         other => bail!("refused: {key} holds a {other}, not a {}", kind.title()),
     }
+}
+
+/// The name has no lock key: if another kind's main key is there, say
+/// which kind it is (a held fair lock read as a lock would print "free").
+async fn refuse_another_kind(
+    target: &Target,
+    client: &Client,
+    args: &InspectArgs,
+) -> anyhow::Result<()> {
+    for other in PrimitiveKind::value_variants() {
+        if *other == args.kind {
+            continue;
+        }
+        let key = client.keys(other.key_kind(), &args.name)?;
+        if check_key_type(target, key.main(), *other)
+            .await
+            .map_or(true, |t| t != "none")
+        {
+            bail!(
+                "{} is a {}, not a {}: use --kind {}",
+                args.name,
+                other.title(),
+                args.kind.title(),
+                other.name()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// A connection of the CLI's own to one server, bounded by
@@ -741,7 +770,13 @@ pub(crate) async fn on_checked_key<T>(
     let client = connect(&target, &args.namespace).await?;
     let result = async {
         let key = client.keys(args.kind.key_kind(), &args.name)?;
-        check_key_type(&target, key.main(), args.kind).await?;
+        let found = check_key_type(&target, key.main(), args.kind).await?;
+        // `--kind lock` is the default: a name held as another kind would
+        // read as a free lock. (Asked for by name, a kind is what it says:
+        // a lock and a fair lock of one name are two locks.)
+        if found == "none" && args.kind == PrimitiveKind::Lock {
+            refuse_another_kind(&target, &client, args).await?;
+        }
         op(&client).await
     }
     .await;

@@ -800,3 +800,29 @@ async fn inspect_watch_prints_each_change() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// `inspect NAME` of a held fair lock, without `--kind fair`, says what the
+/// name is instead of printing "free"; the Redis URL can come from
+/// `DEADBOLT_REDIS_URL`.
+#[tokio::test]
+async fn inspect_of_another_kind_names_the_kind() {
+    let server = RedisServer::start().expect("redis-server");
+    let client = deadbolt_core::Client::connect(&server.url()).await.unwrap();
+    let guard = deadbolt_fair::FairLock::new(&client, "f")
+        .lock()
+        .await
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_deadbolt"))
+        .args(["inspect", "f"])
+        .env("DEADBOLT_REDIS_URL", server.url())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run deadbolt");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        stderr.contains("f is a fair lock, not a lock: use --kind fair"),
+        "{stderr}"
+    );
+    guard.unlock().await.unwrap();
+}

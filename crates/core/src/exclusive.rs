@@ -7,8 +7,7 @@ use std::marker::PhantomData;
 use crate::handle::{Acquire, Handle};
 use crate::scripts::{ScriptCall, HOLD_INSPECT};
 use crate::{
-    AcquireSpec, Client, Error, ExclusiveGuard as LockGuard, HoldSet, Keys, LeaseMode, Result,
-    WaitMode,
+    AcquireSpec, Client, ExclusiveGuard as LockGuard, HoldSet, Keys, LeaseMode, Result, WaitMode,
 };
 
 /// What distinguishes one exclusive primitive from another: its key kind,
@@ -139,7 +138,7 @@ struct Parts {
 impl<K: ExclusiveKind> Exclusive<K> {
     /// A new handle (a new owner) on the lock `name`.
     ///
-    /// An invalid name (empty) is reported as [`Error::InvalidArgument`] by
+    /// An invalid name (empty) is reported as [`Error::InvalidArgument`](crate::Error::InvalidArgument) by
     /// every method, before anything is sent.
     pub fn new(client: &Client, name: &str) -> Self {
         // Each handle knows its own holds: its acquires tell the script
@@ -296,7 +295,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
 
     /// Delete the lock whoever holds it and wake a waiter. Returns whether a
     /// hold was removed. The former holder's guard turns `Lost` at its next
-    /// renewal, and its unlock returns [`Error::NotHeld`].
+    /// renewal, and its unlock returns [`Error::NotHeld`](crate::Error::NotHeld).
     ///
     /// # Errors
     /// `Unavailable`, `Indeterminate`.
@@ -314,9 +313,10 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// then every new holder (`Acquired`) and how each hold ended
     /// (`Released`, `Expired`, `ForceUnlocked`) — what Redisson's lock
     /// listeners give, without polling when the server's
-    /// `notify-keyspace-events` includes `Kghx` (else each change is seen
-    /// within [`CATCH_UP`](crate::CATCH_UP), an expiry when the lease
-    /// ends). Errors are yielded at most once per `CATCH_UP`, and the
+    /// `notify-keyspace-events` includes `Kghzx`. Without notifications
+    /// the stream samples: it reads the lock every
+    /// [`CATCH_UP`](crate::CATCH_UP) and when a lease ends, so a hold taken
+    /// and released between two reads is not seen at all. Errors are yielded at most once per `CATCH_UP`, and the
     /// stream goes on. See [`watch`](crate::watch) for the details.
     ///
     /// # Examples
@@ -349,11 +349,13 @@ impl<K: ExclusiveKind> Exclusive<K> {
     /// Take the lock, run `work` with the fencing token, and unlock.
     ///
     /// `work` is raced against the hold's [`lost`](crate::ExclusiveGuard::lost): if the
-    /// hold is lost first, `work` is dropped and [`Error::NotHeld`] returned.
+    /// hold is lost first, `work` is dropped and [`Error::LeaseLost`](crate::Error::LeaseLost)
+    /// returned, as the guard's `run` returns it.
     ///
     /// # Errors
-    /// As [`Self::lock`], [`Error::NotHeld`] when the hold was lost, and the
-    /// unlock's error.
+    /// As [`Self::lock`]; [`Error::LeaseLost`](crate::Error::LeaseLost) when the hold was lost
+    /// while the work ran, [`Error::NotHeld`](crate::Error::NotHeld) when the unlock after it
+    /// found the hold gone: both are [`Error::is_lost`](crate::Error::is_lost).
     ///
     /// # Cancel safety
     /// If dropped, `work` is dropped and the hold goes to the releaser.
@@ -364,12 +366,8 @@ impl<K: ExclusiveKind> Exclusive<K> {
     {
         let guard = self.lock().await?;
         // The guard's `run` races the work against the loss (one mechanism
-        // for every guard); this call keeps reporting a loss as `NotHeld`.
-        let out = match guard.run(work(guard.fencing_token())).await {
-            Ok(out) => out,
-            Err(Error::LeaseLost { .. }) => return Err(Error::NotHeld),
-            Err(e) => return Err(e),
-        };
+        // for every guard, one error for a loss).
+        let out = guard.run(work(guard.fencing_token())).await?;
         guard.unlock().await?;
         Ok(out)
     }
@@ -429,7 +427,7 @@ pub struct LockInfo {
     /// The fencing counter of the lock's hash slot (the last token issued
     /// to any name of that slot, 0 when none is recorded: see
     /// [`Keys::fence`](crate::Keys::fence)); `None` when it holds a value the
-    /// acquire would refuse ([`Error::BadValue`]).
+    /// acquire would refuse ([`Error::BadValue`](crate::Error::BadValue)).
     pub fence: Option<u64>,
     /// Waiters in the queue (fair lock; always 0 for a plain lock).
     pub queued: u64,

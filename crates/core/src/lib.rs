@@ -7,8 +7,9 @@
 //! and let core run acquires ([`Client::acquire`]), holds ([`Hold`]) and
 //! releases.
 //!
-//! Requires Redis 6 or newer: Pub/Sub runs as RESP3 push messages on a
-//! multiplexed connection.
+//! Requires Redis 7.0 or newer, or Valkey 8.0 or newer: Pub/Sub runs as
+//! RESP3 push messages on a multiplexed connection, and the scripts use
+//! `PEXPIRE … GT`.
 //!
 //! # Features
 //! * `tls` (off by default): `rediss://` URLs and TLS clients given to

@@ -114,6 +114,9 @@ impl MultiLock {
         for l in locks {
             match l.lock_key() {
                 Ok(k) => keyed.push((k, l)),
+                // Kept as the argument's own words: the error is made
+                // again (InvalidArgument) when the multi-lock is used.
+                Err(Error::InvalidArgument(why)) => invalid = Some(why),
                 Err(e) => invalid = Some(e.to_string()),
             }
         }

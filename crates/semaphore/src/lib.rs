@@ -677,7 +677,10 @@ impl CountDownLatch {
         Ok(self.op("delete", channel.clone()).await? == 1)
     }
 
-    /// Wait until the count is zero (at once if it is). Waits on the
+    /// Wait until the count is zero (at once if it is). A latch whose key
+    /// is gone reads 0, so a server that loses its data (a restart without
+    /// persistence, a failover to a replica that missed the writes) opens
+    /// every latch it kept: its waiters go as at zero. Waits on the
     /// latch's channel; rides out reconnects.
     ///
     /// # Errors

@@ -447,7 +447,9 @@ impl Drop for Hold {
         }
         self.client.watchdog().unregister(inner);
         if *inner.state.borrow() == LeaseState::Active {
-            tracing::warn!(kind = inner.spec.kind, key = %inner.spec.key,
+            // Debug, not a warning: a drop (a `?` in a critical section) is
+            // the ordinary release, as in tokio::sync.
+            tracing::debug!(kind = inner.spec.kind, key = %inner.spec.key,
                 "guard dropped without unlock().await; releasing in the background");
         }
         // Refused (a no-op) once shutdown has closed the releaser; by then
