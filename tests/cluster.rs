@@ -4,6 +4,8 @@
 //!
 //! - each primitive: acquire and release, a waiter of another client woken
 //!   by the release (well before any lease ends), watchdog renewal, fencing;
+//! - a force-unlock of a hold on each master reaches its holder's client
+//!   at once (its own channel is a classic one, published to every node);
 //! - contention while the lock's slot migrates between masters (ASK and
 //!   MOVED on the way): a GET-then-SET counter ends exact, nobody hangs;
 //! - a coordinated failover of the holder's master: the hold survives and
@@ -70,6 +72,7 @@ async fn primitives_on_a_cluster() {
         .expect("start a 3+3 cluster (redis-server and redis-cli installed?)");
     one_slot_per_primitive(&cluster).await;
     basics(&cluster).await;
+    force_unlock_notice(&cluster).await;
     migration_under_contention(&cluster).await;
     failovers(&cluster).await;
     killed_for_good(&mut cluster).await;
@@ -120,6 +123,33 @@ async fn one_slot_per_primitive(cluster: &RedisCluster) {
 }
 
 /// Each primitive, on names spread over the three masters.
+/// A holder force-unlocked by another client turns `Lost` within a round
+/// trip, whichever master serves the name (its next renewal is 10 s away).
+async fn force_unlock_notice(cluster: &RedisCluster) {
+    let holder = client(cluster).await;
+    let admin = client(cluster).await;
+    // The client subscribes to its own channel as it starts, without
+    // waiting: until a first notice arrives, force-unlock again.
+    for m in 0..3 {
+        let name = name_on(cluster, m, "forced").await;
+        let mut heard = false;
+        for _ in 0..50 {
+            let g = holder.lock(&name).lock().await.unwrap();
+            assert!(admin.lock(&name).force_unlock().await.unwrap());
+            if tokio::time::timeout(Duration::from_secs(1), g.lost())
+                .await
+                .is_ok()
+            {
+                heard = true;
+                break;
+            }
+        }
+        assert!(heard, "master {m}: the holder never heard its force-unlock");
+    }
+    holder.shutdown().await;
+    admin.shutdown().await;
+}
+
 async fn basics(cluster: &RedisCluster) {
     let a = client(cluster).await;
     let b = client(cluster).await;

@@ -428,11 +428,19 @@ end
 -- Tell the watches of hold hash `key` (deadbolt_core::watch) that its hold
 -- is force-unlocked, not released: 'f:<key> <token>' (msg_forced) on
 -- '<key>:watch', a channel of its own that no waiter hears, sent before
--- the key's own notifications (callers delete after). Nothing is sent for
--- a hash that records no hold. One HGET.
+-- the key's own notifications (callers delete after); and the holder's
+-- client on its own channel (msg_publish_client), so that the holder's
+-- guard turns Lost within a round trip instead of at its next renewal.
+-- Nothing is sent for a hash that records no hold. One HMGET.
 local function hold_forced(key)
-  local token = redis.call('HGET', key, 't')
+  local f = redis.call('HMGET', key, 't', 'o')
+  local token, owner = f[1], f[2]
   if token then
-    msg_publish(key .. ':watch', msg_forced(key, token))
+    local msg = msg_forced(key, token)
+    msg_publish(key .. ':watch', msg)
+    local ns, client = string.match(key, '^(.-):{'), owner and string.match(owner, '^(.*):')
+    if ns and client then
+      msg_publish_client(ns, client, msg)
+    end
   end
 end

@@ -12,21 +12,35 @@
 --   h:<ms>                 msg_claimed
 --   c:<client id>          msg_client_first
 --   l:<term>               msg_term
---   f:<hold key> <token>   msg_forced (on '<hold key>:watch')
+--   f:<hold key> <token>   msg_forced (on '<hold key>:watch', and on the
+--                          holder's client channel, msg_publish_client)
 --   0, 1, r, w, m          msg_notice (the letter's meaning is the
 --                          primitive's: see its script's header)
 --
 -- msg_publish holds the only redis.call('PUBLISH', ...) of the scripts that
 -- use this library: on a Redis Cluster the loader rewrites that call to
 -- SPUBLISH in the script's text (crates/core/src/scripts.rs), so every
--- message of such a script goes out sharded. Nothing here reads or writes a
--- key.
+-- message of such a script goes out sharded. msg_publish_client alone
+-- publishes unsharded, on a client's own channel, which names no key.
+-- Nothing here reads or writes a key.
 
 -- Publish `payload` on `channel`; returns how many connections heard it.
 -- An error (NOPERM under an ACL) fails the script there: callers publish
 -- before they write, so nothing is changed then.
 local function msg_publish(channel, payload)
   return redis.call('PUBLISH', channel, payload)
+end
+
+-- Publish `payload` on the own channel of the client `client_id` in
+-- namespace `ns`: '<ns>:client:<client id>' (client_channel in
+-- deadbolt_core::keys), which every client listens on from its start. It
+-- names no key (no hash tag), so it is a classic channel everywhere, left
+-- alone by the sharded rewrite (the command's name is in a variable): on a
+-- Cluster the message reaches every node, and so the node the client
+-- listens at. For rare messages only (a force-unlock).
+local function msg_publish_client(ns, client_id, payload)
+  local classic = 'PUBLISH'
+  return redis.call(classic, ns .. ':client:' .. client_id, payload)
 end
 
 -- One grant line: the primitive is `attempt`'s with fencing token `stoken`

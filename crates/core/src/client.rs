@@ -284,7 +284,9 @@ impl<C: From<Client>> ClientBuilder<C> {
             shutdown: AtomicBool::new(false),
             keyspace_db,
         });
-        Ok(Client { inner })
+        let client = Client { inner };
+        client.listen_for_force_unlocks();
+        Ok(client)
     }
 }
 

@@ -122,12 +122,23 @@ impl ConnectionLike for Handle {
 }
 
 impl Handle {
-    /// Subscribe to unlock channels: SUBSCRIBE on one server, SSUBSCRIBE
-    /// (to the node owning each channel's slot) on a cluster.
+    /// Subscribe to channels: SUBSCRIBE on one server; on a cluster
+    /// SSUBSCRIBE (to the node owning each channel's slot) for a key's
+    /// channel (it has the key's hash tag), SUBSCRIBE for one without a
+    /// tag (a client's own channel, published to every node).
     pub(crate) async fn subscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
         match self {
             Handle::Single(c) => c.subscribe(channels).await,
-            Handle::Cluster(c) => c.ssubscribe(channels).await,
+            Handle::Cluster(c) => {
+                let (keyed, classic) = by_tag(channels);
+                if !classic.is_empty() {
+                    c.subscribe(classic).await?;
+                }
+                if keyed.is_empty() {
+                    return Ok(());
+                }
+                c.ssubscribe(keyed).await
+            }
         }
     }
 
@@ -135,9 +146,23 @@ impl Handle {
     pub(crate) async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
         match self {
             Handle::Single(c) => c.unsubscribe(channels).await,
-            Handle::Cluster(c) => c.sunsubscribe(channels).await,
+            Handle::Cluster(c) => {
+                let (keyed, classic) = by_tag(channels);
+                if !classic.is_empty() {
+                    c.unsubscribe(classic).await?;
+                }
+                if keyed.is_empty() {
+                    return Ok(());
+                }
+                c.sunsubscribe(keyed).await
+            }
         }
     }
+}
+
+/// Channels with a hash tag (a key's: sharded on a cluster), and without.
+fn by_tag(channels: &[String]) -> (Vec<&String>, Vec<&String>) {
+    channels.iter().partition(|c| c.contains('{'))
 }
 
 /// Health as seen by waiters: `epoch` grows by one at every (re)connection.

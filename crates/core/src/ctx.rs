@@ -210,6 +210,39 @@ impl Client {
         Ok(())
     }
 
+    /// Listen on the client's own channel
+    /// ([`client_channel`](crate::keys::client_channel)) for force-unlocks of
+    /// its holds: the hold that was removed (its key and token) turns
+    /// `Lost` at once (`lost()` fires), instead of at its next renewal (a
+    /// third of the watchdog timeout away) or, with a fixed lease, never
+    /// before the lease ends.
+    pub(crate) fn listen_for_force_unlocks(&self) {
+        let channel = crate::keys::client_channel(&self.inner.config.namespace, &self.inner.id);
+        let weak = Arc::downgrade(&self.inner);
+        self.inner.engine.pin(
+            channel,
+            Box::new(move |payload| {
+                let (Some(inner), crate::message::Message::Forced { key, token }) =
+                    (weak.upgrade(), crate::message::Message::parse(payload))
+                else {
+                    return;
+                };
+                let hit: Vec<Arc<HoldInner>> = inner
+                    .holds
+                    .lock()
+                    .values()
+                    .filter_map(Weak::upgrade)
+                    .filter(|h| h.spec.key == key && h.token == token)
+                    .collect();
+                for h in hit {
+                    if h.finish(LeaseState::Lost) {
+                        inner.watchdog.unregister(&h);
+                    }
+                }
+            }),
+        );
+    }
+
     /// Whether a hold of this client on `key` is live here (not released,
     /// not lost): a script's "upgrade" refusal is real only then.
     pub(crate) fn has_live_hold(&self, key: &str) -> bool {
@@ -235,6 +268,33 @@ impl Client {
         self.inner
             .keyspace_db
             .map(|db| format!("__keyspace@{db}__:{key}"))
+    }
+
+    /// Whether the server sends every keyspace notification a watch needs
+    /// (`notify-keyspace-events` with `K` and `g`, `h`, `x`, `z`, or `K`
+    /// and `A`), asked with one `CONFIG GET`; false where it cannot tell
+    /// (an ACL user without CONFIG, an error, a Redis Cluster, whose
+    /// notifications are node-local).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: read-only.
+    pub(crate) async fn notifies_keyspace(&self) -> bool {
+        if self.inner.keyspace_db.is_none() {
+            return false;
+        }
+        let Ok((mut c, _)) = self.inner.conn.get() else {
+            return false;
+        };
+        // A map under RESP3 (a flat list under RESP2): read as a map.
+        let reply: redis::RedisResult<HashMap<String, String>> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("notify-keyspace-events")
+            .query_async(&mut c)
+            .await;
+        let Some(flags) = reply.ok().and_then(|m| m.into_values().next()) else {
+            return false;
+        };
+        flags.contains('K') && (flags.contains('A') || "ghxz".chars().all(|f| flags.contains(f)))
     }
 
     /// Run one script call and decode its reply.

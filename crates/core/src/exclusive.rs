@@ -294,8 +294,10 @@ impl<K: ExclusiveKind> Exclusive<K> {
     }
 
     /// Delete the lock whoever holds it and wake a waiter. Returns whether a
-    /// hold was removed. The former holder's guard turns `Lost` at its next
-    /// renewal, and its unlock returns [`Error::NotHeld`](crate::Error::NotHeld).
+    /// hold was removed. The former holder's client is told on its own
+    /// channel: its guard turns `Lost` (and `lost()` fires) within a round
+    /// trip, or at its next renewal at the latest if the message is lost;
+    /// its unlock returns [`Error::NotHeld`](crate::Error::NotHeld).
     ///
     /// # Errors
     /// `Unavailable`, `Indeterminate`.

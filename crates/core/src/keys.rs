@@ -74,6 +74,14 @@ impl Keys {
     }
 }
 
+/// A client's own channel, `<ns>:client:<client id>`: every client listens
+/// there from its start, and a force-unlock tells the holder's client there
+/// (`msg_publish_client` in `lua/msg_lib.lua` builds the same name). It has
+/// no hash tag: a classic channel, also on a Cluster.
+pub(crate) fn client_channel(ns: &str, client_id: &str) -> String {
+    format!("{ns}:client:{client_id}")
+}
+
 /// The hash tag of `name`: `%` → `%25`, `}` → `%7D` (see the module docs).
 pub fn encode_tag(name: &str) -> String {
     let mut out = String::with_capacity(name.len());

@@ -355,9 +355,18 @@ impl Engine {
         }
     }
 
-    /// Channels in the table, lingering ones included (for tests and inspection).
+    /// Channels in the table, lingering ones included, the client's own
+    /// ([`Engine::pin`]) left out (for tests and inspection).
     pub(crate) fn channel_count(&self) -> usize {
-        self.shared.table.lock().len()
+        let n = self.shared.table.lock().len();
+        n.saturating_sub(usize::from(self.shared.pinned().is_some()))
+    }
+
+    /// Keep the client's own `channel` subscribed for the client's life and
+    /// hand each of its messages to `on_message` (called on the subscriber
+    /// connection's push handler: it must not block).
+    pub(crate) fn pin(&self, channel: String, on_message: self::slot::OnMessage) {
+        self.shared.pin(channel, on_message);
     }
 
     /// Local waiters registered on any channel.

@@ -155,6 +155,26 @@ pub(crate) struct Shared {
     pub(crate) ops: mpsc::UnboundedSender<String>,
     /// This client's id (a message may name the client to go first).
     client_id: String,
+    /// The client's own channel and what its messages go to ([`Shared::pin`]).
+    hook: std::sync::OnceLock<Hook>,
+}
+
+/// What the pinned channel's messages go to (its payload).
+pub(crate) type OnMessage = Box<dyn Fn(&[u8]) + Send + Sync>;
+
+/// A channel that no waiter listens on, whose messages go to a function of
+/// the client's: its own channel (a force-unlock of one of its holds).
+pub(crate) struct Hook {
+    channel: String,
+    on_message: OnMessage,
+}
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hook")
+            .field("channel", &self.channel)
+            .finish()
+    }
 }
 
 impl Shared {
@@ -168,8 +188,33 @@ impl Shared {
             confirmations,
             ops,
             client_id,
+            hook: std::sync::OnceLock::new(),
         });
         (shared, ops_rx)
+    }
+
+    /// Keep `channel` subscribed for the client's life (re-subscribed
+    /// after every reconnect like any channel; never lingers out, having
+    /// no waiter to leave) and hand its messages to `on_message`. Once per
+    /// client: a second call is ignored.
+    pub(crate) fn pin(&self, channel: String, on_message: OnMessage) {
+        if self
+            .hook
+            .set(Hook {
+                channel: channel.clone(),
+                on_message,
+            })
+            .is_err()
+        {
+            return;
+        }
+        self.table.lock().entry(channel.clone()).or_default();
+        let _ = self.ops.send(channel);
+    }
+
+    /// The pinned channel ([`Shared::pin`]), if any.
+    pub(crate) fn pinned(&self) -> Option<&str> {
+        self.hook.get().map(|h| h.channel.as_str())
     }
 
     /// Put a new slot for `waiter` on `channel`, asking the engine's task
@@ -252,6 +297,10 @@ impl Shared {
         let Ok(channel) = std::str::from_utf8(channel) else {
             return;
         };
+        if let Some(h) = self.hook.get().filter(|h| h.channel == channel) {
+            (h.on_message)(payload);
+            return;
+        }
         let mut table = self.table.lock();
         let Some(ch) = table.get_mut(channel) else {
             return;
