@@ -13,14 +13,14 @@
 //! next wait ends that wait at once.
 //!
 //! Keyspace notifications are off by default in Redis: with
-//! `notify-keyspace-events` holding `K`, `g`, `h`, `x` (and `z` for shared
-//! holds kept in a sorted set), e.g. `Kghzx`, every
-//! change wakes a watch at once; without them a watch still sees each
-//! change within [`CATCH_UP`], and an expiry when the lease ends. On a
-//! Redis Cluster keyspace notifications are node-local and not sharded, so
-//! a watch there relies on the same bounds. Changes faster than a watch
-//! reads can be seen as one (an acquire and a release between two reads
-//! are not seen at all). Errors are paced as [`observe`](crate::observe)
+//! `notify-keyspace-events` holding `K`, `g`, `h`, `x` and `z` (e.g.
+//! `Kghzx`), every change wakes a watch at once, and an idle watch reads
+//! only every 30 s as a backstop (asked once per watch with `CONFIG GET`;
+//! a user whose ACL refuses it is taken as without). Without them a watch
+//! *samples*: it reads every [`CATCH_UP`] and when a lease ends, so a
+//! change undone between two reads (an acquire and a release) is not seen
+//! at all. On a Redis Cluster keyspace notifications are node-local and
+//! not sharded, so a watch there samples too. Errors are paced as [`observe`](crate::observe)
 //! paces them: at most one per [`CATCH_UP`].
 
 use std::time::Duration;
@@ -35,6 +35,10 @@ use crate::observe::CATCH_UP;
 use crate::scripts::ScriptCall;
 use crate::wait::{Subscription, Waiter};
 use crate::wake::{Wake, WakePolicy};
+
+/// How long a watch waits between reads when keyspace notifications carry
+/// every change: a backstop (a reconnect wakes it anyway), not a sample.
+const BACKSTOP: Duration = Duration::from_secs(30);
 
 /// Who holds a primitive exclusively, as a watch read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -333,6 +337,12 @@ pub fn watch(
     // Owned by the stream's closures: subscribed for as long as it runs.
     let listener = std::sync::Arc::new(Listener::with_policies(client, &channels));
     let (c, l) = (client.clone(), listener.clone());
+    // Whether notifications carry every change (asked once, at the first
+    // wait): then the reads between them are a backstop, not a sample.
+    let (notified, asker) = (
+        std::sync::Arc::new(tokio::sync::OnceCell::<bool>::new()),
+        client.clone(),
+    );
     let snapshots = crate::observe::observe(
         move || {
             let (c, call, l, hk) = (c.clone(), read.clone(), l.clone(), hold_key.clone());
@@ -348,9 +358,12 @@ pub fn watch(
         },
         |(s, _): &(Snapshot, Instant)| Seen(s.holder.clone(), s.shared, s.ends, s.shared_ends),
         move |seen: Seen| {
-            let l = listener.clone();
+            let (l, notified, asker) = (listener.clone(), notified.clone(), asker.clone());
             async move {
-                let mut until = Instant::now() + CATCH_UP;
+                let quiet = *notified
+                    .get_or_init(|| async { asker.notifies_keyspace().await })
+                    .await;
+                let mut until = Instant::now() + if quiet { BACKSTOP } else { CATCH_UP };
                 // A little past a lease's end (the hold's, or the next
                 // shared one's): the server's expiry has run by then.
                 for e in [seen.2, seen.3].into_iter().flatten() {
