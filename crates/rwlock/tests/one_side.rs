@@ -145,11 +145,12 @@ async fn force_unlock_write_keeps_the_readers_and_admits_the_registered_ones() {
     }
     let stats = srv.commandstats().await;
     // One message for the readers, one note for watches (the hold's
-    // `:watch` channel: this write hold was force-unlocked).
+    // `:watch` channel: this write hold was force-unlocked), and the same
+    // note to the holder's client on its own channel.
     assert_eq!(
         stats.get("publish").copied(),
-        Some(2),
-        "one message and the watch note: {stats:?}"
+        Some(3),
+        "one message, the watch note and the holder's: {stats:?}"
     );
     assert_eq!(
         stats.get("evalsha").copied(),
