@@ -283,9 +283,6 @@ pub struct PermitWaiter {
     pub owner: String,
     /// Permits it waits for (all at once).
     pub permits: u64,
-    /// Whether it was told its permits are free (it is on its way to take
-    /// them).
-    pub woken: bool,
 }
 
 /// The read side of a read-write lock, as `deadbolt inspect --kind rw`
@@ -340,7 +337,6 @@ impl From<deadbolt_semaphore::WaiterInfo> for PermitWaiter {
             attempt: w.attempt,
             owner: w.owner,
             permits: w.permits,
-            woken: w.woken,
         }
     }
 }
@@ -436,15 +432,10 @@ impl SemaphoreState {
         for (i, w) in self.waiters.iter().enumerate() {
             writeln!(
                 f,
-                "    {:>3}. {}  wants {}  {}  attempt {}",
+                "    {:>3}. {}  wants {}  attempt {}",
                 i + 1,
                 w.owner,
                 permits(w.permits),
-                if w.woken {
-                    "woken (on its way)"
-                } else {
-                    "asleep"
-                },
                 w.attempt
             )?;
             named(f, ENTRY_CLIENT, &w.owner)?;
@@ -1089,11 +1080,10 @@ mod tests {
             permits: n,
             lease_left: Duration::from_millis(ms),
         };
-        let waiter = |owner: &str, n, woken| PermitWaiter {
+        let waiter = |owner: &str, n| PermitWaiter {
             attempt: format!("w{n}"),
             owner: owner.into(),
             permits: n,
-            woken,
         };
         let busy = sem_state(SemaphoreState {
             permits: Some(4),
@@ -1101,15 +1091,15 @@ mod tests {
             holds: 3,
             waiting: 2,
             holders: vec![holder("c:1", 2, 39_000), holder("c:2", 1, 12_500)],
-            waiters: vec![waiter("c:3", 2, true), waiter("c:4", 1, false)],
+            waiters: vec![waiter("c:3", 2), waiter("c:4", 1)],
         });
         assert_eq!(
             busy,
             "semaphore pool  (key ns:{pool}:sem)\n  permits     4\n  available   1\n  \
              holders     3\n      1. c:1  2 permits  lease left 39.0 s  attempt h2\n      \
              2. c:2  1 permit  lease left 12.5 s  attempt h1\n         … and 1 more\n  \
-             waiting     2\n      1. c:3  wants 2 permits  woken (on its way)  attempt w2\n      \
-             2. c:4  wants 1 permit  asleep  attempt w1\n"
+             waiting     2\n      1. c:3  wants 2 permits  attempt w2\n      \
+             2. c:4  wants 1 permit  attempt w1\n"
         );
         assert!(!busy.contains("fence"), "{busy}");
         let reduced = sem_state(SemaphoreState {

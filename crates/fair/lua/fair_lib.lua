@@ -40,15 +40,10 @@
 -- A queue entry's value (a registration, reg_read in hold_lib.lua, whose
 -- claim is the waiter's own waiter_timeout: its claim lease on a
 -- hand-off): owner id, requested lease, that claim and the entry's secret.
--- An entry of the layout before registrations were one
--- ('<owner> <lease> <waiter timeout> <secret>') reads the same; anything
--- else as an owner alone, with secret '0' (no grant can match it).
+-- A value that is no registration (written by something else) reads as
+-- an owner alone, with secret '0' (no grant can match it).
 local function fair_entry(v)
   local e = reg_read(v)
-  if not e then
-    local o, l, w, s = string.match(v, '^(%S+) (%d+) (%d+) (%d+)$')
-    e = o and {owner = o, lease = tonumber(l), claim = tonumber(w), secret = s}
-  end
   if not e then
     return v, nil, nil, '0'
   end

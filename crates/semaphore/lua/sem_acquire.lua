@@ -39,9 +39,8 @@
 -- counts as taken; the head waiter's demand is reserved (see sem_lib.lua);
 -- a semaphore without a count of taken permits has no holds, so nothing is
 -- purged and the first grant's keys get their TTL in one command each;
--- a waiter of an older version that was woken but finds its permits taken
--- (another request got there first within the policy) is queued again in
--- the current form, and sleeps.
+-- a queue entry that is no registration (written by something else) is
+-- written anew in the current form, keeping its place.
 --
 -- O(log n).
 local K = sem_keys(0)
@@ -132,11 +131,11 @@ if redis.call('ZSCORE', K.q, attempt) then
   if queued_entry == nil then
     queued_entry = redis.call('HGET', K.qo, attempt)
   end
-  local _, _, _, l, _, s = sem_entry(queued_entry)
+  local _, _, l, _, s = sem_entry(queued_entry)
   if l then
     secret = s
   else
-    -- An entry of an older version (woken, its permits went elsewhere):
+    -- An entry that is no registration (written by something else):
     -- queued again in the current form, keeping its place.
     redis.call('HSET', K.qo, attempt, entry)
     fresh = 1

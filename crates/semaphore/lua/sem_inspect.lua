@@ -7,7 +7,7 @@
 --
 -- Reply: {permits set (-1 when never set), available, holds, waiters,
 --   {{attempt, owner, n, ms left}, ...} holders, longest lease first,
---   {{attempt, owner, n, woken (0/1)}, ...} waiters in queue order}
+--   {{attempt, owner, n}, ...} waiters in queue order}
 --   error WRONGTYPE <key>
 --
 -- O(log n + listed).
@@ -26,8 +26,8 @@ for i = 1, #top, 2 do
 end
 local waiters = {}
 for _, a in ipairs(redis.call('ZRANGE', K.q, 0, limit - 1)) do
-  local owner, n, woken = sem_entry(redis.call('HGET', K.qo, a))
-  waiters[#waiters + 1] = {a, owner or '', n, woken and 1 or 0}
+  local owner, n = sem_entry(redis.call('HGET', K.qo, a))
+  waiters[#waiters + 1] = {a, owner or '', n}
 end
 return {total, (sem_available(K)), redis.call('ZCARD', K.h), redis.call('ZCARD', K.q),
   holders, waiters}

@@ -35,8 +35,6 @@
 --                 a claim lease of <claim> ms that the waiter extends to its
 --                 lease; ttl = claim + how long the entry waited, the
 --                 validity counted from the request that queued it
---   t:<attempt>   try again now: permits for you are free (an entry of an
---                 older version, which carries no secret to grant with)
 --   r             every waiter of the client on this semaphore tries again
 --                 now: the semaphore was deleted with their queue entries
 --                 (sem_delete.lua), so they queue anew
@@ -64,25 +62,16 @@ local function sem_keys(base)
     'hash zset hash zset hash zset')
 end
 
--- A queue entry (or a hold's '<owner> <n>'): owner, n, woken (older
--- entries), and for a current queue entry its lease, claim, secret (a
--- string) and the server ms it queued. A current entry is a registration
--- (reg_read in hold_lib.lua) with n as its extra word; the layouts of
--- older versions read the same: '<owner> <n> <lease> <claim> <secret>
--- <ms>', and '<owner> <n>' with ' w' once woken.
+-- A queue entry (a registration, reg_read in hold_lib.lua, with n as its
+-- extra word) or a hold's '<owner> <n>' (K.hn): owner, n, and for a queue
+-- entry its lease, claim, secret (a string) and the server ms it queued.
 local function sem_entry(v)
   local e = reg_read(v)
   if e and e.extra then
-    return e.owner, tonumber(e.extra), false, e.lease, e.claim, e.secret, e.at
+    return e.owner, tonumber(e.extra), e.lease, e.claim, e.secret, e.at
   end
-  local owner, n, lease, claim, secret, ms = string.match(v or '',
-    '^(%S+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
-  if owner then
-    return owner, tonumber(n), false, tonumber(lease), tonumber(claim), secret, tonumber(ms)
-  end
-  local w
-  owner, n, w = string.match(v or '', '^(%S+) (%d+)( ?w?)$')
-  return owner, tonumber(n) or 0, w == ' w'
+  local owner, n = string.match(v or '', '^(%S+) (%d+)$')
+  return owner, tonumber(n) or 0
 end
 
 -- Forget hold `a` and give its permits back (`v`: its value in K.hn as the
@@ -187,8 +176,7 @@ local function sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms, fresh
 end
 
 -- Serve the waiters, from the head on, whose demands fit in `avail`: each
--- is granted its permits (sem_grant); an entry of an older version is
--- woken to try instead (and counts as taken until it does). The first
+-- is granted its permits (sem_grant). The first
 -- that does not fit stops the walk (it is the one the permits are kept
 -- for). Dead waiters met on the way are dropped. `list`: the first 64 of
 -- K.q as the caller read them, or anything else to read them here (callers
@@ -218,20 +206,15 @@ local function sem_wake(K, now_ms, avail, list, fresh, covered, head)
     else
       v = redis.call('HGET', K.qo, a)
     end
-    local owner, n, woken, lease, claim, secret, ms = sem_entry(v)
-    if not sem_alive(K, owner, now_ms, known and known.dl) then
+    local owner, n, lease, claim, secret, ms = sem_entry(v)
+    -- An entry that is no registration (written by something else) has
+    -- nobody to grant to: it goes as a dead waiter's does.
+    if not lease or not sem_alive(K, owner, now_ms, known and known.dl) then
       sem_drop_waiter(K, a)
-    elseif woken then
-      used = used + n
     elseif used + n <= avail then
       used = used + n
-      if lease then
-        sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms, fresh, covered)
-        fresh = false
-      else
-        redis.call('HSET', K.qo, a, owner .. ' ' .. string.format('%.0f', n) .. ' w')
-        msg_publish(K.s .. ':ch:' .. queue_client(owner), msg_turn(a))
-      end
+      sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms, fresh, covered)
+      fresh = false
     else
       return
     end

@@ -8,7 +8,7 @@
 --
 -- Reply:
 --   0  nothing to release (its lease had ended, or released already)
---   1  left the queue (a woken waiter's permits go to the next ones)
+--   1  left the queue (the waiters behind it may be served now)
 --   2  permits given back; the waiters they serve were woken
 --   error WRONGTYPE <key>  a key of another type that this call touches:
 --      h first, then q (a hold to release reads hn and q; s, qo and alive

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use deadbolt_core::primitive::{
     AcquireSpec, Client, ConditionSpec, Error, Handle, HeartbeatSpec, Keys, LeaseMode, Message,
-    Result, ScriptCall, Signal, WaitMode, Wake, WakePolicy, MAX_LEASE_MS,
+    Result, ScriptCall, WaitMode, Wake, WakePolicy, MAX_LEASE_MS,
 };
 
 mod permits;
@@ -101,8 +101,7 @@ pub fn semaphore_keys(k: &Keys) -> Vec<String> {
 
 /// The semaphore's messages on a client's channel:
 /// `g:<attempt> 0 <ttl> <secret> <claim>` — the permits that waiter waits
-/// for are its own (granted inside a release); `t:<attempt>` — they are
-/// free, try (a queue entry of an older version); `r` — every waiter of
+/// for are its own (granted inside a release); `r` — every waiter of
 /// the client tries again (the semaphore was deleted with their queue
 /// entries: they queue anew).
 #[derive(Debug, Clone, Copy, Default)]
@@ -110,12 +109,8 @@ pub struct PermitsFree;
 
 impl WakePolicy for PermitsFree {
     fn wake(&self, message: &Message) -> Wake {
-        Wake::single_grant(message).unwrap_or_else(|| match message {
+        Wake::single_grant(message).unwrap_or(match message {
             Message::Notice(b'r') => Wake::All { class: None },
-            Message::Turn { name, after: None } => Wake::Named {
-                name: name.clone(),
-                signal: Signal::Retry,
-            },
             _ => Wake::Nothing,
         })
     }
@@ -182,10 +177,6 @@ pub struct WaiterInfo {
     pub owner: String,
     /// Permits it waits for.
     pub permits: u64,
-    /// Whether it was told its permits are free and is on its way to take
-    /// them (only a queue entry of an older version: permits are now
-    /// granted inside the release, and the waiter leaves the queue then).
-    pub woken: bool,
 }
 
 /// A semaphore's state, read in one step (ended leases purged first).
@@ -213,7 +204,7 @@ type SemInspectReply = (
     u64,
     u64,
     Vec<(String, String, u64, i64)>,
-    Vec<(String, String, u64, u64)>,
+    Vec<(String, String, u64)>,
 );
 
 impl Semaphore {
@@ -560,11 +551,10 @@ impl Semaphore {
                 .collect(),
             waiters: waiters
                 .into_iter()
-                .map(|(attempt, owner, permits, woken)| WaiterInfo {
+                .map(|(attempt, owner, permits)| WaiterInfo {
                     attempt,
                     owner,
                     permits,
-                    woken: woken == 1,
                 })
                 .collect(),
         })
@@ -721,13 +711,9 @@ mod tests {
 
     #[test]
     fn messages() {
-        assert_eq!(
-            PermitsFree.decode(b"t:ab"),
-            Wake::Named {
-                name: "ab".into(),
-                signal: Signal::Retry
-            }
-        );
+        // A turn (`t:`) was the message of queue entries of an older
+        // version; nothing sends it now.
+        assert_eq!(PermitsFree.decode(b"t:ab"), Wake::Nothing);
         assert_eq!(PermitsFree.decode(b"t:"), Wake::Nothing);
         assert_eq!(PermitsFree.decode(b"x"), Wake::Nothing);
         assert_eq!(PermitsFree.decode(b"r"), Wake::All { class: None });

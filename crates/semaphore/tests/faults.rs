@@ -115,7 +115,6 @@ async fn semaphore_keys_of_another_type_are_refused_by_name_and_nothing_is_writt
             s.inspect().await.unwrap().waiting == 1 && subscribers(&srv, &channel).await == 1
         })
         .await;
-        let attempt = s.inspect().await.unwrap().waiters[0].attempt.clone();
         assert_eq!(snapshot(&srv, &name).await.len(), 6, "{suffix}");
 
         let saved = plant_list(&srv, &bad).await;
@@ -171,9 +170,10 @@ async fn semaphore_keys_of_another_type_are_refused_by_name_and_nothing_is_writt
         let other = Semaphore::new(&w, &name);
         refused!(&srv, sn, &before, &bad, "acquire (other)", other.acquire(1));
         refused!(&srv, sn, &before, &bad, "release", hold.release());
-        // The queued waiter's next try (a wake-up that names it) fails the
-        // same way; its queue entry cannot be released while the key is bad.
-        let _: i64 = cmd(&srv, &["PUBLISH", &channel, &format!("t:{attempt}")]).await;
+        // The queued waiter's next try (a wake-up of the client's waiters:
+        // the semaphore's `r`) fails the same way; its queue entry cannot
+        // be released while the key is bad.
+        let _: i64 = cmd(&srv, &["PUBLISH", &channel, "r"]).await;
         let r = within("the queued waiter", waiter).await.unwrap();
         assert_wrong_type(&format!("{bad}: queued waiter"), r, &bad);
         assert!(w.releases_settled(HANG).await);

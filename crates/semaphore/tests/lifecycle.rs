@@ -133,7 +133,6 @@ async fn set_permits_grants_exactly_the_waiters_that_now_fit() {
     // were not woken.
     let info = s.inspect().await.unwrap();
     assert_eq!((info.available, info.holds, info.waiting), (0, 3, 7));
-    assert!(info.waiters.iter().all(|w| !w.woken), "{info:?}");
     // set_permits, this inspect (+ maybe a heartbeat and a renewal
     // round); a try per waiter would be 7 more.
     let scripts = srv.evalsha_calls().await;
@@ -203,7 +202,6 @@ async fn release_permits_gives_back_part_and_grants_the_waiters_that_fit() {
     assert!(scripts <= 3, "{scripts} scripts");
     let info = s.inspect().await.unwrap();
     assert_eq!((info.available, info.holds, info.waiting), (0, 2, 1));
-    assert!(info.waiters.iter().all(|w| !w.woken), "{info:?}");
     assert!(info.holders.iter().any(|h| h.permits == 3), "{info:?}");
     // Give back 1 more: the waiter for 1.
     five.release_permits(1).await.unwrap();

@@ -316,7 +316,6 @@ async fn a_release_wakes_no_more_than_can_proceed() {
     until("two served", || async { *done.lock() == 2 }).await;
     let info = s.inspect().await.unwrap();
     assert_eq!(info.waiting, 8);
-    assert!(info.waiters.iter().all(|w| !w.woken), "{info:?}");
     let scripts = srv.evalsha_calls().await;
     // The release, two acquires, this inspect (+ maybe a heartbeat).
     assert!(scripts <= 6, "{scripts} scripts");
