@@ -1,4 +1,4 @@
-//! Cancellation churn (issue 22): cancelled acquires of every kind,
+//! Cancellation churn: cancelled acquires of every kind,
 //! cancelled unlocks and dropped guards on every primitive, from several
 //! clients and tasks at once, with no fault injected; then nothing may be
 //! left behind.

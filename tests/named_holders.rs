@@ -1,4 +1,4 @@
-//! Holders you can name (issue 25, item 3): `ClientBuilder::client_name`
+//! Holders you can name: `ClientBuilder::client_name`
 //! goes into every owner id the client makes, at no cost in round trips, so
 //! `LockInfo`, the inspections and `deadbolt inspect` tell who holds or
 //! waits; and `CLIENT LIST` shows it on the client's connections.

@@ -1,5 +1,5 @@
-//! Every primitive under `maxmemory` with noeviction (issue 11.5 for all of
-//! them): an acquire, waiting or not, fails with the server's OOM error as
+//! Every primitive under `maxmemory` with noeviction: an acquire,
+//! waiting or not, fails with the server's OOM error as
 //! it is (not a `WrongType` or a timeout) and leaves nothing written; with
 //! memory back, the same handle works.
 

@@ -1,4 +1,4 @@
-//! Work that stops when the lease is lost (issue 25, item 2): `guard.run`
+//! Work that stops when the lease is lost: `guard.run`
 //! drops the work when the hold can no longer be counted on, before a
 //! second holder can start, for every kind of guard.
 

@@ -1,4 +1,4 @@
-//! Torture test (issue 11, item 18): every exclusive primitive, under a
+//! Torture test: every exclusive primitive, under a
 //! seeded random schedule of faults, against one real `redis-server`.
 //!
 //! # What runs

@@ -70,7 +70,7 @@ async fn inspect_and_force_unlock() {
     let shown = held.to_string();
     assert!(shown.contains(lock.owner()), "{shown}");
     assert!(shown.starts_with("lock orders:42  "), "{shown}");
-    // Under the owner id, the name of its client (issue 25, item 3).
+    // Under the owner id, the name of its client.
     assert!(
         shown.contains(&format!(
             "  owner       {}\n  client      {}\n",

@@ -1,4 +1,4 @@
-//! FairLock faults found from outside (issue 11): late and forged grants,
+//! FairLock faults found from outside: late and forged grants,
 //! shutdown, per-waiter claim leases, keys of another type. Real
 //! redis-server processes; faults through deadbolt-testkit.
 
@@ -35,7 +35,7 @@ async fn until_queued(srv: &RedisServer, lock: &FairLock, n: usize) {
     .await;
 }
 
-/// Issue 11.1: a waiter whose subscriber connection is slow lost its claim
+/// A waiter whose subscriber connection is slow lost its claim
 /// (the lease ran out, the next waiter took the lock) and re-enqueued; the
 /// old hand-off message then arrives. It must not be taken as a grant.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,7 +95,7 @@ async fn yl_is_held(srv: &RedisServer, lock: &FairLock, y: &Client) -> bool {
     owner.is_some_and(|o| o.starts_with(y.id()))
 }
 
-/// Issue 11.7: a grant published by someone who cannot read the queue
+/// A grant published by someone who cannot read the queue
 /// (and so does not know the entry's secret) is not taken; a forged hint
 /// with an absurd lease does not crash the client either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,7 +135,7 @@ async fn forged_grant_and_absurd_hint_are_ignored() {
     wg.unlock().await.unwrap();
 }
 
-/// Issue 11.2: a waiter woken by shutdown leaves the queue, so the next
+/// A waiter woken by shutdown leaves the queue, so the next
 /// release goes straight to the waiter behind it; holds still alive at
 /// shutdown are released and read `Released`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -198,7 +198,7 @@ fn other_key(lock: &FairLock, name: &str) -> String {
         .replace("{shut}", &format!("{{{name}}}"))
 }
 
-/// Issue 11.3: the claim lease of a handed-off lock is the waiter's own
+/// The claim lease of a handed-off lock is the waiter's own
 /// waiter_timeout, not the releasing client's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claim_lease_follows_the_waiters_own_waiter_timeout() {
@@ -227,7 +227,7 @@ async fn claim_lease_follows_the_waiters_own_waiter_timeout() {
     wg.unlock().await.unwrap();
 }
 
-/// Issue 11.5: keys of another type are reported by name before anything
+/// Keys of another type are reported by name before anything
 /// is written, by the acquire and by the release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_type_queue_keys_write_nothing() {
@@ -293,7 +293,7 @@ async fn wrong_type_queue_keys_write_nothing() {
     assert_eq!(n, 1, "the hold was not deleted by a refused release");
 }
 
-/// Issue 11.6: a fencing counter out of range is refused by name, with
+/// A fencing counter out of range is refused by name, with
 /// nothing written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unusable_fencing_counter_is_refused() {

@@ -1,4 +1,4 @@
-//! Issue 15: the unlock that hands the lock to a waiter of its own client
+//! The unlock that hands the lock to a waiter of its own client
 //! (within a budget while other clients wait), and the release that names
 //! the client that has waited longest.
 mod common;
@@ -264,7 +264,7 @@ async fn named_releases_in_a_row_do_not_postpone_a_waiter_for_ever() {
 }
 
 /// How a waiter claimed by a local hand-off ends while the hand-off's
-/// outcome is not known to its unlock (issue 22).
+/// outcome is not known to its unlock.
 #[derive(Debug, Clone, Copy)]
 enum Uncertain {
     /// The waiter is cancelled, then the unlock is cancelled.

@@ -1,4 +1,4 @@
-//! Lock faults and hostile input found from outside (issue 11): OOM, bad
+//! Lock faults and hostile input found from outside: OOM, bad
 //! fencing counters, hash tags, overflowing durations, ACL refusals,
 //! shutdown and error messages. Real redis-server processes.
 
@@ -11,7 +11,7 @@ use common::*;
 use deadbolt_core::{Client, Error, Keys, LeaseState};
 use deadbolt_lock::Lock;
 
-/// Issue 11.5: under `maxmemory` with noeviction the acquire fails with the
+/// Under `maxmemory` with noeviction the acquire fails with the
 /// server's OOM error, not a `WrongType` for the fencing key, and writes
 /// nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -39,7 +39,7 @@ async fn out_of_memory_is_reported_as_it_is() {
         .unwrap();
 }
 
-/// Issue 11.6: a fencing counter at or beyond 2^53, or not an integer, is
+/// A fencing counter at or beyond 2^53, or not an integer, is
 /// refused by name and left as it was; tokens never repeat.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unusable_fencing_counter_is_refused() {
@@ -79,7 +79,7 @@ async fn unusable_fencing_counter_is_refused() {
     assert!(matches!(err, Error::BadValue { .. }), "{err:?}");
 }
 
-/// Issue 11.8: whatever the name, every key and channel of one lock share
+/// Whatever the name, every key and channel of one lock share
 /// one hash tag (checked with CLUSTER KEYSLOT on a cluster-enabled server),
 /// and such names work end to end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,7 +130,7 @@ async fn every_key_of_a_lock_shares_one_slot() {
     }
 }
 
-/// Issue 11.10: waits that overflow an `Instant` saturate instead of
+/// Waits that overflow an `Instant` saturate instead of
 /// panicking; leases beyond what Redis takes are refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_durations_do_not_panic() {
@@ -161,7 +161,7 @@ async fn huge_durations_do_not_panic() {
     c.shutdown().await;
 }
 
-/// Issue 11.4: an ACL user without permission for the lock's channel:
+/// An ACL user without permission for the lock's channel:
 /// waiting calls fail at once with a typed error naming the channel (not
 /// after their whole wait), and a release it may not publish is refused
 /// with the hold untouched.
@@ -237,7 +237,7 @@ async fn refused_subscription_fails_waiters_promptly() {
     assert!(!alone.is_locked().await.unwrap());
 }
 
-/// Issue 11.2: shutdown releases the holds a client still has, guards then
+/// Shutdown releases the holds a client still has, guards then
 /// read `Released`, and guards dropped afterwards do nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_releases_holds() {
@@ -294,7 +294,7 @@ async fn dbsize_without_fences(srv: &RedisServer) -> usize {
         .count()
 }
 
-/// Issue 11.15: messages say what happened once, with the immediate cause.
+/// Messages say what happened once, with the immediate cause.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn error_messages_name_their_cause_once() {
     let srv = server();

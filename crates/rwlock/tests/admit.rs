@@ -1,4 +1,4 @@
-//! Issue 24.3: a writer's release admits every waiting reader in one
+//! A writer's release admits every waiting reader in one
 //! message. A reader that fails a waiting try registers in the writer's
 //! hold hash (`q:<attempt>`); the release it waits for gives each
 //! registered reader a read hold under a claim, inside the release, and

@@ -55,7 +55,7 @@ fn assert_wrong_type<T: std::fmt::Debug>(what: &str, r: Result<T, Error>, key: &
 
 /// Run `$call` (bounded by `within`): it must fail with `WrongType` naming
 /// `$bad`, and the keys of `$name` must be as in `$before` (as [`seen`]
-/// shows them). A call refuses the keys it touches (issue 31): when
+/// shows them). A call refuses the keys it touches: when
 /// `$suffix`, the bad key's kind, is not among `$touches`, the keys the
 /// call touches in the test's state, the call is not made.
 macro_rules! refused {
@@ -215,8 +215,8 @@ async fn a_key_of_another_type_is_refused_by_name_by_every_call_and_nothing_is_w
         let before = seen(&srv, &name, &bad).await;
         let sn = name.as_str();
         // The keys each call touches in this state (a holds both sides; a
-        // writer and a reader of w wait): issue 31 lets a call that never
-        // touches a key not refuse it, so each refuses those it touches.
+        // writer and a reader of w wait): a call that never
+        // touches a key does not refuse it, so each refuses those it touches.
         // Another owner's read meets the writer first and is refused or
         // registers on w alone; its try_write is refused after w, its
         // waiting writes mark ww and alive; the holder's reads re-enter

@@ -197,7 +197,7 @@ async fn semaphore_keys_of_another_type_are_refused_by_name_and_nothing_is_writt
 
 /// `Permits::extend` with a key of another type among those it renews
 /// (h, hn) should say so, as every other call does. The renewal never
-/// touches s (issue 31: a call refuses the keys it touches), so with s of
+/// touches s (a call refuses the keys it touches), so with s of
 /// another type it renews the hold and leaves s alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extend_with_a_key_of_another_type_reports_wrong_type() {

@@ -430,7 +430,7 @@ async fn permits_come_back_when_every_lease_ended() {
     again.release().await.unwrap();
 }
 
-/// Issue 24.3: a release hands its permits to the head waiters that fit,
+/// A release hands its permits to the head waiters that fit,
 /// inside the release (one hop): the waiters of another client get them
 /// without a try of their own, and keep them past their claim (extended to
 /// the lease in the background).
