@@ -486,7 +486,17 @@ impl RedisServer {
     /// # Cancel safety
     /// Cancel safe: a dropped call leaves at most an unused connection behind.
     pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
-        match self.client().get_multiplexed_async_connection().await {
+        // Commands of a test, not of deadbolt: bounded by the test's own
+        // bounds (HANG), not redis-rs's 500 ms default, which a loaded host
+        // exceeds (a raw GET timed out in a CI rehearsal with builds
+        // running beside it).
+        let config = redis::AsyncConnectionConfig::new()
+            .set_response_timeout(Some(std::time::Duration::from_secs(30)));
+        match self
+            .client()
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+        {
             Ok(c) => c,
             Err(e) => panic!(
                 "deadbolt-testkit: cannot connect to redis-server at {}: {e}",
