@@ -12,8 +12,9 @@ fn main() {
         let t = std::time::Instant::now();
         let l = no_lost_wakeup(&GrantModel::new(Config::liveness(p)));
         println!(
-            "{p:?} no lost wake-up: {} states, {} edges in {:.1?}; {}",
+            "{p:?} no lost wake-up: {} states ({} free with a waiter), {} edges in {:.1?}; {}",
             l.states,
+            l.checked,
             l.edges,
             t.elapsed(),
             if l.counterexample.is_some() {

@@ -61,14 +61,16 @@ pub struct Config {
 }
 
 impl Config {
-    /// A small configuration of `primitive` with faults on: 2 clients with
-    /// 2 and 1 waiters... expressed as 2 clients of `waiters_per_client`.
+    /// The configuration of the invariants: faults and time on, 2 clients
+    /// with one waiter each making 2 acquires (a semaphore: 2 waiters each,
+    /// one acquire, so that they contend for its permits).
     pub fn safety(primitive: Primitive) -> Config {
+        let sem = matches!(primitive, Primitive::Semaphore(_));
         Config {
             primitive,
             clients: 2,
-            waiters_per_client: 1,
-            rounds: 2,
+            waiters_per_client: if sem { 2 } else { 1 },
+            rounds: if sem { 1 } else { 2 },
             faults: 2,
             time: true,
             crashes: true,

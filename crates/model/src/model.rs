@@ -415,7 +415,7 @@ impl Model for GrantModel {
                 }
                 if e.msg == Msg::Forced {
                     any = true;
-                    out.push(Action::Deliver(i, 0));
+                    out.push(Action::Deliver(i, e.to * cfg.waiters_per_client));
                 }
             }
             if !any {

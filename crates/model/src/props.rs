@@ -116,6 +116,8 @@ pub struct LivenessReport {
     pub states: usize,
     /// Transitions explored.
     pub edges: usize,
+    /// States where nobody holds and a live waiter waits (each checked).
+    pub checked: usize,
     /// A path from the initial state (each state with the step that led
     /// to it) to a state where nobody holds and a live waiter waits, from
     /// which no prompt path leads to a holder.
@@ -189,6 +191,7 @@ pub fn no_lost_wakeup(model: &GrantModel) -> LivenessReport {
             }
         }
     }
+    let checked = states.iter().filter(|s| stalled_candidate(s)).count();
     let bad = (0..states.len()).find(|&i| !good[i] && stalled_candidate(&states[i]));
     let counterexample = bad.map(|mut i| {
         let mut path = Vec::new();
@@ -203,6 +206,7 @@ pub fn no_lost_wakeup(model: &GrantModel) -> LivenessReport {
     LivenessReport {
         states: states.len(),
         edges,
+        checked,
         counterexample,
     }
 }

@@ -13,7 +13,11 @@ fn passes(primitive: Primitive) {
     println!("{primitive:?} safety: {run:?}");
     assert_eq!(run.discoveries, vec![SOMETIMES_HELD], "{primitive:?}");
     let live = no_lost_wakeup(&GrantModel::new(Config::liveness(primitive)));
-    println!("{primitive:?} no lost wake-up: {} states", live.states);
+    println!(
+        "{primitive:?} no lost wake-up: {} states, {} checked",
+        live.states, live.checked
+    );
+    assert!(live.checked > 100, "{primitive:?}: too few states to check");
     assert!(live.counterexample.is_none(), "{:#?}", live.counterexample);
 }
 
