@@ -1,0 +1,2 @@
+//! `deadbolt-failures`: see the library.
+fn main() {}
