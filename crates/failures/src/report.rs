@@ -74,3 +74,37 @@ pub(crate) fn dur(d: std::time::Duration) -> String {
         format!("{:.1} s", d.as_secs_f64())
     }
 }
+
+/// An integer with thousands separators.
+pub(crate) fn num(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn thousands() {
+        assert_eq!(num(0), "0");
+        assert_eq!(num(999), "999");
+        assert_eq!(num(1000), "1,000");
+        assert_eq!(num(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(dur(Duration::from_micros(310)), "310 µs");
+        assert_eq!(dur(Duration::from_micros(34_500)), "34.5 ms");
+        assert_eq!(dur(Duration::from_millis(1500)), "1.5 s");
+    }
+}
