@@ -22,12 +22,14 @@ use crate::tempdir::TempDir;
 /// The uid and gid PostgreSQL runs as when this process is root.
 const NOBODY: u32 = 65534;
 
-/// The directory holding `initdb` and `postgres`: `$DEADBOLT_PG_BIN`, else
-/// the newest `/usr/lib/postgresql/<version>/bin` (Debian's layout), else
-/// the directory of an `initdb` on `PATH`. `None` when there is none.
+/// The directory holding `initdb` and `postgres`: `$DEADBOLT_PG_BIN` when
+/// set (and then only it), else the newest `/usr/lib/postgresql/<version>/bin`
+/// (Debian's layout), else the directory of an `initdb` on `PATH`. `None`
+/// when there is none.
 pub fn pg_bin_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("DEADBOLT_PG_BIN") {
-        return Some(PathBuf::from(dir));
+        let dir = PathBuf::from(dir);
+        return dir.join("initdb").exists().then_some(dir);
     }
     let mut debian: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .into_iter()
