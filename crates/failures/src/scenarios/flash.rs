@@ -250,6 +250,16 @@ async fn commands(conn: &mut redis::aio::MultiplexedConnection) -> anyhow::Resul
         .sum())
 }
 
+/// A connection without a response timeout: with 100,000 pollers a
+/// reply can take longer than redis-rs's default allows.
+async fn patient(redis: &RedisServer) -> anyhow::Result<redis::aio::MultiplexedConnection> {
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+    Ok(redis
+        .client()
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?)
+}
+
 async fn used_memory(conn: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<u64> {
     let info: String = redis::cmd("INFO").arg("memory").query_async(conn).await?;
     info.lines()
@@ -275,17 +285,26 @@ fn per(total: u64, n: usize) -> f64 {
     total as f64 / n as f64
 }
 
-/// Samples the command rate every 250 ms until two samples agree within a
-/// quarter (or both are near zero): the buyers' first tries are over and
-/// what is left is their steady waiting cost. Bounded at 20 samples.
-async fn settle(conn: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<()> {
+/// Waits until the buyers' first tries are over and what is left is their
+/// steady waiting cost: at least one command per buyer since `since` (every
+/// buyer has tried once), then two 250 ms samples of the rate that agree
+/// within a quarter (or are both near zero). Bounded at 30 s.
+async fn settle(
+    conn: &mut redis::aio::MultiplexedConnection,
+    since: u64,
+    buyers: usize,
+) -> anyhow::Result<()> {
+    let buyers = u64::try_from(buyers)?;
     let mut last = commands(conn).await?;
     let mut prev_delta: Option<u64> = None;
-    for _ in 0..20 {
+    for _ in 0..120 {
         tokio::time::sleep(Duration::from_millis(250)).await;
         let now = commands(conn).await?;
         let delta = now - last;
         last = now;
+        if now - since < buyers {
+            continue;
+        }
         if let Some(p) = prev_delta {
             if (delta <= 5 && p <= 5) || (delta * 4 <= p * 5 && p * 4 <= delta * 5) {
                 return Ok(());
@@ -314,7 +333,7 @@ async fn side(config: &Config, pg: &Postgres, deadbolt: bool) -> anyhow::Result<
     for _ in 0..4 {
         pool.push(Arc::new(pg.connect().await?));
     }
-    let mut stats = redis.conn().await;
+    let mut stats = patient(&redis).await?;
     let seat_name = |s: usize| format!("seat:{s}");
 
     // The seller holds every seat until the sale opens.
@@ -324,11 +343,11 @@ async fn side(config: &Config, pg: &Postgres, deadbolt: bool) -> anyhow::Result<
         if deadbolt {
             clients.push(deadbolt::Client::connect(&redis.url()).await?);
         } else {
-            conns.push(redis.client().get_multiplexed_async_connection().await?);
+            conns.push(patient(&redis).await?);
         }
     }
     let seller = deadbolt::Client::connect(&redis.url()).await?;
-    let seller_conn = redis.conn().await;
+    let seller_conn = patient(&redis).await?;
     let mut closed = Vec::new();
     for s in 0..config.seats {
         closed.push(if deadbolt {
@@ -345,6 +364,7 @@ async fn side(config: &Config, pg: &Postgres, deadbolt: bool) -> anyhow::Result<
     let mem0 = used_memory(&mut stats).await?;
     let rss0 = rss();
 
+    let c_start = commands(&mut stats).await?;
     let started = Arc::new(AtomicUsize::new(0));
     let all_started = Arc::new(Notify::new());
     let mut buyers = Vec::with_capacity(config.buyers);
@@ -404,7 +424,7 @@ async fn side(config: &Config, pg: &Postgres, deadbolt: bool) -> anyhow::Result<
         }));
     }
     all_started.notified().await;
-    settle(&mut stats).await?;
+    settle(&mut stats, c_start, config.buyers).await?;
     let c0 = commands(&mut stats).await?;
     let t0 = Instant::now();
     tokio::time::sleep(config.window).await;
