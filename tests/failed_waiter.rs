@@ -29,6 +29,19 @@ async fn queue_len(srv: &RedisServer, key: &str) -> i64 {
     cmd(srv, &["ZCARD", key]).await
 }
 
+/// The waiter failed, and its entry leaves the queue `q` without anyone
+/// else's call.
+async fn left_at_once<T: std::fmt::Debug>(srv: &RedisServer, q: &str, failed: deadbolt::Result<T>) {
+    assert!(
+        failed.is_err(),
+        "the waiter's script was refused: {failed:?}"
+    );
+    until("the failed waiter's entry is gone", || async {
+        queue_len(srv, q).await == 0
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fair_waiter_that_fails_leaves_the_queue_at_once() {
     let srv = server();
@@ -37,14 +50,7 @@ async fn a_fair_waiter_that_fails_leaves_the_queue_at_once() {
     let held = h.fair_lock("failed").lock().await.unwrap();
     let q = "deadbolt:{failed}:fair:q";
     let failed = w.fair_lock("failed").lock().await;
-    assert!(
-        failed.is_err(),
-        "the waiter's script was refused: {failed:?}"
-    );
-    until("the failed waiter's entry is gone", || async {
-        queue_len(&srv, q).await == 0
-    })
-    .await;
+    left_at_once(&srv, q, failed).await;
     held.unlock().await.unwrap();
     let other = Client::connect(&srv.url()).await.unwrap();
     let got = within(
@@ -66,14 +72,7 @@ async fn a_semaphore_waiter_that_fails_leaves_the_queue_at_once() {
     let held = sem.acquire(1).await.unwrap();
     let q = "deadbolt:{failed}:sem:q";
     let failed = w.semaphore("failed").acquire(1).await;
-    assert!(
-        failed.is_err(),
-        "the waiter's script was refused: {failed:?}"
-    );
-    until("the failed waiter's entry is gone", || async {
-        queue_len(&srv, q).await == 0
-    })
-    .await;
+    left_at_once(&srv, q, failed).await;
     held.release().await.unwrap();
     let other = Client::connect(&srv.url()).await.unwrap();
     let got = within(

@@ -64,6 +64,18 @@ impl fmt::Display for Table {
     }
 }
 
+/// One scenario's counts: the configuration that ran, and each side's
+/// (every scenario's `Counts` is this, with its own config and side).
+#[derive(Debug, Clone)]
+pub struct Sides<C, S> {
+    /// The configuration that ran.
+    pub config: C,
+    /// The textbook lock's (or textbook Redlock's).
+    pub textbook: S,
+    /// deadbolt's.
+    pub deadbolt: S,
+}
+
 /// A duration for the table: µs below 1 ms, ms below 10 s, else s.
 pub(crate) fn dur(d: std::time::Duration) -> String {
     if d < std::time::Duration::from_millis(1) {

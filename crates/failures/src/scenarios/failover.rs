@@ -65,15 +65,7 @@ pub struct Side {
 }
 
 /// Both sides' counts.
-#[derive(Debug, Clone)]
-pub struct Counts {
-    /// The configuration that ran.
-    pub config: Config,
-    /// The textbook lock's.
-    pub textbook: Side,
-    /// deadbolt's.
-    pub deadbolt: Side,
-}
+pub type Counts = crate::report::Sides<Config, Side>;
 
 impl Counts {
     /// The table rows.
