@@ -425,17 +425,22 @@ local function hold_release(key, attempt, ...)
   return unpack(r)
 end
 
--- Tell the watches of hold hash `key` (deadbolt_core::watch) that its hold
--- is force-unlocked, not released: 'f:<key> <token>' (msg_forced) on
--- '<key>:watch', a channel of its own that no waiter hears, sent before
--- the key's own notifications (callers delete after); and the holder's
--- client on its own channel (msg_publish_client), so that the holder's
--- guard turns Lost within a round trip instead of at its next renewal.
--- Nothing is sent for a hash that records no hold. One HMGET.
-local function hold_forced(key)
+-- Record that the hold of hold hash `key` is force-unlocked, not released,
+-- for the watches (deadbolt_core::watch): its token at `forced` (the hold's
+-- '<key>:forced', for 10 s: ten catch-up bounds of a sampling watch), which
+-- a watch reads beside the hold, and
+-- 'f:<key> <token>' (msg_forced) on '<key>:watch', a channel no waiter
+-- hears, that wakes them. The record, not the message, tells a watch what
+-- happened: a watch's read and its subscriber are two connections, and a
+-- read can see the hold gone before the message is heard. The holder's
+-- client hears the message on its own channel (msg_publish_client), so that
+-- its guard turns Lost within a round trip instead of at its next renewal.
+-- Nothing is written or sent for a hash that records no hold. One HMGET.
+local function hold_forced(key, forced)
   local f = redis.call('HMGET', key, 't', 'o')
   local token, owner = f[1], f[2]
   if token then
+    redis.call('SET', forced, token, 'PX', 10000)
     local msg = msg_forced(key, token)
     msg_publish(key .. ':watch', msg)
     local ns, client = string.match(key, '^(.-):{'), owner and string.match(owner, '^(.*):')

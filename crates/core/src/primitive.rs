@@ -42,4 +42,6 @@ pub use crate::scripts::{check_headers, LuaScript, ScriptCall, HOLD_RENEW, HOLD_
 pub use crate::wake::{
     parse_u64, ClientFirst, Grant, OnePerClient, Signal, Wake, WakePolicy, NAMED_CLIENT_FIRST,
 };
-pub use crate::watch::{hold_watch_call, watch, watch_or_fail, HoldEvent, Holder, Listener};
+pub use crate::watch::{
+    forced_key, hold_watch_call, watch, watch_or_fail, HoldEvent, Holder, Listener,
+};

@@ -81,53 +81,27 @@ pub enum HoldEvent {
 
 /// The channel on which a force-unlock script announces the hold it
 /// removed (`f:<hold key> <token>`): `<hold key>:watch`. No waiter listens
-/// there; a watch does, so it tells a force-unlock from a release without
-/// a key left behind.
+/// there; a watch does, to wake at once.
 pub fn forced_channel(hold_key: &str) -> String {
     format!("{hold_key}:watch")
 }
 
-/// The call a watch of a hold-hash primitive reads with: its hold hash
-/// and, optionally, the ZSET of its shared holds.
+/// Where a force-unlock script records the token of the hold it removed,
+/// for 10 s: `<hold key>:forced` (`hold_forced` in `lua/hold_lib.lua`).
+/// A watch reads it beside the hold, so that it tells a force-unlock from a
+/// release whatever the order in which its read and the announcement on
+/// [`forced_channel`] arrive (two connections).
+pub fn forced_key(hold_key: &str) -> String {
+    format!("{hold_key}:forced")
+}
+
+/// The call a watch of a hold-hash primitive reads with: its hold hash,
+/// its force-unlock record and, optionally, the ZSET of its shared holds.
 pub fn hold_watch_call(keys: &crate::Keys, shared: Option<String>) -> ScriptCall {
-    let mut k = vec![keys.main().to_string()];
+    let mut k = vec![keys.main().to_string(), forced_key(keys.main())];
     k.extend(shared);
     ScriptCall::new(&crate::scripts::HOLD_WATCH, k, vec![])
 }
-
-/// Force-unlocks announced on `<hold key>:watch` channels this process
-/// listens on: hold key → (token, when heard). Kept for a minute, read by
-/// a watch when the hold it saw is gone.
-fn forced_log() -> &'static parking_lot::Mutex<std::collections::HashMap<String, (u64, Instant)>> {
-    static LOG: std::sync::OnceLock<
-        parking_lot::Mutex<std::collections::HashMap<String, (u64, Instant)>>,
-    > = std::sync::OnceLock::new();
-    LOG.get_or_init(Default::default)
-}
-
-/// The token a force-unlock of `hold_key` removed, if one was heard.
-fn forced_token(hold_key: &str) -> u64 {
-    forced_log().lock().get(hold_key).map_or(0, |(t, _)| *t)
-}
-
-/// A force-unlock's announcement, `f:<hold key> <token>`: noted, and the
-/// watch wakes.
-#[derive(Debug)]
-struct ForcedNote;
-
-impl WakePolicy for ForcedNote {
-    fn wake(&self, message: &Message) -> Wake {
-        if let Message::Forced { key, token } = message {
-            let mut log = forced_log().lock();
-            let now = Instant::now();
-            log.retain(|_, (_, at)| now.duration_since(*at) < Duration::from_secs(60));
-            log.insert(key.clone(), (*token, now));
-        }
-        Wake::All { class: None }
-    }
-}
-
-static FORCED_NOTE: ForcedNote = ForcedNote;
 
 /// Any message wakes the watch that listens on the channel.
 #[derive(Debug)]
@@ -328,7 +302,7 @@ pub fn watch(
 ) -> impl Stream<Item = Result<HoldEvent>> + Send + 'static {
     let hold_key = keys.first().cloned().unwrap_or_default();
     let mut channels: Vec<(String, &'static dyn WakePolicy)> =
-        vec![(forced_channel(&hold_key), &FORCED_NOTE)];
+        vec![(forced_channel(&hold_key), &ANY_MESSAGE)];
     channels.extend(
         keys.iter()
             .filter_map(|k| client.keyspace_channel(k))
@@ -345,15 +319,12 @@ pub fn watch(
     );
     let snapshots = crate::observe::observe(
         move || {
-            let (c, call, l, hk) = (c.clone(), read.clone(), l.clone(), hold_key.clone());
+            let (c, call, l) = (c.clone(), read.clone(), l.clone());
             async move {
                 l.mark();
                 let at = Instant::now();
                 let v: Vec<redis::Value> = c.run(&call).await?;
-                decode(&v, at).map(|mut s| {
-                    s.forced = forced_token(&hk);
-                    (s, at)
-                })
+                decode(&v, at).map(|s| (s, at))
             }
         },
         |(s, _): &(Snapshot, Instant)| Seen(s.holder.clone(), s.shared, s.ends, s.shared_ends),

@@ -2,6 +2,7 @@
 -- (msg_lib.lua, hold_lib.lua, queue_lib.lua and fair_lib.lua come first.)
 --
 -- KEYS[1..6]  hold, fence, q, qo, alive, seq  (see fair_lib.lua)
+-- KEYS[7]  the force-unlock record, '<hold>:forced' (hold_forced)
 -- ARGV[1]  waiter timeout in ms
 -- Reply: 1 when a hold was removed, 0 when the lock was free;
 --   error WRONGTYPE <key> when a key of the lock is of another type (nothing
@@ -22,7 +23,7 @@ end
 -- Then, out of memory, the hand-off is made in full or the PUBLISH (ACL)
 -- fails with nothing changed.
 redis.call('HDEL', K.hold, '-')
-hold_forced(K.hold)
+hold_forced(K.hold, KEYS[7])
 local now_ms, now_us = hold_now()
 if not fair_pass_on(K, now_ms, now_us, tonumber(ARGV[1])) then
   redis.call('DEL', K.hold)

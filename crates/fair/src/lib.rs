@@ -22,8 +22,8 @@
 //! ```
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, Exclusive, ExclusiveKind, HeartbeatSpec, Keys, Message, ScriptCall,
-    Signal, Wake, WakePolicy,
+    forced_key, AcquireSpec, Client, Exclusive, ExclusiveKind, HeartbeatSpec, Keys, Message,
+    ScriptCall, Signal, Wake, WakePolicy,
 };
 
 /// The fair lock's Lua scripts (files in this crate's `lua/`; the queue
@@ -119,7 +119,7 @@ impl ExclusiveKind for Fifo {
     fn force_unlock(client: &Client, k: &Keys) -> ScriptCall {
         ScriptCall::new(
             &FAIR_FORCE_UNLOCK,
-            fair_keys(k),
+            [fair_keys(k), vec![forced_key(k.main())]].concat(),
             vec![waiter_timeout_ms(client)],
         )
     }

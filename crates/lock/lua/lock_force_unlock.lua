@@ -2,6 +2,7 @@
 -- (msg_lib.lua comes first: the messages.)
 --
 -- KEYS[1]  hold hash
+-- KEYS[2]  its force-unlock record, '<hold hash>:forced' (hold_forced)
 -- ARGV[1]  unlock channel (and '<hold hash>:watch' gets 'f:<hold hash>
 --          <token>', the removed hold's token, for watches)
 -- Reply: 1 when a hold was removed, 0 when the lock was free;
@@ -17,7 +18,7 @@ if t ~= 'none' and t ~= 'hash' then
   return redis.error_reply('WRONGTYPE ' .. KEYS[1])
 end
 if t == 'hash' then
-  hold_forced(KEYS[1])
+  hold_forced(KEYS[1], KEYS[2])
 end
 if redis.call('DEL', KEYS[1]) == 1 then
   msg_publish(ARGV[1], msg_notice('1'))

@@ -18,7 +18,7 @@
 //! ```
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, ClientFirst, Exclusive, ExclusiveKind, Keys, ScriptCall,
+    forced_key, AcquireSpec, Client, ClientFirst, Exclusive, ExclusiveKind, Keys, ScriptCall,
     NAMED_CLIENT_FIRST,
 };
 
@@ -100,7 +100,7 @@ impl ExclusiveKind for Reentrant {
     fn force_unlock(_client: &Client, k: &Keys) -> ScriptCall {
         ScriptCall::new(
             &LOCK_FORCE_UNLOCK,
-            vec![k.main().to_string()],
+            vec![k.main().to_string(), forced_key(k.main())],
             vec![k.channel()],
         )
     }

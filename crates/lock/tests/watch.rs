@@ -83,6 +83,37 @@ async fn a_watch_reports_every_holder_change_by_its_kind() {
     g.unlock().await.unwrap();
 }
 
+/// A force-unlock is reported as one even when the watch reads the hold
+/// gone before it hears the announcement: its subscriber connection (the
+/// client's second through the proxy) is slowed past the catch-up bound,
+/// so the read the bound brings sees the hold gone first. (Reading the
+/// token from the announcement alone reported this `Released`; under load
+/// it happened without a proxy.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_unlock_read_before_its_announcement_is_still_one() {
+    let srv = notifying_server();
+    let proxy = FaultProxy::start(srv.addr()).await.expect("proxy");
+    let a = client(&srv.url()).await;
+    let w = client(&proxy.url()).await;
+    let mine = Lock::new(&a, "slow");
+    let mut seen = Box::pin(Lock::new(&w, "slow").watch());
+    assert_eq!(next(&mut seen).await.0, HoldEvent::Free);
+    let g = mine.lock().await.unwrap();
+    let t = g.fencing_token();
+    assert!(matches!(next(&mut seen).await.0, HoldEvent::Acquired(h) if h.token == t));
+    let slowed = (1..8)
+        .filter(|&id| proxy.set_connection_reply_delay(id, CATCH_UP * 3))
+        .count();
+    assert!(slowed >= 1, "no subscriber connection to slow");
+    assert!(Lock::new(&a, "slow").force_unlock().await.unwrap());
+    let (e, _) = next(&mut seen).await;
+    assert!(
+        matches!(&e, HoldEvent::ForceUnlocked(h) if h.token == t),
+        "{e:?}"
+    );
+    drop(g);
+}
+
 /// Without keyspace notifications (Redis's default) a change is still
 /// seen, within the catch-up bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,6 +4,7 @@
 -- (The libraries come first, as for every rw script: see rw_lib.lua.)
 --
 -- KEYS[1..6]  w, fence, r, ro, ww, alive  (see rw_lib.lua)
+-- KEYS[7]  the force-unlock record, '<w>:forced' (hold_forced)
 -- ARGV[1]  the lock's channel
 --
 -- Reply: {write holds removed (0 or 1), read holds removed}
@@ -23,7 +24,7 @@ if writer + readers == 0 then
   return {0, 0}
 end
 if writer == 1 then
-  hold_forced(K.w)
+  hold_forced(K.w, KEYS[7])
 end
 msg_publish(ARGV[1], msg_notice('w'))
 redis.call('DEL', K.w, K.r, K.ro)

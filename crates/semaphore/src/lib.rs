@@ -476,7 +476,12 @@ impl Semaphore {
         let parts = self.parts().map(|(keys, _)| {
             let read = ScriptCall::new(
                 &deadbolt_core::primitive::HOLD_WATCH,
-                vec![keys[0].clone(), keys[1].clone(), keys[2].clone()],
+                vec![
+                    keys[0].clone(),
+                    deadbolt_core::primitive::forced_key(&keys[0]),
+                    keys[1].clone(),
+                    keys[2].clone(),
+                ],
                 vec!["permits".to_string()],
             );
             (vec![keys[1].clone(), keys[2].clone()], read)
