@@ -1,4 +1,4 @@
-//! Guarded writes (README): a counter in Redis that changes only while the
+//! Guarded writes: a counter in Redis that changes only while the
 //! lock guarding it is held. `cargo run --example guarded_counter` against
 //! a redis-server on 127.0.0.1:6379.
 

@@ -13,6 +13,10 @@ async fn main() -> deadbolt::Result<()> {
     // Pass the fencing token to the resource you protect (docs/safety.md).
     let token = guard.fencing_token();
     println!("holding orders:42 with fencing token {token}");
+    // Data in the same Redis can be written only while the hold is live:
+    // checked and written in one script, refused (Error::NotHeld) after it.
+    let writes = guard.guarded();
+    writes.incr_by(writes.key("retries"), 1).await?;
     guard.unlock().await?;
     client.shutdown().await;
     Ok(())

@@ -23,15 +23,6 @@ fn the_readme_example_is_the_compiled_one() {
     assert_shown("examples/readme.rs", include_str!("../examples/readme.rs"));
 }
 
-/// The guarded-write example too.
-#[test]
-fn the_readme_guarded_write_example_is_the_compiled_one() {
-    assert_shown(
-        "examples/guarded_counter.rs",
-        include_str!("../examples/guarded_counter.rs"),
-    );
-}
-
 #[test]
 fn the_readme_commands_exist() {
     let readme = include_str!("../README.md");

@@ -169,7 +169,7 @@ pub struct BenchArgs {
 
     /// Hold of the service rows that contended, read-mostly and semaphore
     /// add after the rows of --hold and --think: a job worker's loop (see
-    /// the README). With --service-think, and unless --no-service.
+    /// docs/bench.md). With --service-think, and unless --no-service.
     #[arg(long, default_value = "1ms", value_parser = parse_duration, value_name = "DURATION")]
     pub service_hold: Duration,
 
