@@ -256,3 +256,35 @@ async fn unconfirmed_unlock_is_unknown_and_finished_by_the_releaser() {
     assert!(c.releases_settled(HANG).await);
     assert!(!exists(&srv, lock.key().unwrap()).await);
 }
+
+/// A waiter whose tries go unanswered past the command timeout (replies
+/// slower than it, as from an overloaded server) backs off: its tries grow
+/// apart. Each timed-out try still runs on the server, so a waiter that
+/// retried every half second added to the queue that made it time out: a
+/// flash sale of 100,000 buyers on 50 clients with a 1 s timeout sent
+/// 215,599 commands a second while they waited (crates/failures).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tries_that_time_out_back_off() {
+    let srv = server();
+    let holder = client(&srv.url()).await;
+    let g = Lock::new(&holder, "overloaded")
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let proxy = proxied(&srv).await;
+    let c = fast_client(&proxy.url(), 200).await;
+    let lock = Lock::new(&c, "overloaded");
+    proxy.set_reply_delay(Duration::from_millis(300));
+    let before = srv.evalsha_calls().await;
+    let r = lock.try_lock_for(Duration::from_secs(8)).await;
+    assert!(r.is_err(), "{r:?}");
+    let tries = srv.evalsha_calls().await - before;
+    // Tries at about 0.2, 0.6, 1.4, 3 and 6.2 s (each pause doubling
+    // from the 200 ms the first one waited, with jitter), and the
+    // releases of the attempt in doubt: 8 s of retrying every 0.2 to
+    // 0.7 s were 12 tries or more.
+    assert!(tries <= 9, "{tries} scripts in 8 s");
+    proxy.set_reply_delay(Duration::ZERO);
+    assert!(c.releases_settled(HANG).await);
+    g.unlock().await.unwrap();
+}
