@@ -311,16 +311,17 @@ pub fn watch(
     // Owned by the stream's closures: subscribed for as long as it runs.
     let listener = std::sync::Arc::new(Listener::with_policies(client, &channels));
     let (c, l) = (client.clone(), listener.clone());
-    // Whether notifications carry every change (asked once, at the first
-    // wait): then the reads between them are a backstop, not a sample.
-    let (notified, asker) = (
-        std::sync::Arc::new(tokio::sync::OnceCell::<bool>::new()),
-        client.clone(),
-    );
+    // Whether notifications carry every change: then the reads between
+    // them are a backstop, not a sample. Asked once, before the first
+    // read, so that the first event comes after the watch's every
+    // command but its reads.
+    let notified = std::sync::Arc::new(tokio::sync::OnceCell::<bool>::new());
+    let asked = notified.clone();
     let snapshots = crate::observe::observe(
         move || {
-            let (c, call, l) = (c.clone(), read.clone(), l.clone());
+            let (c, call, l, asked) = (c.clone(), read.clone(), l.clone(), asked.clone());
             async move {
+                asked.get_or_init(|| c.notifies_keyspace()).await;
                 l.mark();
                 let at = Instant::now();
                 let v: Vec<redis::Value> = c.run(&call).await?;
@@ -329,11 +330,9 @@ pub fn watch(
         },
         |(s, _): &(Snapshot, Instant)| Seen(s.holder.clone(), s.shared, s.ends, s.shared_ends),
         move |seen: Seen| {
-            let (l, notified, asker) = (listener.clone(), notified.clone(), asker.clone());
+            let (l, notified) = (listener.clone(), notified.clone());
             async move {
-                let quiet = *notified
-                    .get_or_init(|| async { asker.notifies_keyspace().await })
-                    .await;
+                let quiet = notified.get().copied().unwrap_or(false);
                 let mut until = Instant::now() + if quiet { BACKSTOP } else { CATCH_UP };
                 // A little past a lease's end (the hold's, or the next
                 // shared one's): the server's expiry has run by then.
