@@ -99,7 +99,6 @@ async fn one_slot_per_primitive(cluster: &RedisCluster) {
                 k.main().to_string(),
                 k.fence().to_string(),
                 k.sub("waiters"),
-                k.sub("next"),
                 k.sub("ch:client-id"),
                 k.channel(),
             ];

@@ -8,7 +8,7 @@
 //!   `floor_unlock.lua`: read the holder, advance the fencing counter, write the hold
 //!   with its count and token, set its expiry; the release reads the holder
 //!   and deletes), and nothing of what the Lock adds (the stale-hold repair,
-//!   the waiting clients' queue, the reservation, the attempt's field, the
+//!   the waiting clients' queue, the attempt's field, the
 //!   clock floor under the tokens);
 //! - `lock`: deadbolt's `Lock` (`lock()` and `unlock()`);
 //! - `redisson`: Redisson's `RLock` server side as the bench's `redisson`

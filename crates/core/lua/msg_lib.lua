@@ -10,7 +10,6 @@
 --                          per waiter; several joined by msg_granted
 --   t:<attempt> [<ms>]     msg_turn
 --   h:<ms>                 msg_claimed
---   c:<client id>          msg_client_first
 --   l:<term>               msg_term
 --   f:<hold key> <token>   msg_forced (on '<hold key>:watch', and on the
 --                          holder's client channel, msg_publish_client)
@@ -74,11 +73,6 @@ end
 -- (a number, written as Lua writes it).
 local function msg_claimed(claim)
   return 'h:' .. claim
-end
-
--- Released: the waiter of client `client` goes first.
-local function msg_client_first(client)
-  return 'c:' .. client
 end
 
 -- A holder that changes by terms changed; `sterm` (a string) is the new term.

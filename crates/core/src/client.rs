@@ -241,7 +241,7 @@ impl<C: From<Client>> ClientBuilder<C> {
         let name = crate::encode_client_name(&self.config.client_name);
         let conn = Conn::connect("command", target.clone(), timeout, None, &name).await?;
         let id = format!("{name}@{}", uuid::Uuid::new_v4().simple());
-        let engine = Engine::start(target, timeout, id.clone(), &name).await?;
+        let engine = Engine::start(target, timeout, &name).await?;
         conn.set_peer(engine.conn());
         let (mut c, epoch) = conn.get()?;
         let sharded = conn.sharded();

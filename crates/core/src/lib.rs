@@ -69,4 +69,4 @@ pub use message::Message;
 pub use observe::{observe, CATCH_UP};
 #[cfg(feature = "tls")]
 pub use tls::ensure_crypto_provider;
-pub use wake::{ClientFirst, Grant, OnePerClient, Signal, Wake, WakePolicy, NAMED_CLIENT_FIRST};
+pub use wake::{Grant, OnePerClient, Signal, Wake, WakeAll, WakePolicy};

@@ -12,7 +12,6 @@
 //! | `g:<attempt> <token> <ttl> <secret> [<claim>]`, one line per waiter | [`Granted`](Message::Granted) | a release that grants to registered attempts, one or several |
 //! | `t:<attempt>` / `t:<attempt> <ms>` | [`Turn`](Message::Turn) | a queue whose head changed |
 //! | `h:<ms>` | [`Claimed`](Message::Claimed) | a release that granted to another client's registered attempt |
-//! | `c:<client id>` | [`ClientFirst`](Message::ClientFirst) | a release that names the client waiting longest |
 //! | `l:<term>` | [`Term`](Message::Term) | a holder that changes by terms, at a change |
 //! | `f:<hold key> <token>` | [`Forced`](Message::Forced) | a force-unlock, on `<hold key>:watch` |
 //! | one character: `0`, `1`, `r`, `w`, `m` | [`Notice`](Message::Notice) | plain releases; the letter's meaning is the primitive's |
@@ -44,9 +43,6 @@ pub enum Message {
     /// Another client's waiter was granted the primitive under a claim that
     /// ends this long from now unless its taker extends it.
     Claimed(Duration),
-    /// Released: the waiter of this client (its [`Client::id`](crate::Client::id))
-    /// goes first.
-    ClientFirst(String),
     /// A holder that changes by terms changed; the new term.
     Term(u64),
     /// A force-unlock removed the hold of `key` with fencing token `token`.
@@ -76,10 +72,6 @@ impl Message {
             [b'h', b':', rest @ ..] => parse_u64(rest).map_or(Message::Malformed(b'h'), |ms| {
                 Message::Claimed(Duration::from_millis(ms))
             }),
-            [b'c', b':', rest @ ..] => match std::str::from_utf8(rest) {
-                Ok(client) if !client.is_empty() => Message::ClientFirst(client.to_string()),
-                _ => Message::Other,
-            },
             [b'l', b':', rest @ ..] => {
                 parse_u64(rest).map_or(Message::Malformed(b'l'), Message::Term)
             }
@@ -109,7 +101,6 @@ impl Message {
                 after: Some(d),
             } => format!("t:{name} {}", d.as_millis()).into_bytes(),
             Message::Claimed(d) => format!("h:{}", d.as_millis()).into_bytes(),
-            Message::ClientFirst(c) => format!("c:{c}").into_bytes(),
             Message::Term(term) => format!("l:{term}").into_bytes(),
             Message::Forced { key, token } => format!("f:{key} {token}").into_bytes(),
             Message::Notice(c) => vec![*c],
@@ -257,7 +248,6 @@ mod tests {
                 after: Some(Duration::from_millis(25)),
             },
             Message::Claimed(Duration::from_millis(40)),
-            Message::ClientFirst("web@0f3a".into()),
             Message::Term(12),
             Message::Forced {
                 key: "ns:{a b}:lock".into(),

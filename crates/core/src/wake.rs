@@ -36,17 +36,6 @@ pub enum Wake {
         /// Only waiters of this class.
         class: Option<&'static str>,
     },
-    /// Wake one waiter (of `class`, or any) of the client whose id is
-    /// `client` at once; in every other client, one waiter tries a moment
-    /// later (about two milliseconds), in case the named client is gone.
-    /// Gives a lock's release to the client that has waited longest
-    /// without losing a wake-up to a client that died.
-    ClientFirst {
-        /// The id of the client to go first ([`Client::id`](crate::Client::id)).
-        client: String,
-        /// Only waiters of this class.
-        class: Option<&'static str>,
-    },
     /// Another client's waiter was granted the primitive under a claim that
     /// ends `within` from now unless its taker extends it: a waiter of this
     /// client registered for the next grant sleeps until then at most (the
@@ -143,46 +132,34 @@ impl Wake {
     }
 }
 
-/// Any message wakes one waiter per client (an unfair lock's release: one
-/// waiter per client tries, one of them wins).
+/// An unfair lock's waiters: `g:<attempt> <token> <ttl> <secret> <claim>`
+/// hands the primitive to that waiter ([`Wake::single_grant`]); `h:<ms>`
+/// says another client's claim ends within `ms` ([`Wake::Soon`]); any
+/// other message wakes one waiter per client, and one of them wins. For
+/// primitives whose release grants to the waiter a client registered when
+/// it knows one, and else publishes a plain release (the `Lock`), and for
+/// those that only ever publish plain releases (the `Election`'s
+/// campaigners).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OnePerClient;
 
 impl WakePolicy for OnePerClient {
-    fn wake(&self, _message: &Message) -> Wake {
-        Wake::one()
-    }
-}
-
-/// How long the waiters of the clients a release did not name hold back
-/// ([`Wake::ClientFirst`]), and so how long such a release should reserve
-/// the primitive for the named client on the server (its scripts refuse
-/// the others' waiting tries meanwhile): long enough for the named
-/// client's waiter to land its try, short enough that a named client that
-/// is gone, or no longer waits, costs the others little.
-pub const NAMED_CLIENT_FIRST: std::time::Duration = std::time::Duration::from_millis(10);
-
-/// `g:<attempt> <token> <ttl> <secret> <claim>` hands the primitive to
-/// that waiter ([`Wake::single_grant`]); `h:<ms>` says another client's claim
-/// ends within `ms` ([`Wake::Soon`]); `c:<client id>` names the client whose
-/// waiter goes first ([`Wake::ClientFirst`]); any other message wakes one
-/// waiter per client, as [`OnePerClient`]. For primitives whose release
-/// grants to the waiter a client registered, when it knows one, and else
-/// names the client that has waited longest and reserves the primitive for
-/// it for [`NAMED_CLIENT_FIRST`].
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ClientFirst;
-
-impl WakePolicy for ClientFirst {
     fn wake(&self, message: &Message) -> Wake {
         Wake::single_grant(message).unwrap_or_else(|| match message {
             Message::Claimed(within) => Wake::Soon { within: *within },
             Message::Malformed(b'h') => Wake::Nothing,
-            Message::ClientFirst(client) => Wake::ClientFirst {
-                client: client.clone(),
-                class: None,
-            },
             _ => Wake::one(),
         })
+    }
+}
+
+/// Any message wakes every waiter of the client: observers that look at
+/// the state themselves (a watch, an election's observers).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WakeAll;
+
+impl WakePolicy for WakeAll {
+    fn wake(&self, _message: &Message) -> Wake {
+        Wake::All { class: None }
     }
 }

@@ -30,11 +30,10 @@ use tokio::time::Instant;
 
 use crate::ctx::Client;
 use crate::error::{Error, Result};
-use crate::message::Message;
 use crate::observe::CATCH_UP;
 use crate::scripts::ScriptCall;
 use crate::wait::{Subscription, Waiter};
-use crate::wake::{Wake, WakePolicy};
+use crate::wake::WakePolicy;
 
 /// How long a watch waits between reads when keyspace notifications carry
 /// every change: a backstop (a reconnect wakes it anyway), not a sample.
@@ -102,18 +101,6 @@ pub fn hold_watch_call(keys: &crate::Keys, shared: Option<String>) -> ScriptCall
     k.extend(shared);
     ScriptCall::new(&crate::scripts::HOLD_WATCH, k, vec![])
 }
-
-/// Any message wakes the watch that listens on the channel.
-#[derive(Debug)]
-struct AnyMessage;
-
-impl WakePolicy for AnyMessage {
-    fn wake(&self, _message: &Message) -> Wake {
-        Wake::All { class: None }
-    }
-}
-
-static ANY_MESSAGE: AnyMessage = AnyMessage;
 
 /// A subscription of its own on some channels: any message on any of
 /// them ends a [`wait`](Listener::wait). Nothing else shares its slot, so
@@ -302,11 +289,11 @@ pub fn watch(
 ) -> impl Stream<Item = Result<HoldEvent>> + Send + 'static {
     let hold_key = keys.first().cloned().unwrap_or_default();
     let mut channels: Vec<(String, &'static dyn WakePolicy)> =
-        vec![(forced_channel(&hold_key), &ANY_MESSAGE)];
+        vec![(forced_channel(&hold_key), &crate::wake::WakeAll)];
     channels.extend(
         keys.iter()
             .filter_map(|k| client.keyspace_channel(k))
-            .map(|c| (c, &ANY_MESSAGE as &'static dyn WakePolicy)),
+            .map(|c| (c, &crate::wake::WakeAll as &'static dyn WakePolicy)),
     );
     // Owned by the stream's closures: subscribed for as long as it runs.
     let listener = std::sync::Arc::new(Listener::with_policies(client, &channels));

@@ -28,8 +28,8 @@
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, ConditionSpec, Error, Handle, Hold, LeaseMode, LeaseState, Message,
-    OnePerClient, Result, ScriptCall, WaitMode, Wake, WakePolicy,
+    AcquireSpec, Client, ConditionSpec, Error, Handle, Hold, LeaseMode, LeaseState, OnePerClient,
+    Result, ScriptCall, WaitMode, WakeAll,
 };
 use futures::Stream;
 
@@ -57,17 +57,6 @@ pub const KIND: &str = "elect";
 /// How long an observer waits for a message before it reads the leader
 /// anyway: the bound on catching up with a missed message.
 pub const CATCH_UP: Duration = deadbolt_core::primitive::CATCH_UP;
-
-/// Any message on the observers' channel (`l:<term>`, `r`) wakes every
-/// observer of the client to look.
-#[derive(Debug, Clone, Copy, Default)]
-struct AnyChange;
-
-impl WakePolicy for AnyChange {
-    fn wake(&self, _message: &Message) -> Wake {
-        Wake::All { class: None }
-    }
-}
 
 /// The keys and channels of one election.
 #[derive(Debug)]
@@ -247,7 +236,7 @@ impl Election {
     /// [`CATCH_UP`]. Returns whether it saw a change.
     async fn wait_change(&self, seen: u64) -> Result<bool> {
         let p = self.inner.parts()?;
-        let spec = ConditionSpec::builder(KIND, &p.keys, &ELECT_CHANGED, &AnyChange)
+        let spec = ConditionSpec::builder(KIND, &p.keys, &ELECT_CHANGED, &WakeAll)
             .keys(vec![p.key.clone()])
             .channel(p.observers.clone())
             .extra_args(vec![seen.to_string()])

@@ -26,8 +26,6 @@
 --          server µs of its first failed try not yet answered by a release
 --          that named it, so two clients queued within one ms keep their
 --          order; TTL the longest lease its waiters asked for)
--- KEYS[4]  reservation  <ns>:{name}:lock:next  (string: the client id a
---          release named, for a few ms: see lock_release.lua)
 -- ARGV[1]  owner id  <client uuid>:<handle id>
 -- ARGV[2]  attempt id (unique per acquire call; retries of the call reuse it)
 -- ARGV[3]  lease in milliseconds (integer, 1 .. 2^53-1)
@@ -45,8 +43,7 @@
 -- Reply:
 --   {1, token, pttl}  granted: a fresh hold, a re-entry, or a replay of an attempt
 --                     that was already granted (pttl is the key's TTL after the call)
---   {0, pttl}         held by another owner, or reserved for another client
---                     (waiting tries only); pttl tells the waiter how long
+--   {0, pttl}         held by another owner; pttl tells the waiter how long
 --                     to sleep at most
 --   {2, pttl, fresh, secret}  held by another client, and this attempt is
 --                     its client's registered waiter (fresh = 1: registered
@@ -62,9 +59,9 @@
 --
 -- O(1) for the hash, O(log n) for the waiting clients. The fresh grant, the
 -- hot path, runs five commands (HGET, TIME, SET ... GET of the fencing
--- counter, HSET, PEXPIRE), and one more (GET of the reservation) when the
--- caller waits. A failed waiting try of another client registers its
--- client's waiter: HSETNX, and an HGET when one is registered already.
+-- counter, HSET, PEXPIRE). A failed waiting try of another client
+-- registers its client's waiter: HSETNX, and an HGET when one is
+-- registered already.
 
 -- pcall: a key of another type comes back as an error table, reported with
 -- its name before anything is written (cheaper than a TYPE call first).
@@ -80,64 +77,21 @@ if hold_is_stale(KEYS[1], owner, ARGV[1], ARGV[2], ARGV[6]) then
 end
 
 local client = string.match(ARGV[1], '^(.*):')
-local waits = ARGV[4] ~= 'try'
-
--- Queue this caller's client (once: NX keeps its place) so that a release
--- names the client that has waited longest. Best effort (pcall): a
--- registry refused under maxmemory or of another type must not fail the
--- wait; the release then wakes one waiter per client as without it.
--- Returns the server time in ms.
-local function queue_client()
-  local now_ms, now_us = hold_now()
-  if redis.pcall('ZADD', KEYS[3], 'NX', now_us, client) == 1 then
-    hold_touch({KEYS[3]}, ARGV[3])
-  end
-  return now_ms
-end
 
 if not owner then
-  -- Free, but a release may have reserved it for the client it named, for
-  -- a few ms: a waiting try of another client is refused until the named
-  -- client's waiter took it (or the reservation ran out), so the client
-  -- that waited longest does get its turn. One-shot tries ignore it (they
-  -- never wait, and never promised order). A reservation without a TTL or
-  -- of another type is not deadbolt's: ignored.
-  local reserved = false
-  if waits and KEYS[4] then
-    local next = redis.pcall('GET', KEYS[4])
-    if type(next) == 'string' then
-      if next ~= client then
-        local left = redis.call('PTTL', KEYS[4])
-        if left > 0 then
-          queue_client()
-          return {0, left}
-        end
-      else
-        reserved = true
-      end
-    end
-  end
-  -- A fresh grant advances the fencing counter (hold_advance_fence): a key
-  -- of another type or a value out of range is refused with nothing
+  -- Free: a fresh grant advances the fencing counter (hold_advance_fence):
+  -- a key of another type or a value out of range is refused with nothing
   -- written (an unusable value is put back).
   local token, err = hold_grant(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
   if err then
     return err
   end
-  if reserved or ARGV[4] == 'again' then
+  if ARGV[4] == 'again' then
     -- A client that takes the lock after waiting leaves the queue of
     -- waiting clients: a later release must not name it while it no
     -- longer waits (best effort, as the queueing). A first try has not
     -- queued (unless another waiter of its client did, which still waits).
     redis.pcall('ZREM', KEYS[3], client)
-  end
-  if reserved then
-    redis.call('DEL', KEYS[4])
-    -- Clients refused during the reservation are queued but could not
-    -- mark a hold that did not exist yet: mark this one for them.
-    if redis.pcall('ZCARD', KEYS[3]) ~= 0 then
-      redis.call('HSET', KEYS[1], 'x', 1)
-    end
   end
   return {1, token, tonumber(ARGV[3])}
 end
@@ -153,14 +107,21 @@ if owner ~= ARGV[1] then
   -- which the release sends only for a marked hold. Best effort (pcall):
   -- a mark refused under maxmemory leaves the waiter to its timer.
   local pttl = redis.call('PTTL', KEYS[1])
-  if waits then
+  if ARGV[4] ~= 'try' then
     if string.match(owner, '^(.*):') ~= client then
       redis.pcall('HSET', KEYS[1], 'x', 1)
-      local now_ms = queue_client()
+      -- Queue this caller's client (once: NX keeps its place) so that a
+      -- release grants to the client that has waited longest. Best effort
+      -- (pcall): a queue refused under maxmemory or of another type must
+      -- not fail the wait; the release then wakes one waiter per client.
+      local now_ms, now_us = hold_now()
+      if redis.pcall('ZADD', KEYS[3], 'NX', now_us, client) == 1 then
+        hold_touch({KEYS[3]}, ARGV[3])
+      end
       -- One waiter per client is registered for a grant inside the
       -- release: the first to fail a try, until it leaves or is served.
       -- Best effort as the marks (a refused write: no registration; the
-      -- release then names the client and reserves, as without one).
+      -- release then wakes one waiter per client, as without one).
       local fresh, secret = reg_register(KEYS[1], 'd:' .. client,
         reg_entry(ARGV[1], ARGV[2], ARGV[3], ARGV[7], ARGV[5], now_ms), ARGV[2], ARGV[5])
       if fresh then

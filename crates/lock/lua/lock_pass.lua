@@ -4,8 +4,7 @@
 --
 -- KEYS[1]  hold hash  <ns>:{name}:lock  (layout in lock_acquire.lua)
 -- KEYS[2]  fencing counter of the name's slot  <ns>:{<slot tag>}:fence
--- KEYS[3], KEYS[4]  waiting clients, reservation (not used here: the keys
---          are lock_acquire.lua's)
+-- KEYS[3]  waiting clients (not used here: the keys are lock_acquire.lua's)
 -- ARGV[1]  attempt id of the hold being given up
 -- ARGV[2]  owner id of the waiter it goes to
 -- ARGV[3]  attempt id of that waiter's acquire

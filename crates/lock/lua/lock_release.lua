@@ -9,14 +9,12 @@
 -- KEYS[2]  optional: waiting clients  <ns>:{name}:lock:waiters (ZSET, layout
 --          in lock_acquire.lua); composites that release plain locks in
 --          their own scripts leave it out and wake one waiter per client
--- KEYS[3]  optional (with KEYS[2]): reservation  <ns>:{name}:lock:next
--- KEYS[4]  optional (with KEYS[3]): fencing counter of the name's slot
+-- KEYS[3]  optional (with KEYS[2]): fencing counter of the name's slot
 --          <ns>:{<slot tag>}:fence, for a grant to a registered waiter
 -- ARGV[1]  attempt id of the hold
 -- ARGV[2]  unlock channel  <ns>:{name}:lock:ch (a client's own channel
 --          is this and ':<client id>')
--- ARGV[3]  optional (with KEYS[3]): how long a reservation lasts, in ms
--- ARGV[4]  optional (with KEYS[4]): the id of the attempt's client, whose
+-- ARGV[3]  optional (with KEYS[3]): the id of the attempt's client, whose
 --          registration (d:<client>, lock_acquire.lua) and place in the
 --          waiting clients go when the attempt leaves without the lock
 --
@@ -25,8 +23,9 @@
 --   1  an inner hold released; the lock is still held (its TTL is left alone)
 --   2  the last hold released: key deleted, and '1' published (one waiter
 --      per client tries) when a waiter marked the hold (x, w or m, see
---      lock_acquire.lua); an unmarked hold had nobody waiting for it, and
---      its release sends nothing
+--      lock_acquire.lua) and no other client's registered waiter could
+--      take it; an unmarked hold had nobody waiting for it, and its
+--      release sends nothing
 --   4  the last hold released, and the lock went to the waiter
 --      registered by the client that has waited longest (other than the
 --      releasing one), inside this call: the hash now records that
@@ -39,13 +38,6 @@
 --      at the latest: the taker may be gone). The releasing client is told
 --      nothing: its unlock wakes one of its own waiters (if any) to try,
 --      which registers it
---   3  the last hold released: key deleted, 'c:<client id>' published: a
---      client other than the releasing one is queued, and the one that has
---      waited longest goes first: the lock is reserved for it for ARGV[3]
---      ms (lock_acquire.lua refuses the others' waiting tries meanwhile;
---      they, the releasing client's new acquires included, hold back as
---      long), and its waiter's try takes the lock and ends the reservation
---
 -- A published grant stands: the release never takes it back, whoever did
 -- or did not hear it. PUBLISH's receiver count cannot tell: it counts the
 -- subscribers of this server alone (SPUBLISH: of this node), while one at
@@ -60,20 +52,19 @@ local r, marked, holder, waited, multi = hold_release(KEYS[1], ARGV[1], 'x', 'o'
 if r ~= 2 then
   -- 0: not our hold (expired, taken over, never granted, released already);
   -- 1: an inner unlock of a re-entered lock (the outer holds keep their TTL).
-  if r == 0 and ARGV[4] then
+  if r == 0 and ARGV[3] then
     -- An attempt that leaves without the lock takes its client's
     -- registration with it, or the next release would grant to nobody,
     -- and its client's place in the queue: the client's other waiters
     -- do not listen where a grant's hint (h:) would reach them; the next
     -- of them queues and registers anew on its try.
-    if reg_drop(KEYS[1], 'd:' .. ARGV[4], ARGV[1]) and KEYS[2] then
-      redis.pcall('ZREM', KEYS[2], ARGV[4])
+    if reg_drop(KEYS[1], 'd:' .. ARGV[3], ARGV[1]) and KEYS[2] then
+      redis.pcall('ZREM', KEYS[2], ARGV[3])
     end
   end
   return r
 end
 -- The last hold.
-local msg, named = msg_notice('1'), nil
 -- The registration (d:<client>, reg_read) of a waiting client; nil
 -- without one.
 local function registration(c)
@@ -82,11 +73,11 @@ local function registration(c)
     return reg_read(e)
   end
 end
--- Grant the lock to the registered waiter (owner o, attempt a) of the
--- named client, whose grant message was just published: the client that
+-- Grant the lock to the registered waiter (owner o, attempt a) of client
+-- `named`, whose grant message was just published: the client that
 -- waits next hears when the claim ends at the latest, in case the taker
 -- is gone; the hash records the new hold with the claim's TTL.
-local function grant_to(o, a, stoken, claim)
+local function grant_to(named, o, a, stoken, claim)
   local after = redis.pcall('ZRANGE', KEYS[2], 0, 0)
   local next_client = type(after) == 'table' and after[1]
   if next_client then
@@ -117,21 +108,21 @@ if KEYS[2] and marked then
       break
     end
     if head[1] ~= me then
-      named = head[1]
-      msg = msg_client_first(named)
+      local named = head[1]
       -- The named client registered a waiter: the lock is its now, in
-      -- place of a message, the reservation and that waiter's try (one
-      -- hop, not two). The fencing counter is advanced first, once, the
-      -- first write: when it cannot be (a key of another type, a value out
-      -- of range, OOM) the release goes on as without a registration. The
-      -- other clients' registrations stay in the hash. Published before
-      -- the writes, as below.
-      local e = KEYS[4] and registration(named)
+      -- place of a message and that waiter's try (one hop, not two). The
+      -- fencing counter is advanced first, once, the first write: when it
+      -- cannot be (a key of another type, a value out of range, OOM), or
+      -- the client registered nobody (its registration was refused, or
+      -- went with its attempt), the release goes on as without a queue:
+      -- one waiter per client tries. The other clients' registrations
+      -- stay in the hash. Published before the writes, as below.
+      local e = KEYS[3] and registration(named)
       if not e then
         break
       end
       local now_ms, now_us = hold_now()
-      local _, stoken, err = hold_advance_fence(KEYS[4], now_us)
+      local _, stoken, err = hold_advance_fence(KEYS[3], now_us)
       if err then
         break
       end
@@ -139,7 +130,7 @@ if KEYS[2] and marked then
       -- To the waiter's client alone (its channel: the unlock channel and
       -- ':<client id>').
       msg_publish(ARGV[2] .. ':' .. named, gmsg)
-      grant_to(e.owner, e.attempt, stoken, c)
+      grant_to(named, e.owner, e.attempt, stoken, c)
       return 4
     end
   end
@@ -151,13 +142,7 @@ end
 -- that finds the lock free takes it), so an unmarked one has nobody to
 -- wake, and a PUBLISH costs the server (and each replica, and the AOF).
 if marked or waited or multi then
-  msg_publish(ARGV[2], msg)
+  msg_publish(ARGV[2], msg_notice('1'))
 end
 redis.call('DEL', KEYS[1])
-if not named then
-  return 2
-end
-if KEYS[3] and ARGV[3] then
-  redis.call('SET', KEYS[3], named, 'PX', ARGV[3])
-end
-return 3
+return 2

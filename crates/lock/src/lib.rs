@@ -18,8 +18,7 @@
 //! ```
 
 use deadbolt_core::primitive::{
-    forced_key, AcquireSpec, Client, ClientFirst, Exclusive, ExclusiveKind, Keys, ScriptCall,
-    NAMED_CLIENT_FIRST,
+    forced_key, AcquireSpec, Client, Exclusive, ExclusiveKind, Keys, OnePerClient, ScriptCall,
 };
 
 /// The lock's Lua scripts (files in this crate's `lua/`).
@@ -65,15 +64,13 @@ impl ExclusiveKind for Reentrant {
     fn spec(client: &Client, k: &Keys) -> AcquireSpec {
         // A failed waiting try registers one waiter per client in the hold
         // (lock_acquire.lua); the release grants the lock to the waiter of
-        // the client that has waited longest (`g:<attempt> ...`), else names
-        // that client (`c:<id>`) or publishes `1`: one waiter per client
-        // tries (lock_release.lua).
-        AcquireSpec::builder(KIND, k, &LOCK_ACQUIRE, &LOCK_RELEASE, &ClientFirst)
+        // the client that has waited longest (`g:<attempt> ...`), else
+        // publishes `1`: one waiter per client tries (lock_release.lua).
+        AcquireSpec::builder(KIND, k, &LOCK_ACQUIRE, &LOCK_RELEASE, &OnePerClient)
             .keys(vec![
                 k.main().to_string(),
                 k.fence().to_string(),
                 k.sub("waiters"),
-                k.sub("next"),
             ])
             .extra_args(vec![client.config().claim_ms().to_string()])
             // Grants (and claim hints) come on this client's own channel.
@@ -82,14 +79,9 @@ impl ExclusiveKind for Reentrant {
                 vec![
                     k.main().to_string(),
                     k.sub("waiters"),
-                    k.sub("next"),
                     k.fence().to_string(),
                 ],
-                vec![
-                    k.channel(),
-                    NAMED_CLIENT_FIRST.as_millis().to_string(),
-                    client.id().to_string(),
-                ],
+                vec![k.channel(), client.id().to_string()],
             )
             // An unlock hands the lock to a sleeping waiter of its own
             // client in one call, within the client's budget.

@@ -42,7 +42,7 @@ pub struct Config {
     pub rounds: u8,
     /// Fault steps allowed in one run (see [`crate::State::faults`]).
     pub faults: u8,
-    /// Leases, claims, reservations and liveness records may run out with
+    /// Leases, claims and liveness records may run out with
     /// time; off for the no-lost-wake-up check.
     pub time: bool,
     /// Clients may crash (a fault).

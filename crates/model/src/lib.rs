@@ -4,7 +4,7 @@
 //! model of its keys, named after the script ([`script`]): the Lock's
 //! `lock_acquire`, `lock_release`, `lock_pass`, `lock_force_unlock`
 //! (hold hash with marks `x`/`w` and registrations `d:<client>`, the
-//! fencing counter, the waiting clients' ZSET, the reservation); the
+//! fencing counter, the waiting clients' ZSET); the
 //! FairLock's `fair_acquire`, `fair_release`, `fair_heartbeat`,
 //! `fair_force_unlock` (hold with its claim field `c`, queue and entries,
 //! liveness records); the Semaphore's `sem_acquire`, `sem_release`,
@@ -15,7 +15,7 @@
 //! attempt after a cancel), a heartbeat, and may crash or reconnect.
 //! Pub/Sub messages may be lost, duplicated, delivered in any order, or
 //! heard by a client at a replica that PUBLISH's count leaves out.
-//! Leases, claims, reservations and liveness records run out by
+//! Leases, claims and liveness records run out by
 //! nondeterministic time steps.
 //!
 //! **Abstracted.** Time is not a clock: a TTL ends when a time step says

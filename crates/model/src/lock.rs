@@ -31,15 +31,6 @@ pub(crate) fn acquire(s: &mut State, cfg: &Config, a: Attempt, again: bool, secr
         }
     };
     let Some(h) = &k.hold else {
-        // Free, perhaps reserved for another client's waiter.
-        let mut reserved = false;
-        if let Some(r) = k.reserved {
-            if r != client {
-                queue_client(k);
-                return Reply::Busy;
-            }
-            reserved = true;
-        }
         k.fence += 1;
         let token = k.fence;
         k.hold = Some(LockHold {
@@ -50,16 +41,8 @@ pub(crate) fn acquire(s: &mut State, cfg: &Config, a: Attempt, again: bool, secr
             claim: false,
             regs: Vec::new(),
         });
-        if reserved || again {
+        if again {
             k.queue.retain(|&c| c != client);
-        }
-        if reserved {
-            k.reserved = None;
-            if !k.queue.is_empty() {
-                if let Some(h) = &mut k.hold {
-                    h.x = true;
-                }
-            }
         }
         return Reply::Granted(token);
     };
@@ -107,12 +90,12 @@ pub(crate) fn acquire(s: &mut State, cfg: &Config, a: Attempt, again: bool, secr
 pub(crate) enum Released {
     /// 0: nothing held by the attempt.
     Nothing,
-    /// 2, 3 or 4: the last hold went (freed, reserved, or granted inside).
+    /// 2 or 4: the last hold went (freed, or granted inside).
     Last,
 }
 
 /// lock_release.lua for attempt `a` with every optional key and argument
-/// (ARGV[4] = the attempt's client). `out` says whether it publishes, and
+/// (ARGV[3] = the attempt's client). `out` says whether it publishes, and
 /// for the PassOverUnheard mutation whether an unheard grant's
 /// registration counts as older than its claim (`pass_over`).
 pub(crate) fn release(
@@ -142,8 +125,6 @@ pub(crate) fn release(
     let h = k.hold.clone().unwrap_or_else(|| unreachable!());
     let me = cfg.client_of(h.attempt.waiter);
     let waited = h.w;
-    let mut named: Option<u8> = None;
-    let mut msg = Msg::Notice;
     let mut stoken: Option<u32> = None;
     if h.x {
         let tries = if cfg.mutation == Mutation::PassOverUnheard {
@@ -160,8 +141,6 @@ pub(crate) fn release(
             if head == me {
                 continue;
             }
-            named = Some(head);
-            msg = Msg::First;
             let Some(e) = k
                 .hold
                 .as_ref()
@@ -194,8 +173,6 @@ pub(crate) fn release(
                 if let Some(h) = &mut k.hold {
                     h.regs.retain(|r| r.client != head);
                 }
-                named = None;
-                msg = Msg::Notice;
                 continue;
             }
             grant_to(s, cfg, e, token, waited, out);
@@ -203,18 +180,9 @@ pub(crate) fn release(
         }
     }
     if h.x || h.w {
-        match (msg, named) {
-            (Msg::First, Some(c)) => {
-                publish(s, cfg, c, Msg::First, out);
-            }
-            _ => publish_all(s, cfg, Msg::Notice, out),
-        }
+        publish_all(s, cfg, Msg::Notice, out);
     }
-    let k = keys(s);
-    k.hold = None;
-    if let Some(c) = named {
-        k.reserved = Some(c);
-    }
+    keys(s).hold = None;
     Released::Last
 }
 

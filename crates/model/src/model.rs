@@ -58,8 +58,6 @@ pub enum Action {
     /// Time: the lease of the hold of this waiter's current or past
     /// attempt runs out (a fault while that attempt goes on in a live client).
     Expire(Attempt),
-    /// Time: the Lock's reservation runs out.
-    ExpireReservation,
     /// Time: the client's liveness record runs out (a fault while it has waiters).
     ExpireAlive(u8),
     /// Time: the claim of grant message `i` runs out before delivery.
@@ -80,7 +78,6 @@ impl Action {
                 | Action::Crash(_)
                 | Action::Reconnect(_)
                 | Action::Expire(_)
-                | Action::ExpireReservation
                 | Action::ExpireAlive(_)
                 | Action::AgeGrant(_)
         )
@@ -281,7 +278,7 @@ impl GrantModel {
             Msg::Grant { attempt, .. } => {
                 attempt == Self::attempt(s, w) && matches!(x.phase, Phase::Sleeping | Phase::Ready)
             }
-            Msg::Notice | Msg::First => x.phase == Phase::Sleeping,
+            Msg::Notice => x.phase == Phase::Sleeping,
             Msg::Claimed => false,
             Msg::Forced => false,
         }
@@ -445,11 +442,6 @@ impl Model for GrantModel {
                     out.push(Action::Expire(a));
                 }
             }
-            if let Server::Lock(k) = &s.server {
-                if k.reserved.is_some() {
-                    out.push(Action::ExpireReservation);
-                }
-            }
             let alive = match &s.server {
                 Server::Fair(k) => k.alive.clone(),
                 Server::Sem(k) => k.alive.clone(),
@@ -564,7 +556,7 @@ impl Model for GrantModel {
                             s.waiters[usize::from(w)].phase = Phase::Ready;
                         }
                     }
-                    Msg::Notice | Msg::First => s.waiters[usize::from(w)].phase = Phase::Ready,
+                    Msg::Notice => s.waiters[usize::from(w)].phase = Phase::Ready,
                     Msg::Forced => {
                         for v in self.waiters_of(e.to) {
                             if let Phase::Holding { forced: true, .. } =
@@ -640,11 +632,6 @@ impl Model for GrantModel {
                     }
                 }
                 s.net.sort();
-            }
-            Action::ExpireReservation => {
-                if let Server::Lock(k) = &mut s.server {
-                    k.reserved = None;
-                }
             }
             Action::ExpireAlive(c) => {
                 let waits = self

@@ -78,8 +78,6 @@ pub enum Msg {
     },
     /// `1` on the lock's unlock channel: one waiter per client tries.
     Notice,
-    /// `c:<client>`: the named client's waiter goes first (a reservation).
-    First,
     /// `h:<claim>`: another client was granted; try when its claim ends.
     Claimed,
     /// `f:<key> <token>` on the holder's client channel: force-unlocked.
@@ -132,7 +130,7 @@ pub struct LockHold {
     pub regs: Vec<Reg>,
 }
 
-/// The Lock's keys: hold hash, fencing counter, waiting clients, reservation.
+/// The Lock's keys: hold hash, fencing counter, waiting clients.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct LockKeys {
     /// `KEYS[1]`, absent when free.
@@ -141,8 +139,6 @@ pub struct LockKeys {
     pub fence: u32,
     /// The waiting clients' ZSET, in order.
     pub queue: Vec<u8>,
-    /// The reservation `:next` (a client id, with a TTL).
-    pub reserved: Option<u8>,
 }
 
 /// A queue entry (fair lock and semaphore): the registration in qo.

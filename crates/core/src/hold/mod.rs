@@ -393,15 +393,11 @@ impl Hold {
             Ok(n) => {
                 self.armed = false;
                 inner.state.send_replace(LeaseState::Released);
-                match (n, &inner.spec.pass) {
-                    // The release named another client's waiter: this
-                    // client's next acquires let it try first.
-                    (3, Some(p)) => self.client.engine().yield_to_others(&p.channel),
-                    // It granted the lock to another client's waiter, and
-                    // told only that client: a waiter of this one asks the
-                    // server (and registers for a grant).
-                    (4, Some(p)) => self.client.engine().nudge(&p.channel),
-                    _ => {}
+                // It granted the lock to another client's waiter, and told
+                // only that client: a waiter of this one asks the server
+                // (and registers for a grant).
+                if let (4, Some(p)) = (n, &inner.spec.pass) {
+                    self.client.engine().nudge(&p.channel);
                 }
                 Ok(())
             }

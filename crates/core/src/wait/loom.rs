@@ -175,7 +175,7 @@ fn poll_once<F: std::future::Future>(fut: F) -> Option<F::Output> {
 #[test]
 fn a_release_racing_a_subscription_wakes_the_waiter() {
     model(|| {
-        let (shared, _ops) = Shared::new("client:1".into());
+        let (shared, _ops) = Shared::new();
         let server = Server::new(&shared);
         let holder = {
             let server = server.clone();
@@ -199,7 +199,7 @@ fn a_release_racing_a_subscription_wakes_the_waiter() {
 #[test]
 fn a_cancelled_waiter_passes_its_wake_up_on() {
     model(|| {
-        let (shared, _ops) = Shared::new("client:1".into());
+        let (shared, _ops) = Shared::new();
         let server = Server::new(&shared);
         let c_seat = shared.subscribe(CH, plain(""));
         let w_seat = shared.subscribe(CH, plain(""));
@@ -239,7 +239,7 @@ fn a_cancelled_waiter_passes_its_wake_up_on() {
 #[test]
 fn a_waiter_cancelled_with_its_try_in_flight_loses_no_wake_up() {
     model(|| {
-        let (shared, _ops) = Shared::new("client:1".into());
+        let (shared, _ops) = Shared::new();
         let server = Server::new(&shared);
         let c_seat = shared.subscribe(CH, plain(""));
         let w_seat = shared.subscribe(CH, plain(""));
@@ -284,7 +284,7 @@ fn a_local_hand_off_racing_a_cancel_loses_neither_hold_nor_wake_up() {
     const L: usize = 3;
     const W: usize = 2;
     model(|| {
-        let (shared, _ops) = Shared::new("client:1".into());
+        let (shared, _ops) = Shared::new();
         let server = Server::new(&shared);
         let l_local = local_waiter("attempt:L");
         let l_seat = shared.subscribe(

@@ -78,7 +78,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use self::local::{Claim, LocalNow};
-use self::slot::{wake_any, Seat, Shared, HOLD_BACK};
+use self::slot::{wake_any, Seat, Shared};
 pub(crate) use self::slot::{Slot, Waiter, Woke};
 use crate::conn::{Conn, Health};
 use crate::wake::{Grant, WakePolicy};
@@ -107,10 +107,6 @@ pub(crate) struct Engine {
     /// asking the server: the hold's unlock hands it over or releases
     /// (and the release's message wakes it). Locked after `table`.
     held: Mutex<HashMap<String, Vec<Listed>>>,
-    /// Channels this client just released to another client's waiter
-    /// (its local hand-off budget was spent), and until when its new
-    /// acquires hold back, so the named client's waiter gets its try first.
-    yielded: Mutex<HashMap<String, Instant>>,
 }
 
 impl Engine {
@@ -118,10 +114,9 @@ impl Engine {
     pub(crate) async fn start(
         target: crate::conn::Target,
         command_timeout: std::time::Duration,
-        client_id: String,
         client_name: &str,
     ) -> crate::Result<Arc<Engine>> {
-        let (shared, ops_rx) = Shared::new(client_id);
+        let (shared, ops_rx) = Shared::new();
         let weak = Arc::downgrade(&shared);
         let handler = Arc::new(move |info: PushInfo| {
             let Some(shared) = weak.upgrade() else { return };
@@ -150,7 +145,6 @@ impl Engine {
             shared,
             conn,
             held: Mutex::new(HashMap::new()),
-            yielded: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -287,40 +281,15 @@ impl Engine {
     /// sleep without a first try: a listed hold of another owner of this
     /// client will hand the lock over or release it. Returns the instant
     /// to try by anyway (the longest lease known at grant).
-    ///
-    /// Also after this client released `channel` to another client
-    /// ([`Engine::yield_to_others`]): a new waiter holds back until the
-    /// instant returned (a release message wakes it sooner).
     pub(crate) fn held_elsewhere(&self, channel: &str, owner: &str) -> Option<Instant> {
         let _table = self.shared.table.lock();
         let held = self.held.lock();
-        if let Some(v) = held.get(channel) {
-            if v.iter().any(|h| h.1 == owner) {
-                // Its own hold: the try re-enters at once.
-                return None;
-            }
-            return v.iter().map(|h| h.2).max();
+        let v = held.get(channel)?;
+        if v.iter().any(|h| h.1 == owner) {
+            // Its own hold: the try re-enters at once.
+            return None;
         }
-        let mut yielded = self.yielded.lock();
-        match yielded.get(channel) {
-            Some(&t) if t > Instant::now() => Some(t),
-            Some(_) => {
-                yielded.remove(channel);
-                None
-            }
-            None => None,
-        }
-    }
-
-    /// This client released `channel` with a message that names another
-    /// client, whose waiter needs a moment to land its try. Waiters of this client that come
-    /// within [`HOLD_BACK`] wait that long before their first try (the
-    /// ones already waiting are held back by the message itself).
-    pub(crate) fn yield_to_others(&self, channel: &str) {
-        let mut yielded = self.yielded.lock();
-        let now = Instant::now();
-        yielded.retain(|_, t| *t > now);
-        yielded.insert(channel.to_string(), now + HOLD_BACK);
+        v.iter().map(|h| h.2).max()
     }
 
     /// Wake one unnamed waiter on `channel` to ask the server (a listed

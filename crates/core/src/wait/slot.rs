@@ -17,12 +17,6 @@ use super::local::{Claim, LocalNow, LocalWaiter, Wakeup};
 use super::sync::{notified_or_until, AtomicBool, Mutex, Notify, Ordering};
 use crate::wake::{Grant, Signal, Wake, WakePolicy};
 
-/// How long the waiters of the clients a release did not name hold back
-/// ([`Wake::ClientFirst`]); the release reserved the primitive for the
-/// named client that long. They try then anyway, so a named client that is
-/// gone (or no longer waits) costs the others this much once.
-pub(crate) const HOLD_BACK: std::time::Duration = crate::wake::NAMED_CLIENT_FIRST;
-
 #[derive(Debug)]
 pub(crate) struct Slot {
     tag: Option<String>,
@@ -153,8 +147,6 @@ pub(crate) struct Shared {
     /// changed (new, idle, or dropped by the server): the task looks at
     /// those alone, so a round costs what changed, not the whole table.
     pub(crate) ops: mpsc::UnboundedSender<String>,
-    /// This client's id (a message may name the client to go first).
-    client_id: String,
     /// The client's own channel and what its messages go to ([`Shared::pin`]).
     hook: std::sync::OnceLock<Hook>,
 }
@@ -178,16 +170,15 @@ impl std::fmt::Debug for Hook {
 }
 
 impl Shared {
-    /// An empty table for the client `client_id`, and the receiving end
-    /// of [`Shared::ops`] for the engine's task.
-    pub(crate) fn new(client_id: String) -> (Arc<Shared>, mpsc::UnboundedReceiver<String>) {
+    /// An empty table, and the receiving end of [`Shared::ops`] for the
+    /// engine's task.
+    pub(crate) fn new() -> (Arc<Shared>, mpsc::UnboundedReceiver<String>) {
         let (ops, ops_rx) = mpsc::unbounded_channel();
         let (confirmations, _) = watch::channel(0);
         let shared = Arc::new(Shared {
             table: Mutex::new(HashMap::new()),
             confirmations,
             ops,
-            client_id,
             hook: std::sync::OnceLock::new(),
         });
         (shared, ops_rx)
@@ -319,23 +310,6 @@ impl Shared {
             }
             Wake::Nothing => {}
             Wake::Any { n, class } => wake_any(ch, n, class),
-            Wake::ClientFirst { client, class } => {
-                if client == self.client_id {
-                    wake_any(ch, 1, class);
-                } else {
-                    // Another client goes first; this one's waiter tries
-                    // after HOLD_BACK, in case that client is gone.
-                    let at = Instant::now() + HOLD_BACK;
-                    if let Some(s) = unnamed(ch, class).next() {
-                        let mut by = s.try_by.lock();
-                        if by.is_none_or(|t| at < t) {
-                            *by = Some(at);
-                            drop(by);
-                            s.notify.notify_one();
-                        }
-                    }
-                }
-            }
             Wake::All { class } => ch
                 .slots
                 .iter()
