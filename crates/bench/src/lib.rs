@@ -60,13 +60,14 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{bail, Context as _};
 use clap::Parser;
-use deadbolt_testkit::{redact, redis_server_path, RedisServer};
+use deadbolt_core::deployment::redact;
+use deadbolt_testkit::{redis_server_path, RedisServer};
 use redis::aio::MultiplexedConnection;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::time::Instant;
 
 pub use contender::{REDISSON_LOCK, REDISSON_UNLOCK};
-pub use deadbolt_testkit::Topology;
+pub use deadbolt_core::deployment::Topology;
 pub use model::{
     parse_duration, parse_ratio, BenchArgs, Commands, ContenderKind, CpuSource, Fairness,
     HeldNamesStats, HostInfo, Latency, Left, ReadWrite, RedisInfo, Report, RunResult, ScenarioKind,

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use anyhow::bail;
-use deadbolt_testkit::Topology;
+use deadbolt_core::deployment::Topology;
 
 use crate::contender::{self, Contender, ContenderOptions};
 use crate::model::{

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
-use deadbolt_testkit::Topology;
+use deadbolt_core::deployment::Topology;
 use futures::future::BoxFuture;
 use hdrhistogram::Histogram;
 use redis::aio::MultiplexedConnection;

@@ -14,7 +14,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
-use deadbolt_testkit::{redact, RedisCluster, RedisSentinelSet, RedisServer, Topology};
+use deadbolt_core::deployment::{redact, Topology};
+use deadbolt_testkit::{RedisCluster, RedisSentinelSet, RedisServer};
 use futures::{StreamExt as _, TryStreamExt as _};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{

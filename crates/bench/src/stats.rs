@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use deadbolt_testkit::redact;
+use deadbolt_core::deployment::redact;
 use hdrhistogram::Histogram;
 use redis::aio::MultiplexedConnection;
 use redis::IntoConnectionInfo;

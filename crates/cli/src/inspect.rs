@@ -12,7 +12,7 @@ use deadbolt_core::Client;
 use deadbolt_rwlock::RwLock;
 use deadbolt_semaphore::{Semaphore, SEMAPHORE_KIND};
 
-use crate::target::{redact, split_urls, Target, Topology};
+use crate::target::{redact, split_urls, topology_parser, Target, Topology};
 
 /// The Redis used when `--redis` is not given.
 const DEFAULT_REDIS: &str = "redis://127.0.0.1:6379/";
@@ -109,7 +109,7 @@ pub struct InspectArgs {
     /// of the first Sentinel that answers and reached with the first
     /// Sentinel URL's scheme, without credentials, on database 0 (as
     /// `Client::sentinel` reaches it).
-    #[arg(long, value_enum, default_value_t = Topology::Standalone, value_name = "TOPOLOGY")]
+    #[arg(long, value_parser = topology_parser(), default_value_t = Topology::Standalone, value_name = "TOPOLOGY")]
     pub topology: Topology,
     /// With --topology sentinel: the name the Sentinels know the master by.
     #[arg(long, value_name = "NAME")]

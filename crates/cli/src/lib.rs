@@ -14,8 +14,8 @@
 //!   sentinel --sentinel-master NAME`, `--redis` listing Sentinels).
 //!
 //! The benchmark is its own crate and binary, `deadbolt-bench`
-//! (`scripts/bench`); it shares [`Topology`], [`split_urls`] and [`redact`]
-//! with this crate through deadbolt-testkit, where they live.
+//! (`scripts/bench`); [`Topology`], [`split_urls`] and [`redact`] are
+//! deadbolt-core's, which both use.
 //!
 //! The logic lives here so that tests drive it in-process: parse a [`Cli`]
 //! (or build the argument structs) and call [`run`], [`inspect`] or
@@ -33,7 +33,7 @@ pub use inspect::{
     force_unlock, inspect, ForceUnlockArgs, InspectArgs, LockState, PermitHolder, PermitWaiter,
     PrimitiveKind, QueueEntry, ReaderEntry, RwState, SemaphoreState, Unlocked, QUEUE_LISTED,
 };
-pub use target::{redact, split_urls, Target, Topology};
+pub use target::{redact, split_urls, topology_parser, Target, Topology};
 pub use watch::{describe, watch};
 
 /// The `deadbolt` command line.

@@ -1,10 +1,17 @@
 //! Where a command connects: the [`Target`] that makes deadbolt clients for
 //! a `--redis` URL list of a `--topology`, used by `inspect` and
-//! `force-unlock`. [`Topology`], [`split_urls`] and [`redact`] come from
-//! deadbolt-testkit, shared there with deadbolt-bench (which does not
-//! depend on this crate); they are re-exported here unchanged.
+//! `force-unlock`. [`Topology`], [`split_urls`] and [`redact`] are
+//! deadbolt-core's (`deadbolt_core::deployment`), re-exported here.
 
-pub use deadbolt_testkit::{redact, split_urls, Topology};
+pub use deadbolt_core::deployment::{redact, split_urls, Topology};
+
+/// `--topology`'s parser: a [`Topology`] by its name, each name listed in
+/// the help with what it is.
+pub fn topology_parser() -> impl clap::builder::TypedValueParser<Value = Topology> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser as _};
+    PossibleValuesParser::new(Topology::ALL.map(|t| PossibleValue::new(t.name()).help(t.about())))
+        .map(|name| name.parse().unwrap_or_default())
+}
 
 /// Where deadbolt clients connect: `deadbolt inspect`'s and
 /// `force-unlock`'s.

@@ -22,6 +22,7 @@ mod client;
 mod config;
 mod conn;
 mod ctx;
+pub mod deployment;
 mod error;
 mod exclusive;
 pub mod fence;

@@ -17,7 +17,6 @@
 //! built with TLS, as Debian's is).
 
 mod cluster;
-mod deployment;
 pub mod floor;
 mod proxy;
 mod resp;
@@ -29,7 +28,6 @@ mod tls;
 mod topology;
 
 pub use cluster::{RedisCluster, SlotMigration};
-pub use deployment::{redact, split_urls, Topology};
 pub use proxy::FaultProxy;
 pub use sentinel::RedisSentinelSet;
 pub use server::{

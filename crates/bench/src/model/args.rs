@@ -8,7 +8,15 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail};
 use clap::Args;
-use deadbolt_testkit::{split_urls, Topology};
+use deadbolt_core::deployment::{split_urls, Topology};
+
+/// `--topology`'s parser: a [`Topology`] by its name, each name listed in
+/// the help with what it is.
+fn topology_parser() -> impl clap::builder::TypedValueParser<Value = Topology> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser as _};
+    PossibleValuesParser::new(Topology::ALL.map(|t| PossibleValue::new(t.name()).help(t.about())))
+        .map(|name| name.parse().unwrap_or_default())
+}
 
 use super::kinds::{ContenderKind, ScenarioKind, REDLOCK_SERVERS};
 
@@ -99,7 +107,7 @@ pub struct BenchArgs {
     /// the standalone server. Any value but `standalone` adds the topology
     /// scenario to the default selection. With --scenario held-names, that
     /// scenario runs on the deployment instead of the standalone server.
-    #[arg(long, value_enum, default_value_t = Topology::Standalone, value_name = "TOPOLOGY")]
+    #[arg(long, value_parser = topology_parser(), default_value_t = Topology::Standalone, value_name = "TOPOLOGY")]
     pub topology: Topology,
 
     /// With --topology sentinel and --redis: the name the Sentinels know the

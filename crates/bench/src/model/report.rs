@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context as _;
-use deadbolt_testkit::Topology;
+use deadbolt_core::deployment::Topology;
 use serde::{Deserialize, Serialize};
 
 use super::args::BenchArgs;
@@ -201,7 +201,8 @@ pub struct RedisInfo {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct TopologyInfo {
-    /// Which deployment.
+    /// Which deployment (by its name).
+    #[serde(with = "topology_name")]
     pub topology: Topology,
     /// True when the bench started it itself.
     pub embedded: bool,
@@ -236,7 +237,8 @@ pub enum TopologyMeasure {
 pub struct TopologyRow {
     /// Throughput or hand-off.
     pub measure: TopologyMeasure,
-    /// The deployment the row ran on.
+    /// The deployment the row ran on (by its name).
+    #[serde(with = "topology_name")]
     pub topology: Topology,
     /// The row's name in the table: "standalone", "cluster, 1 master",
     /// "cluster, 3 masters", "cluster" (hand-off), "sentinel".
@@ -320,8 +322,8 @@ pub struct Settings {
     pub lease_ms: f64,
     /// Waiter counts of the sweep (empty without `--plot`).
     pub plot_waiters: Vec<u32>,
-    /// `--topology`.
-    #[serde(default)]
+    /// `--topology` (by its name).
+    #[serde(default, with = "topology_name")]
     pub topology: Topology,
 }
 
@@ -410,7 +412,7 @@ pub struct HeldNamesStats {
     pub names: u64,
     /// Where the run went: server 1 (`standalone`), or the `--topology`
     /// deployment (a Redis Cluster, a Sentinel-managed master).
-    #[serde(default)]
+    #[serde(default, with = "topology_name")]
     pub topology: Topology,
     /// Masters of that deployment: `memory_bytes`, the Redis CPU and the
     /// commands are those of every master added up.
@@ -823,5 +825,21 @@ pub(crate) fn plural(n: u32) -> &'static str {
         ""
     } else {
         "s"
+    }
+}
+
+/// A [`Topology`] in JSON: its name (`"cluster"`).
+mod topology_name {
+    use super::Topology;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(t: &Topology, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(t.name())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Topology, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
     }
 }

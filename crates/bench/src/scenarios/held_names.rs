@@ -36,11 +36,11 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
+use deadbolt_core::deployment::Topology;
 use deadbolt_core::scripts::LuaScript;
 use deadbolt_core::{
     encode_tag, Acquire as _, Client, Exclusive, ExclusiveGuard, ExclusiveKind, Keys,
 };
-use deadbolt_testkit::Topology;
 use futures::{stream, StreamExt as _};
 use hdrhistogram::Histogram;
 use tokio::sync::oneshot;

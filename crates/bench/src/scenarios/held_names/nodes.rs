@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use anyhow::Context as _;
-use deadbolt_testkit::Topology;
+use deadbolt_core::deployment::Topology;
 use redis::aio::MultiplexedConnection;
 
 use crate::contender::DEADBOLT_TOPOLOGY_COMMANDS;

@@ -19,7 +19,7 @@ use crate::model::{
 use crate::scenario::Env;
 use crate::scenario::Scenario;
 use crate::stats;
-use deadbolt_testkit::Topology;
+use deadbolt_core::deployment::Topology;
 
 /// deadbolt's `Lock` on a standalone server beside the `--topology`, in
 /// one run.

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
-use deadbolt_testkit::Topology;
+use deadbolt_core::deployment::Topology;
 use redis::aio::MultiplexedConnection;
 use redis::ConnectionInfo;
 use tokio::task::JoinSet;

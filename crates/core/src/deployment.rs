@@ -1,28 +1,20 @@
-//! How a Redis is deployed, as the command-line tools name it: the
-//! `--topology` of a `--redis` URL list, splitting that list, and URL
-//! redaction. Shared by `deadbolt inspect`/`force-unlock` (deadbolt-cli) and
-//! deadbolt-bench, which both reach such deployments; it lives here because
-//! both already depend on this crate and neither should depend on the other
-//! (and deadbolt-core stays without clap).
-//!
-//! With the `cli` feature, [`Topology`] is a clap `ValueEnum`, and serde
-//! (de)serialises it by its kebab-case name.
+//! How a Redis is deployed, as command-line tools name it: the
+//! `--topology` of a `--redis` URL list ([`Topology`], parsed from its
+//! name), splitting that list, and URL redaction. The `deadbolt` command
+//! and deadbolt-bench both take them; core holds them so that neither
+//! depends on the other or on the test kit.
 
 /// How the Redis that `--redis` names is deployed: `--topology` of
 /// `deadbolt inspect`, `force-unlock` and `deadbolt-bench`.
 ///
 /// # Examples
 /// ```
-/// use deadbolt_testkit::Topology;
+/// use deadbolt_core::deployment::Topology;
 /// assert_eq!(Topology::default(), Topology::Standalone);
 /// assert_eq!(Topology::Cluster.name(), "cluster");
+/// assert_eq!("sentinel".parse::<Topology>(), Ok(Topology::Sentinel));
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[cfg_attr(
-    feature = "cli",
-    derive(clap::ValueEnum, serde::Serialize, serde::Deserialize)
-)]
-#[cfg_attr(feature = "cli", serde(rename_all = "kebab-case"))]
 pub enum Topology {
     /// One server (`Client::builder`); `--redis` is its URL.
     #[default]
@@ -36,6 +28,22 @@ pub enum Topology {
 }
 
 impl Topology {
+    /// Every topology, in the order a help text lists them.
+    pub const ALL: [Topology; 3] = [Topology::Standalone, Topology::Cluster, Topology::Sentinel];
+
+    /// What the topology is, in one line (a command's help).
+    pub fn about(self) -> &'static str {
+        match self {
+            Topology::Standalone => "One server (`Client::builder`); `--redis` is its URL",
+            Topology::Cluster => {
+                "A Redis Cluster (`Client::cluster`): keys spread over the masters' hash slots, sharded Pub/Sub; `--redis` lists seed nodes"
+            }
+            Topology::Sentinel => {
+                "A master found through Redis Sentinel (`Client::sentinel`); `--redis` lists Sentinels, `--sentinel-master` names the master"
+            }
+        }
+    }
+
     /// The name used on the command line and in the JSON report.
     pub fn name(self) -> &'static str {
         match self {
@@ -56,13 +64,31 @@ impl Topology {
     }
 }
 
+impl std::fmt::Display for Topology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Topology {
+    type Err = String;
+
+    /// A topology by its [`name`](Topology::name).
+    fn from_str(s: &str) -> std::result::Result<Topology, String> {
+        Topology::ALL
+            .into_iter()
+            .find(|t| t.name() == s)
+            .ok_or_else(|| format!("no topology {s:?}: standalone, cluster or sentinel"))
+    }
+}
+
 /// The URLs of a `--redis` that lists a cluster's seeds or Sentinels:
 /// comma-separated, blanks around them and empty entries dropped.
 ///
 /// # Examples
 /// ```
 /// assert_eq!(
-///     deadbolt_testkit::split_urls(" redis://a:1/, ,redis://b:2/"),
+///     deadbolt_core::deployment::split_urls(" redis://a:1/, ,redis://b:2/"),
 ///     ["redis://a:1/", "redis://b:2/"]
 /// );
 /// ```
@@ -79,7 +105,7 @@ pub fn split_urls(redis: &str) -> Vec<String> {
 ///
 /// # Examples
 /// ```
-/// assert_eq!(deadbolt_testkit::redact("redis://u:secret@h:6379/"), "redis://***@h:6379/");
+/// assert_eq!(deadbolt_core::deployment::redact("redis://u:secret@h:6379/"), "redis://***@h:6379/");
 /// ```
 pub fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
