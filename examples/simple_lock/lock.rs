@@ -12,7 +12,7 @@ use deadbolt::primitive::{
 
 deadbolt::primitive::lua_scripts! {
     list pub SCRIPTS;
-    dir "examples/simple_lock/lua";
+    dir "lua/simple_lock";
     /// Take the lock, or replay this attempt's grant.
     pub SIMPLE_ACQUIRE = "simple_acquire";
     /// Release by attempt id; wake one waiter per client.

@@ -26,26 +26,26 @@ use std::sync::OnceLock;
 /// Functions shared by every script that grants or checks holds: key-type
 /// errors named by key, the fencing counter's range check and next token,
 /// server time, the hold hash's create, re-entry and release by attempt
-/// (`crates/core/lua/hold_lib.lua`).
+/// (`lua/core/hold_lib.lua`).
 pub const HOLD_LIB: &str = include_str!("../lua/hold_lib.lua");
 
 /// Every message the scripts publish, one function per kind
 /// (`msg_grant_line`, `msg_turn`, `msg_notice`, ...), and `msg_publish`, the
 /// one `redis.call('PUBLISH', ...)` of the scripts that use it
-/// (`crates/core/lua/msg_lib.lua`). Joined first: [`HOLD_LIB`] uses it.
+/// (`lua/core/msg_lib.lua`). Joined first: [`HOLD_LIB`] uses it.
 pub const MSG_LIB: &str = include_str!("../lua/msg_lib.lua");
 
 /// The rules of a queue of waiters: a waiter's client, the first live
-/// waiter, the heartbeat of a client's waiters (`crates/core/lua/queue_lib.lua`;
+/// waiter, the heartbeat of a client's waiters (`lua/core/queue_lib.lua`;
 /// after [`HOLD_LIB`]).
 pub const QUEUE_LIB: &str = include_str!("../lua/queue_lib.lua");
 
 /// Holds that each keep their own lease in a ZSET and a companion hash:
 /// replay, renewal (one hold, or the renew contract's batch), purge
-/// (`crates/core/lua/lease_lib.lua`; after [`HOLD_LIB`]).
+/// (`lua/core/lease_lib.lua`; after [`HOLD_LIB`]).
 pub const LEASE_LIB: &str = include_str!("../lua/lease_lib.lua");
 
-/// The check in front of every guarded write (`crates/core/lua/guard_lib.lua`;
+/// The check in front of every guarded write (`lua/core/guard_lib.lua`;
 /// see [`guarded`](crate::guarded)).
 pub const GUARD_LIB: &str = include_str!("../lua/guard_lib.lua");
 

@@ -4,11 +4,11 @@
 /// The primitive whose scripts are modelled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Primitive {
-    /// crates/lock/lua: lock_acquire, lock_release, lock_pass, lock_force_unlock.
+    /// lua/lock: lock_acquire, lock_release, lock_pass, lock_force_unlock.
     Lock,
-    /// crates/fair/lua: fair_acquire, fair_release, fair_heartbeat, fair_force_unlock.
+    /// lua/fair: fair_acquire, fair_release, fair_heartbeat, fair_force_unlock.
     Fair,
-    /// crates/semaphore/lua: sem_acquire, sem_release, sem_heartbeat, sem_renew,
+    /// lua/semaphore: sem_acquire, sem_release, sem_heartbeat, sem_renew,
     /// with this many permits (every request is for one).
     Semaphore(u8),
 }

@@ -1,4 +1,4 @@
-//! The FairLock's scripts (crates/fair/lua), each one atomic step over
+//! The FairLock's scripts (lua/fair), each one atomic step over
 //! [`FairKeys`].
 
 use crate::config::Config;

@@ -1,4 +1,4 @@
-//! The Lock's scripts (crates/lock/lua), each one atomic step over
+//! The Lock's scripts (lua/lock), each one atomic step over
 //! [`LockKeys`].
 
 use crate::config::{Config, Mutation};

@@ -1,4 +1,4 @@
-//! The Semaphore's scripts (crates/semaphore/lua), each one atomic step
+//! The Semaphore's scripts (lua/semaphore), each one atomic step
 //! over [`SemKeys`]. Every request is for one permit; ended leases are
 //! gone from `holds` as soon as time ends them (the scripts' purges then
 //! find nothing to do).

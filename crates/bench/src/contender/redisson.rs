@@ -1,7 +1,7 @@
 //! `redisson` and `redisson-fair`: Redisson's `RLock` and `RFairLock`, their
 //! server side as Redisson runs it, driven by this bench's Rust client.
 //!
-//! The Lua (`crates/bench/lua/redisson_*.lua`) is written here from the
+//! The Lua (`lua/bench/redisson_*.lua`) is written here from the
 //! description of Redisson's algorithm, not copied from it, and runs the
 //! same commands: per uncontended lock+unlock 9 inside the `RLock`'s
 //! scripts, 16 inside the `RFairLock`'s (`tests/redisson.rs` counts them).
