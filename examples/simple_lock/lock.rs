@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use deadbolt::primitive::{
-    Acquire, AcquireSpec, Client, ExclusiveGuard, Handle, LeaseMode, OnePerClient, Result, WaitMode,
+    Acquire, AcquireSpec, Client, ExclusiveGuard, Handle, LeaseMode, Result, WaitMode, WakeAsTold,
 };
 
 deadbolt::primitive::lua_scripts! {
@@ -34,17 +34,11 @@ impl SimpleLock {
             "simple",
             name,
             |k| {
-                AcquireSpec::builder(
-                    "simple",
-                    &k,
-                    &SIMPLE_ACQUIRE,
-                    &SIMPLE_RELEASE,
-                    &OnePerClient,
-                )
-                .keys(vec![k.main().to_string(), k.sub("fence")])
-                .release_with(vec![k.main().to_string()], vec![k.channel()])
-                .renew(&SIMPLE_RENEW, vec![k.main().to_string()])
-                .build()
+                AcquireSpec::builder("simple", &k, &SIMPLE_ACQUIRE, &SIMPLE_RELEASE, &WakeAsTold)
+                    .keys(vec![k.main().to_string(), k.sub("fence")])
+                    .release_with(vec![k.main().to_string()], vec![k.channel()])
+                    .renew(&SIMPLE_RENEW, vec![k.main().to_string()])
+                    .build()
             },
         )))
     }

@@ -13,8 +13,8 @@
 --   l:<term>               msg_term
 --   f:<hold key> <token>   msg_forced (on '<hold key>:watch', and on the
 --                          holder's client channel, msg_publish_client)
---   0, 1, r, w, m          msg_notice (the letter's meaning is the
---                          primitive's: see its script's header)
+--   1                      msg_one: one waiter per client tries
+--   * / *:<class>          msg_everyone: every waiter (of that class) tries
 --
 -- msg_publish holds the only redis.call('PUBLISH', ...) of the scripts that
 -- use this library: on a Redis Cluster the loader rewrites that call to
@@ -85,7 +85,17 @@ local function msg_forced(key, token)
   return 'f:' .. key .. ' ' .. token
 end
 
--- A one-character notice: '0', '1', 'r', 'w' or 'm'.
-local function msg_notice(c)
-  return c
+-- Released, to whoever waits: one waiter per client tries ('1'), one of
+-- them wins.
+local function msg_one()
+  return '1'
+end
+
+-- Every waiter tries ('*'), or every waiter of `class` ('*:<class>', a
+-- class of deadbolt_core's waiters: 'read', 'write').
+local function msg_everyone(class)
+  if class then
+    return '*:' .. class
+  end
+  return '*'
 end

@@ -13,8 +13,8 @@
 -- Reply:
 --   0  nothing ended: the lease had run out, another leads, or it was
 --      ended already
---   2  ended: the leadership is deleted and `r` is published to the
---      candidates (one per client tries) and to the observers
+--   2  ended: the leadership is deleted; `1` is published to the
+--      candidates (one per client tries) and `*` to the observers
 --
 -- O(1).
 local r = hold_release(KEYS[1], ARGV[1])
@@ -25,7 +25,7 @@ if r ~= 2 then
 end
 -- Published before the delete (the script is atomic): a user whose ACL
 -- forbids the channel gets NOPERM with the leadership untouched.
-msg_publish(ARGV[2], msg_notice('r'))
-msg_publish(ARGV[3], msg_notice('r'))
+msg_publish(ARGV[2], msg_one())
+msg_publish(ARGV[3], msg_everyone())
 redis.call('DEL', KEYS[1])
 return 2

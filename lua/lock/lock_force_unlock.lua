@@ -21,7 +21,7 @@ if t == 'hash' then
   hold_forced(KEYS[1], KEYS[2])
 end
 if redis.call('DEL', KEYS[1]) == 1 then
-  msg_publish(ARGV[1], msg_notice('1'))
+  msg_publish(ARGV[1], msg_one())
   return 1
 end
 return 0

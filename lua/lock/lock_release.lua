@@ -86,7 +86,7 @@ local function grant_to(named, o, a, stoken, claim)
   -- A waiting MultiLock listens on the unlock channel alone: it tries
   -- (and marks the new hold again if it is still busy for it).
   if multi then
-    msg_publish(ARGV[2], msg_notice('1'))
+    msg_publish(ARGV[2], msg_one())
   end
   -- x stays while other clients wait (one is queued next, or the
   -- releasing client's own waiters, w: they are another client's now).
@@ -142,7 +142,7 @@ end
 -- that finds the lock free takes it), so an unmarked one has nobody to
 -- wake, and a PUBLISH costs the server (and each replica, and the AOF).
 if marked or waited or multi then
-  msg_publish(ARGV[2], msg_notice('1'))
+  msg_publish(ARGV[2], msg_one())
 end
 redis.call('DEL', KEYS[1])
 return 2

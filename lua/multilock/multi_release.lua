@@ -17,7 +17,7 @@ for i, key in ipairs(KEYS) do
   local r, x, w, m = hold_release(key, ARGV[1], 'x', 'w', 'm')
   if r == 2 then
     if x or w or m then
-      msg_publish(ARGV[1 + i], msg_notice('1'))
+      msg_publish(ARGV[1 + i], msg_one())
     end
     redis.call('DEL', key)
   end

@@ -26,6 +26,6 @@ end
 if writer == 1 then
   hold_forced(K.w, KEYS[7])
 end
-msg_publish(ARGV[1], msg_notice('w'))
+msg_publish(ARGV[1], msg_everyone())
 redis.call('DEL', K.w, K.r, K.ro)
 return {writer, readers}

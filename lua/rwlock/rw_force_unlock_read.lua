@@ -1,6 +1,6 @@
 -- rw_force_unlock_read.lua — remove every read hold of a read-write lock,
 -- whoever holds them, and wake the waiting writers exactly as the last
--- reader's release would (`r`). The write hold stays; so do the
+-- reader's release would (`*:write`). The write hold stays; so do the
 -- registrations of waiting readers (in K.w: the next writer's release
 -- admits them) and the waiting writers' marks.
 -- (The libraries come first, as for every rw script: see rw_lib.lua.)
@@ -28,6 +28,6 @@ end
 -- rw_force_unlock_write.lua: the DEL after the message cannot be refused,
 -- and a refused PUBLISH (ACL) fails the call with nothing changed.
 redis.call('ZREM', K.r, '-')
-msg_publish(ARGV[1], msg_notice('r'))
+msg_publish(ARGV[1], msg_everyone('write'))
 redis.call('DEL', K.r, K.ro)
 return live

@@ -12,8 +12,8 @@
 -- Reply:
 --   1  the write hold was removed, then handed on: with registered readers
 --      and no live waiting writer they are admitted (one g: message);
---      with a live waiting writer `r` (writers try; registered readers
---      stay for the next writer's release); otherwise `w` (every waiter
+--      with a live waiting writer `*:write` (writers try; registered readers
+--      stay for the next writer's release); otherwise `*` (every waiter
 --      tries). The former writer's renewal finds its a:<attempt> field
 --      gone (Lost), its unlock releases nothing (NotHeld)
 --   0  nobody writes (K.w missing, or holding only registrations of

@@ -205,14 +205,14 @@ end
 -- a:<attempt> fields; called only when readers are registered), or the
 -- whole hash.
 -- `queued` is the mark q (readers may be registered). In this order:
---   registrations and a live waiting writer: `r` (the writers try; the
+--   registrations and a live waiting writer: `*:write` (the writers try; the
 --     registered readers wait for the next writer's release: write
 --     preference), then the writer's fields go (the hash too when only the
 --     mark is left)
 --   registrations, no live waiting writer: they are admitted
 --     (rw_admit_readers: one g: message for them all); the hash goes when
---     all were, else `w` (the rest try) and only the writer's fields go
---   no registration (or none admitted): `w` (every waiter tries; all
+--     all were, else `*` (the rest try) and only the writer's fields go
+--   no registration (or none admitted): `*` (every waiter tries; all
 --     readers get in), then the hash goes
 -- Every write after a PUBLISH here is one maxmemory never refuses (HDEL,
 -- DEL, ZREM) or follows the script's first write (the admission's HDEL).
@@ -226,7 +226,7 @@ local function rw_write_freed(K, channel, queued, held)
       return err
     end
     if live then
-      msg_publish(channel, msg_notice('r'))
+      msg_publish(channel, msg_everyone('write'))
       redis.call('HDEL', K.w, unpack(held()))
       -- The mark alone (the readers it marked for have left) goes too.
       if redis.call('HLEN', K.w) == 1 then
@@ -243,12 +243,12 @@ local function rw_write_freed(K, channel, queued, held)
       return
     end
     if more then
-      msg_publish(channel, msg_notice('w'))
+      msg_publish(channel, msg_everyone())
       redis.call('HDEL', K.w, unpack(held()))
       return
     end
   end
-  msg_publish(channel, msg_notice('w'))
+  msg_publish(channel, msg_everyone())
   redis.call('DEL', K.w)
 end
 

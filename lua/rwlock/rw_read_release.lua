@@ -12,8 +12,8 @@
 --      registration, q:<attempt> in K.w, is removed, or the next
 --      writer's release would admit a reader that left)
 --   1  released; other readers remain
---   2  released; it was the last live reader: `r` was published so that a
---      waiting writer tries now (published before the writes, so a refused
+--   2  released; it was the last live reader: `*:write` was published so
+--      that a waiting writer tries now (published before the writes, so a refused
 --      PUBLISH changes nothing)
 --   error WRONGTYPE <key>  a key of another type that this call touches:
 --      r first, then w (no read hold: the registration's removal, whose
@@ -59,13 +59,13 @@ end
 -- The only read hold (the common case of a short read): the last live
 -- reader, and both keys go at once, with no count to update first.
 if redis.call('ZCARD', K.r) == 1 then
-  msg_publish(ARGV[2], msg_notice('r'))
+  msg_publish(ARGV[2], msg_everyone('write'))
   redis.call('DEL', K.r, K.ro)
   return 2
 end
 local live = redis.call('ZCOUNT', K.r, '(' .. now_ms, '+inf')
 if live == 1 then
-  msg_publish(ARGV[2], msg_notice('r'))
+  msg_publish(ARGV[2], msg_everyone('write'))
 end
 -- Other holds stay in r (it had more than this one), so the keys stay
 -- too: no lease_removed.

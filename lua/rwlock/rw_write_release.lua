@@ -12,15 +12,15 @@
 --   0  nothing to release (expired, taken over, released already)
 --   1  the waiting mark was removed (when no live waiting writer remains
 --      and no writer holds, the registered readers are admitted, one
---      message for them all; when none was, `m` is published: readers it
+--      message for them all; when none was, `*:read` is published: readers it
 --      held back try), or an inner write hold was released
 --   2  the last write hold released, then the hold's fields deleted (the
 --      hash with them, unless readers are registered in it). Published
 --      first: with registered readers and no live waiting writer, they
 --      are admitted (one g: message for them all, rw_lib.lua); with a
---      live waiting writer, `r` (the writers try; the registered readers
+--      live waiting writer, `*:write` (the writers try; the registered readers
 --      wait for the next writer's release, write preference); without
---      registrations, `w` (every waiter tries; all readers get in). The
+--      registrations, `*` (every waiter tries; all readers get in). The
 --      hand-on is rw_write_freed (rw_lib.lua), shared with
 --      rw_force_unlock_write.lua
 --   error WRONGTYPE <key>  a key of another type that this call touches:
@@ -72,7 +72,7 @@ if marked then
       end
     end
     if n == 0 or more then
-      msg_publish(ARGV[2], msg_notice('m'))
+      msg_publish(ARGV[2], msg_everyone('read'))
     end
   end
   return 1

@@ -14,12 +14,12 @@
 --   error WRONGTYPE <key>     a key of another type
 --   error BADVALUE <key> ...  a value that is no count; nothing written
 --
--- Reaching zero publishes `0` (every waiter of every client wakes) and
+-- Reaching zero publishes `*` (every waiter of every client wakes) and
 -- deletes the key: a latch at zero leaves nothing behind, and `set` arms it
 -- again. Published before the delete, so a refused PUBLISH (ACL) leaves
 -- the count at one. 'delete' opens an armed latch the same way (absent
 -- means 0, which every later wait takes for open): its waiters are told
--- `0` and go, rather than sleep on for a count nobody can count down.
+-- `*` and go, rather than sleep on for a count nobody can count down.
 -- O(1).
 local count, err = latch_count(KEYS[1])
 if err then
@@ -36,7 +36,7 @@ elseif ARGV[1] == 'set' then
 elseif ARGV[1] == 'count_down' then
   if count <= 1 then
     if count == 1 then
-      msg_publish(ARGV[2], msg_notice('0'))
+      msg_publish(ARGV[2], msg_everyone())
     end
     redis.call('DEL', KEYS[1])
     return 0
@@ -44,7 +44,7 @@ elseif ARGV[1] == 'count_down' then
   return redis.call('DECR', KEYS[1])
 elseif ARGV[1] == 'delete' then
   if count > 0 then
-    msg_publish(ARGV[2], msg_notice('0'))
+    msg_publish(ARGV[2], msg_everyone())
   end
   return redis.call('DEL', KEYS[1])
 end

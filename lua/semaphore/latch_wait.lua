@@ -8,7 +8,7 @@
 --
 -- Reply:
 --   {1, 0, 0}   the count is zero (or the latch was never set): done
---   {0, -1}     not yet; the waiter sleeps until `0` is published on the
+--   {0, -1}     not yet; the waiter sleeps until `*` is published on the
 --               latch's channel (no lease bounds the wait)
 --   error WRONGTYPE <key>
 --   error BADVALUE <key> ...  a value that is no count (as latch_op.lua

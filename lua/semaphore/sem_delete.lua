@@ -14,7 +14,7 @@
 -- next renewal or release (their attempts are no longer recorded: Lost,
 -- NotHeld). Waiters would sleep on for a grant that can no longer come
 -- (their queue entries are gone), so every client with a queued waiter is
--- told `r` on its channel first: its waiters there try again, find the
+-- told `*` on its channel first: its waiters there try again, find the
 -- semaphore unset and queue anew, to be granted once the permits are set
 -- again (a bounded wait ends at its bound). One message per client, not per
 -- waiter. Published before the deletes: a refused PUBLISH (ACL) leaves
@@ -32,7 +32,7 @@ for _, v in ipairs(redis.call('HVALS', K.qo)) do
   local c = owner and queue_client(owner)
   if c and not told[c] then
     told[c] = true
-    msg_publish(K.s .. ':ch:' .. c, msg_notice('r'))
+    msg_publish(K.s .. ':ch:' .. c, msg_everyone())
   end
 end
 if redis.call('DEL', K.s, K.h, K.hn, K.q, K.qo, K.alive) > 0 then

@@ -70,4 +70,4 @@ pub use message::Message;
 pub use observe::{observe, CATCH_UP};
 #[cfg(feature = "tls")]
 pub use tls::ensure_crypto_provider;
-pub use wake::{Grant, OnePerClient, Signal, Wake, WakeAll, WakePolicy};
+pub use wake::{Grant, Signal, Wake, WakeAll, WakeAsTold, WakePolicy};

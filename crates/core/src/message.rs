@@ -14,7 +14,8 @@
 //! | `h:<ms>` | [`Claimed`](Message::Claimed) | a release that granted to another client's registered attempt |
 //! | `l:<term>` | [`Term`](Message::Term) | a holder that changes by terms, at a change |
 //! | `f:<hold key> <token>` | [`Forced`](Message::Forced) | a force-unlock, on `<hold key>:watch` |
-//! | one character: `0`, `1`, `r`, `w`, `m` | [`Notice`](Message::Notice) | plain releases; the letter's meaning is the primitive's |
+//! | `1` | [`TryOne`](Message::TryOne) | a plain release: one waiter per client tries |
+//! | `*`, `*:<class>` | [`TryAll`](Message::TryAll) | every waiter (of that class) tries |
 //!
 //! docs/architecture.md ("The grant protocol") says which primitive sends
 //! which.
@@ -52,10 +53,15 @@ pub enum Message {
         /// The removed hold's fencing token.
         token: u64,
     },
-    /// A one-character notice (`0`, `1`, `r`, `w`, `m`), whose meaning is
-    /// the primitive's.
-    Notice(u8),
-    /// A message of a known kind (the prefix letter: `g`, `t`, `h`, `l`,
+    /// A plain release: one waiter per client tries, one of them wins.
+    TryOne,
+    /// Every waiter of the client tries, or (with `class`) every waiter of
+    /// that class (`"read"`, `"write"`).
+    TryAll {
+        /// Only waiters of this class.
+        class: Option<String>,
+    },
+    /// A message of a known kind (the prefix letter: `g`, `t`, `h`, `l`, `*`,
     /// `f`) whose fields do not parse.
     Malformed(u8),
     /// Anything else.
@@ -66,7 +72,14 @@ impl Message {
     /// Decode a message's bytes. Never panics.
     pub fn parse(payload: &[u8]) -> Message {
         match payload {
-            [c] => Message::Notice(*c),
+            b"1" => Message::TryOne,
+            b"*" => Message::TryAll { class: None },
+            [b'*', b':', rest @ ..] => match std::str::from_utf8(rest) {
+                Ok(class) if !class.is_empty() => Message::TryAll {
+                    class: Some(class.to_string()),
+                },
+                _ => Message::Malformed(b'*'),
+            },
             [b'g', b':', ..] => granted(payload),
             [b't', b':', rest @ ..] => turn(rest),
             [b'h', b':', rest @ ..] => parse_u64(rest).map_or(Message::Malformed(b'h'), |ms| {
@@ -103,18 +116,11 @@ impl Message {
             Message::Claimed(d) => format!("h:{}", d.as_millis()).into_bytes(),
             Message::Term(term) => format!("l:{term}").into_bytes(),
             Message::Forced { key, token } => format!("f:{key} {token}").into_bytes(),
-            Message::Notice(c) => vec![*c],
+            Message::TryOne => b"1".to_vec(),
+            Message::TryAll { class: None } => b"*".to_vec(),
+            Message::TryAll { class: Some(c) } => format!("*:{c}").into_bytes(),
             Message::Malformed(_) | Message::Other => return None,
         })
-    }
-
-    /// The one grant of a single-grant message: `Some` for a `Granted` of
-    /// one waiter, for primitives whose releases grant to one waiter.
-    pub fn single_grant(&self) -> Option<&(String, Grant)> {
-        match self {
-            Message::Granted(grants) if grants.len() == 1 => grants.first(),
-            _ => None,
-        }
     }
 }
 
@@ -253,7 +259,11 @@ mod tests {
                 key: "ns:{a b}:lock".into(),
                 token: 5,
             },
-            Message::Notice(b'r'),
+            Message::TryOne,
+            Message::TryAll { class: None },
+            Message::TryAll {
+                class: Some("write".into()),
+            },
         ];
         for m in all {
             let wire = m.encode().expect("a kind with a wire form");
@@ -279,7 +289,8 @@ mod tests {
                 ("b2".into(), grant(0, 300, 4, 300)),
             ])
         );
-        assert_eq!(Message::parse(b"0"), Message::Notice(b'0'));
+        assert_eq!(Message::parse(b"0"), Message::Other);
+        assert_eq!(Message::parse(b"*:"), Message::Malformed(b'*'));
         assert_eq!(Message::parse(b"l:3"), Message::Term(3));
         assert_eq!(Message::parse(b"c:"), Message::Other);
         assert_eq!(Message::parse(b"rr"), Message::Other);

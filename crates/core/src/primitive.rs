@@ -39,7 +39,7 @@ pub use crate::lua_scripts;
 pub use crate::message::Message;
 pub use crate::observe::{observe, CATCH_UP};
 pub use crate::scripts::{check_headers, LuaScript, ScriptCall, HOLD_RENEW, HOLD_WATCH};
-pub use crate::wake::{parse_u64, Grant, OnePerClient, Signal, Wake, WakeAll, WakePolicy};
+pub use crate::wake::{parse_u64, Grant, Signal, Wake, WakeAll, WakeAsTold, WakePolicy};
 pub use crate::watch::{
     forced_key, hold_watch_call, watch, watch_or_fail, HoldEvent, Holder, Listener,
 };

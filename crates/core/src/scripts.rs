@@ -30,7 +30,7 @@ use std::sync::OnceLock;
 pub const HOLD_LIB: &str = include_str!("../lua/hold_lib.lua");
 
 /// Every message the scripts publish, one function per kind
-/// (`msg_grant_line`, `msg_turn`, `msg_notice`, ...), and `msg_publish`, the
+/// (`msg_grant_line`, `msg_turn`, `msg_one`, ...), and `msg_publish`, the
 /// one `redis.call('PUBLISH', ...)` of the scripts that use it
 /// (`lua/core/msg_lib.lua`). Joined first: [`HOLD_LIB`] uses it.
 pub const MSG_LIB: &str = include_str!("../lua/msg_lib.lua");
@@ -664,7 +664,7 @@ local alias = two
         static P: LuaScript = LuaScript::with_libs(
             "p",
             &[MSG_LIB, HOLD_LIB],
-            "-- KEYS Reply\nreturn msg_publish(KEYS[1], msg_notice('1'))",
+            "-- KEYS Reply\nreturn msg_publish(KEYS[1], msg_one())",
         );
         check_header(&P);
         assert!(P.source().contains("local function msg_publish"));

@@ -1,14 +1,14 @@
-//! Wake-up policies: how a message on a primitive's channel wakes the
-//! waiters of one client.
+//! Wake-ups: what a message on a primitive's channel asks of the waiters
+//! of one client.
 //!
-//! Core's waiting engine knows nothing of any primitive's messages. Each
-//! primitive hands its acquires a [`WakePolicy`] (in
-//! [`AcquireBuilder`](crate::AcquireBuilder)); the engine asks it to
-//! decode every message on the channel into a [`Wake`] and carries it out:
-//! wake one waiter (an unfair lock's release), every waiter (readers after
-//! a writer), `n` waiters (permits returned), or one named waiter (a fair
-//! hand-off, with its grant). Waiters carry a class (`"read"`, `"write"`,
-//! ...), so one channel can serve several kinds of waiter.
+//! Every message says whom it wakes ([`Message`]): a grant names its
+//! waiters, a turn its waiter, `1` asks one waiter per client to try, `*`
+//! every waiter (of a class: `*:write`). So the engine needs no policy per
+//! primitive: [`WakeAsTold`] decodes every primitive's channel. A channel
+//! that carries messages deadbolt does not write (keyspace notifications)
+//! uses [`WakeAll`]: any message wakes everyone on it, who then look at the
+//! state themselves. Waiters carry a class (`"read"`, `"write"`, ...), so
+//! one channel can serve several kinds of waiter.
 
 use std::fmt;
 use std::time::Duration;
@@ -19,22 +19,17 @@ pub use crate::message::{parse_u64, Grant, Message};
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Wake {
-    /// Nothing (a message the policy does not use).
+    /// Nothing (a message no waiter acts on).
     Nothing,
-    /// Wake up to `n` waiters not already woken, longest waiting first,
-    /// of `class` (any class when `None`). Named waiters (hand-off by name)
-    /// are never woken this way. A woken waiter that leaves without getting
-    /// what it waited for passes its wake-up on to the next such waiter.
-    Any {
-        /// How many at most.
-        n: usize,
-        /// Only waiters of this class.
-        class: Option<&'static str>,
-    },
-    /// Wake every waiter of `class` (every waiter when `None`).
+    /// The longest-waiting waiter not already woken tries. Named waiters
+    /// (hand-off by name) are never woken this way. A woken waiter that
+    /// leaves without getting what it waited for passes its wake-up on to
+    /// the next such waiter.
+    One,
+    /// Every waiter of `class` (every waiter when `None`) tries.
     All {
         /// Only waiters of this class.
-        class: Option<&'static str>,
+        class: Option<String>,
     },
     /// Another client's waiter was granted the primitive under a claim that
     /// ends `within` from now unless its taker extends it: a waiter of this
@@ -45,24 +40,11 @@ pub enum Wake {
         /// When the claim ends, from now.
         within: Duration,
     },
-    /// A message for the waiter registered under `name` (its attempt id).
-    Named {
-        /// The waiter's name.
-        name: String,
-        /// What to tell it.
-        signal: Signal,
-    },
-    /// Each of these, in order: one message that hands the primitive to
-    /// several waiters at once (a writer's release admitting every
-    /// registered reader), each named ([`Wake::grants`]).
-    Several(Vec<Wake>),
-}
-
-impl Wake {
-    /// Wake the longest-waiting waiter of any class.
-    pub fn one() -> Wake {
-        Wake::Any { n: 1, class: None }
-    }
+    /// Messages for the waiters registered under these names (their
+    /// attempt ids), in order: one, or several when one release hands the
+    /// primitive to several waiters at once (a writer's release admitting
+    /// every registered reader).
+    Named(Vec<(String, Signal)>),
 }
 
 /// What a named waiter is told.
@@ -78,14 +60,12 @@ pub enum Signal {
     Grant(Grant),
 }
 
-/// Decodes the messages of one primitive's channel.
+/// Decodes the messages of one channel into wake-ups.
 ///
 /// Implementations must not panic on any input: anyone allowed to publish
-/// on the channel can send anything. Unknown messages decode to
-/// [`Wake::Nothing`].
+/// on the channel can send anything.
 pub trait WakePolicy: Send + Sync + fmt::Debug + 'static {
-    /// What `message` asks of the waiters: the policy's choice over the
-    /// one message schema ([`Message`]).
+    /// What `message` asks of the waiters.
     fn wake(&self, message: &Message) -> Wake;
 
     /// What `payload` asks of the waiters: its [`Message`], then
@@ -95,71 +75,126 @@ pub trait WakePolicy: Send + Sync + fmt::Debug + 'static {
     }
 }
 
-impl Wake {
-    /// The wake-up of the waiter registered under `name` with its grant.
-    pub fn granted(name: &str, grant: Grant) -> Wake {
-        Wake::Named {
-            name: name.to_string(),
-            signal: Signal::Grant(grant),
-        }
-    }
-
-    /// The wake-ups of every waiter a [`Message::Granted`] names: one
-    /// [`Wake::Named`] for one, [`Wake::Several`] for more. For policies
-    /// whose one release grants to several waiters of several clients on
-    /// the shared channel.
-    pub fn grants(grants: &[(String, Grant)]) -> Wake {
-        match grants {
-            [] => Wake::Nothing,
-            [(name, g)] => Wake::granted(name, *g),
-            _ => Wake::Several(grants.iter().map(|(n, g)| Wake::granted(n, *g)).collect()),
-        }
-    }
-
-    /// The wake-up of the one waiter a single-grant message names
-    /// ([`Message::single_grant`]); `None` for a message that is no grant,
-    /// and [`Wake::Nothing`] for a grant message of another shape. For
-    /// policies whose grants name one waiter on its client's own channel.
-    pub fn single_grant(message: &Message) -> Option<Wake> {
-        match message {
-            Message::Granted(_) | Message::Malformed(b'g') => Some(
-                message
-                    .single_grant()
-                    .map_or(Wake::Nothing, |(name, g)| Wake::granted(name, *g)),
-            ),
-            _ => None,
-        }
-    }
-}
-
-/// An unfair lock's waiters: `g:<attempt> <token> <ttl> <secret> <claim>`
-/// hands the primitive to that waiter ([`Wake::single_grant`]); `h:<ms>`
-/// says another client's claim ends within `ms` ([`Wake::Soon`]); any
-/// other message wakes one waiter per client, and one of them wins. For
-/// primitives whose release grants to the waiter a client registered when
-/// it knows one, and else publishes a plain release (the `Lock`), and for
-/// those that only ever publish plain releases (the `Election`'s
-/// campaigners).
+/// Every primitive's channels: each message does what it says. A grant
+/// (`g:` lines) goes to the waiters it names, a turn (`t:`) to its waiter,
+/// a claim hint (`h:`) moves the registered waiter's sleep bound, `1`
+/// wakes one waiter per client, `*` every waiter (`*:<class>`: of that
+/// class). Anything else wakes nobody.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct OnePerClient;
+pub struct WakeAsTold;
 
-impl WakePolicy for OnePerClient {
+impl WakePolicy for WakeAsTold {
     fn wake(&self, message: &Message) -> Wake {
-        Wake::single_grant(message).unwrap_or_else(|| match message {
+        match message {
+            Message::Granted(grants) => Wake::Named(
+                grants
+                    .iter()
+                    .map(|(name, g)| (name.clone(), Signal::Grant(*g)))
+                    .collect(),
+            ),
+            Message::Turn { name, after } => Wake::Named(vec![(
+                name.clone(),
+                after.map_or(Signal::Retry, Signal::SleepFor),
+            )]),
             Message::Claimed(within) => Wake::Soon { within: *within },
-            Message::Malformed(b'h') => Wake::Nothing,
-            _ => Wake::one(),
-        })
+            Message::TryOne => Wake::One,
+            Message::TryAll { class } => Wake::All {
+                class: class.clone(),
+            },
+            _ => Wake::Nothing,
+        }
     }
 }
 
 /// Any message wakes every waiter of the client: observers that look at
-/// the state themselves (a watch, an election's observers).
+/// the state themselves, on channels that carry messages deadbolt does not
+/// write (a watch's keyspace notifications).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WakeAll;
 
 impl WakePolicy for WakeAll {
     fn wake(&self, _message: &Message) -> Wake {
         Wake::All { class: None }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(token: u64, ttl_ms: u64, secret: u64, claim_ms: u64) -> Grant {
+        Grant {
+            token,
+            ttl_ms,
+            secret,
+            claim_ms,
+        }
+    }
+
+    #[test]
+    fn every_message_wakes_whom_it_names() {
+        let p = WakeAsTold;
+        assert_eq!(p.decode(b"1"), Wake::One);
+        assert_eq!(p.decode(b"*"), Wake::All { class: None });
+        assert_eq!(
+            p.decode(b"*:write"),
+            Wake::All {
+                class: Some("write".into())
+            }
+        );
+        assert_eq!(
+            p.decode(b"g:a1 7 350 9 300\ng:b2 0 300 4 300"),
+            Wake::Named(vec![
+                ("a1".into(), Signal::Grant(grant(7, 350, 9, 300))),
+                ("b2".into(), Signal::Grant(grant(0, 300, 4, 300))),
+            ])
+        );
+        assert_eq!(
+            p.decode(b"t:a1 25"),
+            Wake::Named(vec![(
+                "a1".into(),
+                Signal::SleepFor(Duration::from_millis(25))
+            )])
+        );
+        assert_eq!(
+            p.decode(b"t:a1"),
+            Wake::Named(vec![("a1".into(), Signal::Retry)])
+        );
+        assert_eq!(
+            p.decode(b"h:40"),
+            Wake::Soon {
+                within: Duration::from_millis(40)
+            }
+        );
+        // One message may admit several readers, a line each; a malformed
+        // line (anyone may publish) is skipped.
+        assert_eq!(
+            p.decode(b"g:a1 0 350 7 300\ng:bad\ng:b2 0 300 9 300"),
+            Wake::Named(vec![
+                ("a1".into(), Signal::Grant(grant(0, 350, 7, 300))),
+                ("b2".into(), Signal::Grant(grant(0, 300, 9, 300))),
+            ])
+        );
+        for junk in [
+            &b""[..],
+            b"0",
+            b"r",
+            b"\xff",
+            b"*:",
+            b"g:",
+            b"g:bad\ng:",
+            b"g:ab 7 500",
+            b"g:ab 7 500 9 1 2",
+            b"g:ab 7 500 9 x",
+            b"g: 7 500 9",
+            b"g:ab x 500 9",
+            b"t:ab 1e9",
+            b"t:",
+            b"h:x",
+            b"l:3",
+        ] {
+            assert_eq!(p.decode(junk), Wake::Nothing, "{junk:?}");
+        }
+        assert_eq!(WakeAll.decode(b"hset"), Wake::All { class: None });
     }
 }

@@ -28,8 +28,8 @@
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, ConditionSpec, Error, Handle, Hold, LeaseMode, LeaseState, OnePerClient,
-    Result, ScriptCall, WaitMode, WakeAll,
+    AcquireSpec, Client, ConditionSpec, Error, Handle, Hold, LeaseMode, LeaseState, Result,
+    ScriptCall, WaitMode, WakeAll, WakeAsTold,
 };
 use futures::Stream;
 
@@ -126,7 +126,7 @@ impl Election {
     fn campaign_spec(&self, info: &str) -> Result<AcquireSpec> {
         let p = self.inner.parts()?;
         Ok(
-            AcquireSpec::builder(KIND, &p.keys, &ELECT_CAMPAIGN, &ELECT_RESIGN, &OnePerClient)
+            AcquireSpec::builder(KIND, &p.keys, &ELECT_CAMPAIGN, &ELECT_RESIGN, &WakeAsTold)
                 .keys(vec![p.key.clone(), p.fence.clone()])
                 .extra_args(vec![info.to_string(), p.observers.clone()])
                 .release_with(

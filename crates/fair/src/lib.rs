@@ -22,8 +22,8 @@
 //! ```
 
 use deadbolt_core::primitive::{
-    forced_key, AcquireSpec, Client, Exclusive, ExclusiveKind, HeartbeatSpec, Keys, Message,
-    ScriptCall, Signal, Wake, WakePolicy,
+    forced_key, AcquireSpec, Client, Exclusive, ExclusiveKind, HeartbeatSpec, Keys, ScriptCall,
+    WakeAsTold,
 };
 
 /// The fair lock's Lua scripts (files in this crate's `lua/`; the queue
@@ -76,33 +76,13 @@ fn waiter_timeout_ms(client: &Client) -> String {
     client.config().waiter_timeout.as_millis().to_string()
 }
 
-/// The fair lock's messages (see `lua/fair_lib.lua`), each for one named
-/// waiter on its client's channel:
-/// `g:<attempt> <token> <claim ms> <secret>` hands it the lock,
-/// `t:<attempt> <ms>` tells it the new holder's lease (sleep until then),
-/// `t:<attempt>` asks it to try again.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct HandOff;
-
-impl WakePolicy for HandOff {
-    fn wake(&self, message: &Message) -> Wake {
-        Wake::single_grant(message).unwrap_or_else(|| match message {
-            Message::Turn { name, after } => Wake::Named {
-                name: name.clone(),
-                signal: after.map_or(Signal::Retry, Signal::SleepFor),
-            },
-            _ => Wake::Nothing,
-        })
-    }
-}
-
 impl ExclusiveKind for Fifo {
     const KIND: &'static str = KIND;
 
     fn spec(client: &Client, k: &Keys) -> AcquireSpec {
         let keys = fair_keys(k);
         let wt = waiter_timeout_ms(client);
-        AcquireSpec::builder(KIND, k, &FAIR_ACQUIRE, &FAIR_RELEASE, &HandOff)
+        AcquireSpec::builder(KIND, k, &FAIR_ACQUIRE, &FAIR_RELEASE, &WakeAsTold)
             .keys(keys.clone())
             .extra_args(vec![wt.clone()])
             .release_with(keys.clone(), vec![wt])
@@ -134,56 +114,5 @@ impl ExclusiveKind for Fifo {
             fair_keys(k),
             vec![limit.to_string()],
         ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use deadbolt_core::primitive::Grant;
-
-    #[test]
-    fn hand_off_messages() {
-        let p = HandOff;
-        assert_eq!(
-            p.decode(b"g:ab 7 500 9"),
-            Wake::Named {
-                name: "ab".into(),
-                signal: Signal::Grant(Grant {
-                    token: 7,
-                    ttl_ms: 500,
-                    claim_ms: 500,
-                    secret: 9
-                })
-            }
-        );
-        assert_eq!(
-            p.decode(b"t:ab 40"),
-            Wake::Named {
-                name: "ab".into(),
-                signal: Signal::SleepFor(std::time::Duration::from_millis(40))
-            }
-        );
-        assert_eq!(
-            p.decode(b"t:ab"),
-            Wake::Named {
-                name: "ab".into(),
-                signal: Signal::Retry
-            }
-        );
-        for junk in [
-            &b"g:ab 7 500"[..],
-            b"g:ab 7 500 9 1 2",
-            b"g:ab 7 500 9 x",
-            b"g: 7 500 9",
-            b"g:ab x 500 9",
-            b"t:ab 1e9",
-            b"t:",
-            b"1",
-            b"",
-            b"\xff",
-        ] {
-            assert_eq!(p.decode(junk), Wake::Nothing, "{junk:?}");
-        }
     }
 }

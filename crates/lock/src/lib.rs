@@ -18,7 +18,7 @@
 //! ```
 
 use deadbolt_core::primitive::{
-    forced_key, AcquireSpec, Client, Exclusive, ExclusiveKind, Keys, OnePerClient, ScriptCall,
+    forced_key, AcquireSpec, Client, Exclusive, ExclusiveKind, Keys, ScriptCall, WakeAsTold,
 };
 
 /// The lock's Lua scripts (files in this crate's `lua/`).
@@ -66,7 +66,7 @@ impl ExclusiveKind for Reentrant {
         // (lock_acquire.lua); the release grants the lock to the waiter of
         // the client that has waited longest (`g:<attempt> ...`), else
         // publishes `1`: one waiter per client tries (lock_release.lua).
-        AcquireSpec::builder(KIND, k, &LOCK_ACQUIRE, &LOCK_RELEASE, &OnePerClient)
+        AcquireSpec::builder(KIND, k, &LOCK_ACQUIRE, &LOCK_RELEASE, &WakeAsTold)
             .keys(vec![
                 k.main().to_string(),
                 k.fence().to_string(),

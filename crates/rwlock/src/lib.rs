@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use deadbolt_core::primitive::{
     Acquire, AcquireSpec, Client, Error, ExclusiveGuard, Handle, HeartbeatSpec, Hold, Keys,
-    LeaseMode, Lockable, Message, Result, ScriptCall, WaitMode, Wake, WakePolicy,
+    LeaseMode, Lockable, Result, ScriptCall, WaitMode, WakeAsTold,
 };
 use futures::future::BoxFuture;
 
@@ -95,26 +95,6 @@ pub fn rw_keys(k: &Keys) -> Vec<String> {
         k.sub("ww"),
         k.sub("alive"),
     ]
-}
-
-/// The lock's messages: `g:<attempt> ...` lines (registered readers
-/// admitted, one grant per line: [`Wake::grants`]), `w` (a writer
-/// released and admitted nobody: everyone tries), `r` (the last reader
-/// left, or a writer released while another waits: writers try), `m` (the
-/// last waiting writer gave up: readers try).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RwWake;
-
-impl WakePolicy for RwWake {
-    fn wake(&self, message: &Message) -> Wake {
-        match message {
-            Message::Granted(grants) => Wake::grants(grants),
-            Message::Notice(b'w') => Wake::All { class: None },
-            Message::Notice(b'r') => Wake::All { class: Some(WRITE) },
-            Message::Notice(b'm') => Wake::All { class: Some(READ) },
-            _ => Wake::Nothing,
-        }
-    }
 }
 
 /// A handle on a distributed read-write lock.
@@ -609,27 +589,39 @@ fn parts(client: &Client, k: &Keys) -> Parts {
     let wt = client.config().waiter_timeout.as_millis().to_string();
     // A waiting reader registers on its failed try; the release it waits
     // for admits every registered reader in one message (rw_lib.lua).
-    let read = AcquireSpec::builder("rw-read", k, &RW_READ_ACQUIRE, &RW_READ_RELEASE, &RwWake)
-        .keys(keys.clone())
-        .extra_args(vec![client.config().claim_ms().to_string()])
-        .grants_by_name()
-        .release_with(keys.clone(), vec![channel.clone()])
-        .renew(&RW_READ_RENEW, vec![keys[2].clone(), keys[3].clone()])
-        .class(READ)
-        .build();
-    let write = AcquireSpec::builder("rw-write", k, &RW_WRITE_ACQUIRE, &RW_WRITE_RELEASE, &RwWake)
-        .keys(keys.clone())
-        .extra_args(vec![wt])
-        .release_with(keys.clone(), vec![channel.clone(), client.id().to_string()])
-        .class(WRITE)
-        // One set per handle (`parts` runs in `RwLock::new`): a stale write
-        // hold of this owner is not re-entered (see `AcquireBuilder::live`).
-        .live(Arc::default())
-        .heartbeat(HeartbeatSpec {
-            script: &RW_HEARTBEAT,
-            keys: keys.clone(),
-        })
-        .build();
+    let read = AcquireSpec::builder(
+        "rw-read",
+        k,
+        &RW_READ_ACQUIRE,
+        &RW_READ_RELEASE,
+        &WakeAsTold,
+    )
+    .keys(keys.clone())
+    .extra_args(vec![client.config().claim_ms().to_string()])
+    .grants_by_name()
+    .release_with(keys.clone(), vec![channel.clone()])
+    .renew(&RW_READ_RENEW, vec![keys[2].clone(), keys[3].clone()])
+    .class(READ)
+    .build();
+    let write = AcquireSpec::builder(
+        "rw-write",
+        k,
+        &RW_WRITE_ACQUIRE,
+        &RW_WRITE_RELEASE,
+        &WakeAsTold,
+    )
+    .keys(keys.clone())
+    .extra_args(vec![wt])
+    .release_with(keys.clone(), vec![channel.clone(), client.id().to_string()])
+    .class(WRITE)
+    // One set per handle (`parts` runs in `RwLock::new`): a stale write
+    // hold of this owner is not re-entered (see `AcquireBuilder::live`).
+    .live(Arc::default())
+    .heartbeat(HeartbeatSpec {
+        script: &RW_HEARTBEAT,
+        keys: keys.clone(),
+    })
+    .build();
     Parts {
         keys,
         channel,
@@ -708,36 +700,5 @@ impl ReadGuard {
     /// releaser runs it (idempotently).
     pub async fn unlock(self) -> Result<()> {
         self.0.unlock().await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use deadbolt_core::primitive::Grant;
-
-    #[test]
-    fn messages() {
-        assert_eq!(RwWake.decode(b"w"), Wake::All { class: None });
-        assert_eq!(RwWake.decode(b"r"), Wake::All { class: Some(WRITE) });
-        assert_eq!(RwWake.decode(b"m"), Wake::All { class: Some(READ) });
-        assert_eq!(RwWake.decode(b"x"), Wake::Nothing);
-        let grant = |name: &str, ttl_ms, secret| Wake::Named {
-            name: name.to_string(),
-            signal: deadbolt_core::primitive::Signal::Grant(Grant {
-                token: 0,
-                ttl_ms,
-                claim_ms: 300,
-                secret,
-            }),
-        };
-        assert_eq!(RwWake.decode(b"g:a1 0 350 7 300"), grant("a1", 350, 7));
-        // One message admits several readers, a line each; a malformed
-        // line (anyone may publish) is skipped, a message of none is nothing.
-        assert_eq!(
-            RwWake.decode(b"g:a1 0 350 7 300\ng:bad\ng:b2 0 300 9 300"),
-            Wake::Several(vec![grant("a1", 350, 7), grant("b2", 300, 9)])
-        );
-        assert_eq!(RwWake.decode(b"g:bad\ng:"), Wake::Nothing);
     }
 }

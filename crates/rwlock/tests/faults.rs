@@ -473,7 +473,7 @@ async fn a_key_of_another_type_is_refused_by_name_by_every_call_and_nothing_is_w
         // The waiters already waiting try again on a message and fail the
         // same way when their try touches the key; the waiting writer's
         // release of its mark is refused too.
-        let n: i64 = cmd(&srv, &["PUBLISH", &channel, "w"]).await;
+        let n: i64 = cmd(&srv, &["PUBLISH", &channel, "*"]).await;
         assert_eq!(n, 1);
         let writer = if writer_fails {
             let (_, r) = within("the waiting writer", writer).await.unwrap();

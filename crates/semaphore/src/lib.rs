@@ -36,8 +36,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, ConditionSpec, Error, Handle, HeartbeatSpec, Keys, LeaseMode, Message,
-    Result, ScriptCall, WaitMode, Wake, WakePolicy, MAX_LEASE_MS,
+    AcquireSpec, Client, ConditionSpec, Error, Handle, HeartbeatSpec, Keys, LeaseMode, Result,
+    ScriptCall, WaitMode, WakeAsTold, MAX_LEASE_MS,
 };
 
 mod permits;
@@ -97,36 +97,6 @@ pub fn semaphore_keys(k: &Keys) -> Vec<String> {
         k.sub("qo"),
         k.sub("alive"),
     ]
-}
-
-/// The semaphore's messages on a client's channel:
-/// `g:<attempt> 0 <ttl> <secret> <claim>` — the permits that waiter waits
-/// for are its own (granted inside a release); `r` — every waiter of
-/// the client tries again (the semaphore was deleted with their queue
-/// entries: they queue anew).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PermitsFree;
-
-impl WakePolicy for PermitsFree {
-    fn wake(&self, message: &Message) -> Wake {
-        Wake::single_grant(message).unwrap_or(match message {
-            Message::Notice(b'r') => Wake::All { class: None },
-            _ => Wake::Nothing,
-        })
-    }
-}
-
-/// The latch's message `0`: the count reached zero; every waiter goes.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct LatchOpen;
-
-impl WakePolicy for LatchOpen {
-    fn wake(&self, message: &Message) -> Wake {
-        match message {
-            Message::Notice(b'0') => Wake::All { class: None },
-            _ => Wake::Nothing,
-        }
-    }
 }
 
 fn check_n(what: &str, n: u64, zero_ok: bool) -> Result<u64> {
@@ -216,7 +186,7 @@ impl Semaphore {
         let parts = Handle::new(client, SEMAPHORE_KIND, name, |k| {
             let keys = semaphore_keys(&k);
             let spec =
-                AcquireSpec::builder("semaphore", &k, &SEM_ACQUIRE, &SEM_RELEASE, &PermitsFree)
+                AcquireSpec::builder("semaphore", &k, &SEM_ACQUIRE, &SEM_RELEASE, &WakeAsTold)
                     .keys(keys.clone())
                     .extra_args(vec![client.config().waiter_timeout.as_millis().to_string()])
                     .release_with(keys.clone(), vec![])
@@ -582,7 +552,7 @@ impl CountDownLatch {
             let key = k.main().to_string();
             let channel = k.channel();
             // A wait records nothing: there is nothing to release or renew.
-            let spec = ConditionSpec::builder("latch", &k, &LATCH_WAIT, &LatchOpen).build();
+            let spec = ConditionSpec::builder("latch", &k, &LATCH_WAIT, &WakeAsTold).build();
             (key, channel, spec)
         });
         CountDownLatch {
@@ -713,19 +683,6 @@ impl CountDownLatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn messages() {
-        // A turn (`t:`) was the message of queue entries of an older
-        // version; nothing sends it now.
-        assert_eq!(PermitsFree.decode(b"t:ab"), Wake::Nothing);
-        assert_eq!(PermitsFree.decode(b"t:"), Wake::Nothing);
-        assert_eq!(PermitsFree.decode(b"x"), Wake::Nothing);
-        assert_eq!(PermitsFree.decode(b"r"), Wake::All { class: None });
-        assert_eq!(PermitsFree.decode(b"rr"), Wake::Nothing);
-        assert_eq!(LatchOpen.decode(b"0"), Wake::All { class: None });
-        assert_eq!(LatchOpen.decode(b"1"), Wake::Nothing);
-    }
 
     #[test]
     fn counts() {

@@ -171,9 +171,9 @@ async fn semaphore_keys_of_another_type_are_refused_by_name_and_nothing_is_writt
         refused!(&srv, sn, &before, &bad, "acquire (other)", other.acquire(1));
         refused!(&srv, sn, &before, &bad, "release", hold.release());
         // The queued waiter's next try (a wake-up of the client's waiters:
-        // the semaphore's `r`) fails the same way; its queue entry cannot
+        // `*`, as a delete sends) fails the same way; its queue entry cannot
         // be released while the key is bad.
-        let _: i64 = cmd(&srv, &["PUBLISH", &channel, "r"]).await;
+        let _: i64 = cmd(&srv, &["PUBLISH", &channel, "*"]).await;
         let r = within("the queued waiter", waiter).await.unwrap();
         assert_wrong_type(&format!("{bad}: queued waiter"), r, &bad);
         assert!(w.releases_settled(HANG).await);
@@ -286,8 +286,8 @@ async fn latch_key_of_another_type_is_refused_by_name_and_nothing_is_written() {
         "wait_for",
         l.wait_for(Duration::from_secs(5))
     );
-    // The waiter checks again on a `0` message and finds the LIST.
-    let _: i64 = cmd(&srv, &["PUBLISH", &k.channel(), "0"]).await;
+    // The waiter checks again on a `*` message and finds the LIST.
+    let _: i64 = cmd(&srv, &["PUBLISH", &k.channel(), "*"]).await;
     let r = within("the waiting waiter", waiter).await.unwrap();
     assert_wrong_type("waiting waiter", r, &key);
     assert!(snapshot(&srv, "wrong").await == before, "the waiter wrote");
@@ -875,7 +875,7 @@ async fn acquires_cancelled_under_late_replies_leave_no_permit_taken() {
     assert!(left.is_empty(), "{left:?}");
 }
 
-/// `count_down` past zero stays at zero, publishes `0` once (at the step to
+/// `count_down` past zero stays at zero, publishes `*` once (at the step to
 /// zero) and leaves no key; counting down a latch never set does nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latch_count_down_past_zero_stays_at_zero_and_publishes_once() {
@@ -915,14 +915,14 @@ async fn latch_count_down_past_zero_stays_at_zero_and_publishes_once() {
             seen.push(payload);
         }
     }
-    assert_eq!(seen, ["0"], "messages on {channel}");
+    assert_eq!(seen, ["*"], "messages on {channel}");
     // Armed again from zero.
     assert!(l.try_set_count(1).await.unwrap());
     assert_eq!(l.count().await.unwrap(), 1);
 }
 
 /// Waiters of two clients all go when a third client counts down to zero,
-/// not before: a forged `0` while the count is above zero makes each of
+/// not before: a forged `*` while the count is above zero makes each of
 /// them check (and wait on), nothing more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latch_releases_waiters_of_two_clients_at_zero_and_not_on_a_forged_message() {
@@ -953,7 +953,7 @@ async fn latch_releases_waiters_of_two_clients_at_zero_and_not_on_a_forged_messa
     })
     .await;
     srv.reset_stats().await;
-    let n: i64 = cmd(&srv, &["PUBLISH", &channel, "0"]).await;
+    let n: i64 = cmd(&srv, &["PUBLISH", &channel, "*"]).await;
     assert_eq!(n, 2);
     until("each waiter checked the latch", || async {
         srv.evalsha_calls().await >= 6

@@ -276,7 +276,7 @@ impl AcquireBuilder {
     /// every waiter listens on, for primitives whose one release grants to
     /// many registered waiters of many clients at once (a writer's release
     /// admitting every waiting reader), in one message of a line per
-    /// waiter ([`Wake::grants`](crate::Wake::grants)) that
+    /// waiter ([`Wake::Named`](crate::Wake::Named)) that
     /// each client hears once. The replies are as for [`grants_on`].
     ///
     /// [`grants_on`]: AcquireBuilder::grants_on

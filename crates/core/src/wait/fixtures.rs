@@ -11,7 +11,7 @@ use crate::scripts::{ScriptCall, HOLD_RENEW};
 /// hand-off.
 pub(super) fn plain(class: &'static str) -> Waiter {
     Waiter {
-        policy: &crate::wake::OnePerClient,
+        policy: &crate::wake::WakeAsTold,
         class,
         tag: None,
         wakeable: false,

@@ -17,7 +17,7 @@
 //! would order less: loom models `SeqCst` as acquire/release). A
 //! release's `PUBLISH` reaches the engine after its script, as a call of
 //! [`Shared::deliver`] with the message a `Lock` release sends (`1`,
-//! decoded by `OnePerClient`). A waiter runs the acquire loop's steps
+//! decoded by `WakeAsTold`). A waiter runs the acquire loop's steps
 //! around the notifier as `acquire/mod.rs` does (`begin_try`, the try,
 //! `set_registered`, `mark_acquired` or `tried`, `wait`, `local_wake`).
 //!

@@ -303,39 +303,41 @@ impl Shared {
     /// Carry out one decoded wake-up on the waiters of `ch`.
     fn apply(&self, ch: &mut Channel, wake: Wake) {
         match wake {
-            Wake::Several(wakes) => {
-                for w in wakes {
-                    self.apply(ch, w);
-                }
-            }
             Wake::Nothing => {}
-            Wake::Any { n, class } => wake_any(ch, n, class),
+            Wake::One => wake_any(ch, 1, None),
             Wake::All { class } => ch
                 .slots
                 .iter()
-                .filter(|s| class.is_none_or(|c| c == s.class))
+                .filter(|s| class.as_deref().is_none_or(|c| c == s.class))
                 .for_each(|s| s.wake()),
             Wake::Soon { within } => {
                 claim_ends(ch, crate::config::after(within));
             }
-            Wake::Named { name, signal } => {
-                for s in ch.slots.iter() {
-                    if s.tag.as_deref() != Some(name.as_str()) {
-                        continue;
-                    }
-                    match signal {
-                        Signal::SleepFor(d) => {
-                            *s.hint.lock() = Some(crate::config::after(d));
-                            s.notify.notify_one();
-                        }
-                        Signal::Grant(g) => {
-                            *s.grant.lock() = Some(g);
-                            s.wake();
-                        }
-                        _ => s.wake(),
-                    }
+            Wake::Named(named) => {
+                for (name, signal) in named {
+                    tell(ch, &name, signal);
                 }
             }
+        }
+    }
+}
+
+/// Tell the waiter registered under `name` on `ch` what `signal` says.
+fn tell(ch: &Channel, name: &str, signal: Signal) {
+    for s in ch.slots.iter() {
+        if s.tag.as_deref() != Some(name) {
+            continue;
+        }
+        match signal {
+            Signal::SleepFor(d) => {
+                *s.hint.lock() = Some(crate::config::after(d));
+                s.notify.notify_one();
+            }
+            Signal::Grant(g) => {
+                *s.grant.lock() = Some(g);
+                s.wake();
+            }
+            Signal::Retry => s.wake(),
         }
     }
 }
