@@ -225,10 +225,11 @@ pub fn parse_u64(b: &[u8]) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn grant(token: u64, ttl_ms: u64, secret: u64, claim_ms: u64) -> Grant {
+    /// A grant with these fields (tests of the messages and their wake-ups).
+    pub(crate) fn grant(token: u64, ttl_ms: u64, secret: u64, claim_ms: u64) -> Grant {
         Grant {
             token,
             ttl_ms,

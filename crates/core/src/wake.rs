@@ -121,15 +121,7 @@ impl WakePolicy for WakeAll {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn grant(token: u64, ttl_ms: u64, secret: u64, claim_ms: u64) -> Grant {
-        Grant {
-            token,
-            ttl_ms,
-            secret,
-            claim_ms,
-        }
-    }
+    use crate::message::tests::grant;
 
     #[test]
     fn every_message_wakes_whom_it_names() {
