@@ -269,6 +269,115 @@ impl GrantModel {
             && s.waiters[usize::from(a.waiter)].round == a.round
     }
 
+    /// `lock_acquire` (or its kind's) for waiter `w`; `lost`: its reply is
+    /// lost (a fault), so the waiter tries again.
+    fn acquire_step(&self, s: &mut State, w: u8, lost: bool) {
+        let again = s.waiters[usize::from(w)].phase == Phase::Ready;
+        let r = self.run_acquire(s, w, again);
+        if lost {
+            spend(s);
+            let x = &mut s.waiters[usize::from(w)];
+            x.phase = if x.subscribed {
+                Phase::Ready
+            } else {
+                Phase::NeedSub
+            };
+        } else {
+            self.on_reply(s, w, r);
+        }
+    }
+
+    /// The release of waiter `w`'s hold (`pass_over`: the PassOverUnheard
+    /// mutation's path); a Lock's unlock then wakes one of its client's
+    /// sleeping waiters.
+    fn release_step(&self, s: &mut State, w: u8, pass_over: bool) {
+        let a = Self::attempt(s, w);
+        self.run_release(s, a, pass_over);
+        Self::finish(s, w);
+        if self.config.primitive == Primitive::Lock {
+            let c = self.config.client_of(w);
+            if let Some(v) = self
+                .waiters_of(c)
+                .find(|&v| s.waiters[usize::from(v)].phase == Phase::Sleeping)
+            {
+                s.waiters[usize::from(v)].phase = Phase::Ready;
+            }
+        }
+    }
+
+    /// Message `i` of the network reaches waiter `w`'s client.
+    fn deliver(&self, s: &mut State, i: usize, w: u8) {
+        let e = s.net.remove(i);
+        match e.msg {
+            Msg::Grant {
+                token,
+                secret,
+                valid,
+                ..
+            } => {
+                if valid && s.waiters[usize::from(w)].entry == Some(secret) {
+                    self.take(s, w, token);
+                } else {
+                    s.waiters[usize::from(w)].phase = Phase::Ready;
+                }
+            }
+            Msg::Notice => s.waiters[usize::from(w)].phase = Phase::Ready,
+            Msg::Forced => {
+                for v in self.waiters_of(e.to) {
+                    if let Phase::Holding { forced: true, .. } = s.waiters[usize::from(v)].phase {
+                        Self::finish(s, v);
+                    }
+                }
+            }
+            Msg::Claimed => {}
+        }
+    }
+
+    /// The lease of attempt `a`'s hold runs out on the server.
+    fn expire(&self, s: &mut State, a: Attempt) {
+        if self.lives(s, a) {
+            spend(s);
+        }
+        let token = Self::server_hold(s, a).map_or(0, |(t, _)| t);
+        match &mut s.server {
+            Server::Lock(k) => k.hold = None,
+            Server::Fair(k) => k.hold = None,
+            Server::Sem(k) => k.holds.retain(|h| h.attempt != a),
+        }
+        // The holder's local validity ends no later than the TTL.
+        let w = &s.waiters[usize::from(a.waiter)];
+        if w.round == a.round && matches!(w.phase, Phase::Holding { .. }) {
+            Self::finish(s, a.waiter);
+        }
+        for e in &mut s.net {
+            if let Msg::Grant {
+                attempt,
+                token: t,
+                valid,
+                ..
+            } = &mut e.msg
+            {
+                if *attempt == a && *t == token {
+                    *valid = false;
+                }
+            }
+        }
+        s.net.sort();
+    }
+
+    /// Client `c` crashes: its waiters and pending releases are gone.
+    fn crash(&self, s: &mut State, c: u8) {
+        spend(s);
+        s.clients[usize::from(c)].crashed = true;
+        s.clients[usize::from(c)].pending.clear();
+        for w in self.waiters_of(c) {
+            let x = &mut s.waiters[usize::from(w)];
+            x.phase = Phase::Crashed;
+            x.subscribed = false;
+        }
+        s.net.retain(|e| e.to != c);
+    }
+
     fn deliverable(&self, s: &State, e: Envelope, w: u8) -> bool {
         let x = &s.waiters[usize::from(w)];
         if !x.subscribed {
@@ -283,6 +392,11 @@ impl GrantModel {
             Msg::Forced => false,
         }
     }
+}
+
+/// A fault spends one of the run's fault budget.
+fn spend(s: &mut State) {
+    s.faults = s.faults.saturating_sub(1);
 }
 
 impl Model for GrantModel {
@@ -462,22 +576,9 @@ impl Model for GrantModel {
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         let cfg = &self.config;
         let mut s = last.clone();
-        let spend = |s: &mut State| s.faults = s.faults.saturating_sub(1);
         match action {
             Action::Acquire(w) | Action::AcquireLost(w) => {
-                let again = s.waiters[usize::from(w)].phase == Phase::Ready;
-                let r = self.run_acquire(&mut s, w, again);
-                if let Action::AcquireLost(_) = action {
-                    spend(&mut s);
-                    let x = &mut s.waiters[usize::from(w)];
-                    x.phase = if x.subscribed {
-                        Phase::Ready
-                    } else {
-                        Phase::NeedSub
-                    };
-                } else {
-                    self.on_reply(&mut s, w, r);
-                }
+                self.acquire_step(&mut s, w, matches!(action, Action::AcquireLost(_)));
             }
             Action::Subscribe(w) => {
                 let x = &mut s.waiters[usize::from(w)];
@@ -486,18 +587,7 @@ impl Model for GrantModel {
             }
             Action::Timer(w) => s.waiters[usize::from(w)].phase = Phase::Ready,
             Action::Release(w) | Action::ReleasePassOver(w) => {
-                let a = Self::attempt(&s, w);
-                self.run_release(&mut s, a, matches!(action, Action::ReleasePassOver(_)));
-                Self::finish(&mut s, w);
-                if cfg.primitive == Primitive::Lock {
-                    let c = cfg.client_of(w);
-                    if let Some(v) = self
-                        .waiters_of(c)
-                        .find(|&v| s.waiters[usize::from(v)].phase == Phase::Sleeping)
-                    {
-                        s.waiters[usize::from(v)].phase = Phase::Ready;
-                    }
-                }
+                self.release_step(&mut s, w, matches!(action, Action::ReleasePassOver(_)));
             }
             Action::Pass(w, v) => {
                 let (from, to) = (Self::attempt(&s, w), Self::attempt(&s, v));
@@ -541,34 +631,7 @@ impl Model for GrantModel {
                     Primitive::Semaphore(_) => {}
                 }
             }
-            Action::Deliver(i, w) => {
-                let e = s.net.remove(i);
-                match e.msg {
-                    Msg::Grant {
-                        token,
-                        secret,
-                        valid,
-                        ..
-                    } => {
-                        if valid && s.waiters[usize::from(w)].entry == Some(secret) {
-                            self.take(&mut s, w, token);
-                        } else {
-                            s.waiters[usize::from(w)].phase = Phase::Ready;
-                        }
-                    }
-                    Msg::Notice => s.waiters[usize::from(w)].phase = Phase::Ready,
-                    Msg::Forced => {
-                        for v in self.waiters_of(e.to) {
-                            if let Phase::Holding { forced: true, .. } =
-                                s.waiters[usize::from(v)].phase
-                            {
-                                Self::finish(&mut s, v);
-                            }
-                        }
-                    }
-                    Msg::Claimed => {}
-                }
-            }
+            Action::Deliver(i, w) => self.deliver(&mut s, i, w),
             Action::Drop(i) => {
                 s.net.remove(i);
             }
@@ -582,17 +645,7 @@ impl Model for GrantModel {
                 s.net.push(e);
                 s.net.sort();
             }
-            Action::Crash(c) => {
-                spend(&mut s);
-                s.clients[usize::from(c)].crashed = true;
-                s.clients[usize::from(c)].pending.clear();
-                for w in self.waiters_of(c) {
-                    let x = &mut s.waiters[usize::from(w)];
-                    x.phase = Phase::Crashed;
-                    x.subscribed = false;
-                }
-                s.net.retain(|e| e.to != c);
-            }
+            Action::Crash(c) => self.crash(&mut s, c),
             Action::Reconnect(c) => {
                 spend(&mut s);
                 s.net.retain(|e| e.to != c);
@@ -603,36 +656,7 @@ impl Model for GrantModel {
                     }
                 }
             }
-            Action::Expire(a) => {
-                if self.lives(&s, a) {
-                    spend(&mut s);
-                }
-                let token = Self::server_hold(&s, a).map_or(0, |(t, _)| t);
-                match &mut s.server {
-                    Server::Lock(k) => k.hold = None,
-                    Server::Fair(k) => k.hold = None,
-                    Server::Sem(k) => k.holds.retain(|h| h.attempt != a),
-                }
-                // The holder's local validity ends no later than the TTL.
-                let w = &s.waiters[usize::from(a.waiter)];
-                if w.round == a.round && matches!(w.phase, Phase::Holding { .. }) {
-                    Self::finish(&mut s, a.waiter);
-                }
-                for e in &mut s.net {
-                    if let Msg::Grant {
-                        attempt,
-                        token: t,
-                        valid,
-                        ..
-                    } = &mut e.msg
-                    {
-                        if *attempt == a && *t == token {
-                            *valid = false;
-                        }
-                    }
-                }
-                s.net.sort();
-            }
+            Action::Expire(a) => self.expire(&mut s, a),
             Action::ExpireAlive(c) => {
                 let waits = self
                     .waiters_of(c)
