@@ -37,12 +37,13 @@
 --       (or the give-up of the last waiting writer): each holds a read
 --       hold under its claim from then on, which it extends to its lease
 --       (reg_grant in hold_lib.lua); one message for them all
---   w   the writer released and admitted nobody: every waiter tries
---       (readers all get in)
---   r   the last reader left, or a writer released while another writer
---       waits (registered readers stay registered): waiting writers try
---   m   the last waiting writer gave up and no registered reader was
---       admitted: readers held back by it try
+--   *        the writer released and admitted nobody: every waiter tries
+--            (readers all get in)
+--   *:write  the last reader left, or a writer released while another
+--            writer waits (registered readers stay registered): waiting
+--            writers try
+--   *:read   the last waiting writer gave up and no registered reader
+--            was admitted: readers held back by it try
 --
 -- Each function is O(log n) in the number of readers or waiting writers,
 -- plus O(log n) per expired entry it removes (at most 64 per call).

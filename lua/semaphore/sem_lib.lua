@@ -35,7 +35,7 @@
 --                 a claim lease of <claim> ms that the waiter extends to its
 --                 lease; ttl = claim + how long the entry waited, the
 --                 validity counted from the request that queued it
---   r             every waiter of the client on this semaphore tries again
+--   *             every waiter of the client on this semaphore tries again
 --                 now: the semaphore was deleted with their queue entries
 --                 (sem_delete.lua), so they queue anew
 --

@@ -32,8 +32,8 @@ impl Hold {
         let budget = client.config().local_handoffs;
         let chain = inner.chain.load(Ordering::Relaxed);
         // After `budget` local hand-offs in a row while waiters of other
-        // clients waited, release to them instead (the release names the
-        // client that has waited longest; this one's waiters hold back).
+        // clients waited, release to them instead (the release grants to
+        // the waiter the longest-waiting client registered).
         let want = budget > 0 && chain < budget && client.check_open().is_ok();
         // Until the call's outcome is known, the claim is in flight: if
         // this future is dropped mid-call, the guard abandons it (the

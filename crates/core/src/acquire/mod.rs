@@ -25,10 +25,8 @@
 //! waiter's current entry: a late grant for an entry the waiter already lost
 //! (purged, re-enqueued) or a forged one is ignored, and the waiter asks the
 //! server instead. Release scripts take `ARGV = [attempt, extra...]` and
-//! reply 0 when the attempt held nothing; a reply of 3 (specs with
-//! [`AcquireBuilder::pass`]) means released with a message that names another
-//! client's waiter, and this client's next acquires hold back a moment so
-//! that waiter tries first; a reply of 4 (the same specs) means released and
+//! reply 0 when the attempt held nothing; a reply of 4 (specs with
+//! [`AcquireBuilder::pass`]) means released and
 //! granted to another client's waiter, and one waiter of this client is
 //! woken to ask the server (the grant's message went to that client alone).
 //!
