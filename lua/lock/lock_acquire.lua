@@ -93,7 +93,7 @@ if not owner then
     -- queued (unless another waiter of its client did, which still waits).
     redis.pcall('ZREM', KEYS[3], client)
   end
-  return {1, token, tonumber(ARGV[3])}
+  return {1, token, ARGV[3]}
 end
 
 if owner ~= ARGV[1] then
