@@ -246,32 +246,37 @@ end
 -- release is recorded as one entry text, the same for every primitive
 -- (the hash and field it lives in are the primitive's: a field per client,
 -- per attempt, or a queue's entry hash):
---   '<owner> <attempt> <lease> <claim> <secret> <at>[ <extra>]'
--- owner id, attempt id, the lease it asked for (ms), its claim (ms: how
--- long a grant made to it holds before its taker extends it to the lease),
--- the secret of the call that registered it (echoed by the grant, so the
--- waiter accepts only a grant for its current entry, and a client that may
--- PUBLISH but not read the key cannot forge one), the server ms it
--- registered at, and one word of the primitive's own (a permit count, say).
--- docs/architecture.md follows a claim through its life.
+--   '<owner> <attempt> <claim> <secret> <at>[ <extra>]'
+-- owner (the owner id, or the part of it the field does not already say:
+-- the Lock's field names the client, so its entry keeps the handle), the
+-- attempt id, its claim (ms: how long a grant made to it holds before its
+-- taker extends it to the lease; at most the lease), the secret of the
+-- call that registered it (echoed by the grant, so the waiter accepts only
+-- a grant for its current entry), the server ms it registered at, and one
+-- word of the primitive's own (a permit count, say). Kept short: a hash
+-- keeps its compact listpack encoding only while every value is at most
+-- 64 bytes (hash-max-listpack-value), and the Lock's entry with default
+-- ids is about 50. docs/architecture.md follows a claim through its life.
 
--- The entry text of a registration (layout above); `at` a number, the rest
+-- The entry text of a registration (layout above) for a waiter that asked
+-- for `lease` ms and a claim of `claim` ms; `at` a number, the rest
 -- strings or integers.
 local function reg_entry(owner, attempt, lease, claim, secret, at, extra)
-  local t = {owner, attempt, lease, claim, secret, string.format('%.0f', at)}
-  t[7] = extra
+  local t = {owner, attempt, string.format('%.0f', math.min(tonumber(lease), tonumber(claim))),
+    secret, string.format('%.0f', at)}
+  t[6] = extra
   return table.concat(t, ' ')
 end
 
 -- A registration read back (reg_entry's layout) as a table {owner, attempt,
--- lease, claim, secret, at, extra} (lease, claim and at numbers; secret and
--- extra strings, extra nil without one), or nil for anything else (false,
--- or an entry of another layout).
+-- claim, secret, at, extra} (claim and at numbers; secret and extra
+-- strings, extra nil without one), or nil for anything else (false, or an
+-- entry of another layout).
 local function reg_read(v)
-  local o, a, l, c, s, at, x = string.match(v or '',
-    '^(%S+) (%S+) (%d+) (%d+) (%d+) (%d+) ?(%S*)$')
+  local o, a, c, s, at, x = string.match(v or '',
+    '^(%S+) (%S+) (%d+) (%d+) (%d+) ?(%S*)$')
   if o then
-    return {owner = o, attempt = a, lease = tonumber(l), claim = tonumber(c), secret = s,
+    return {owner = o, attempt = a, claim = tonumber(c), secret = s,
       at = tonumber(at), extra = x ~= '' and x or nil}
   end
 end
@@ -311,15 +316,13 @@ end
 -- The grant line for registration `e` (reg_read) with fencing token
 -- `stoken` (a string; '0' for holds without one), made at server ms
 -- `now_ms` (msg_grant_line, msg_lib.lua: 'g:<attempt> <token> <ttl>
--- <secret> <claim>'). The claim is min(claim, lease): the hold's TTL from
--- the grant on, until its taker extends it to its lease; ttl = the claim
--- plus how long the registration waited, because the waiter counts the
--- hold's validity from the request that registered it. Returns the line
--- and the claim.
+-- <secret> <claim>'): the hold's TTL from the grant on is the claim, until
+-- its taker extends it to its lease; ttl = the claim plus how long the
+-- registration waited, because the waiter counts the hold's validity from
+-- the request that registered it. Returns the line and the claim.
 local function reg_grant(e, stoken, now_ms)
-  local c = math.min(e.claim, e.lease)
-  local ttl = c + math.max(0, now_ms - e.at)
-  return msg_grant_line(e.attempt, stoken, ttl, e.secret, c), c
+  local ttl = e.claim + math.max(0, now_ms - e.at)
+  return msg_grant_line(e.attempt, stoken, ttl, e.secret, e.claim), e.claim
 end
 
 -- The sequence number of an attempt id ('<hex>s<number>', drawn by

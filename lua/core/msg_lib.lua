@@ -9,7 +9,6 @@
 --   g:<attempt> <token> <ttl> <secret> [<claim>]   msg_grant_line, one line
 --                          per waiter; several joined by msg_granted
 --   t:<attempt> [<ms>]     msg_turn
---   h:<ms>                 msg_claimed
 --   l:<term>               msg_term
 --   f:<hold key> <token>   msg_forced (on '<hold key>:watch', and on the
 --                          holder's client channel, msg_publish_client)
@@ -67,12 +66,6 @@ local function msg_turn(attempt, ms)
     return 't:' .. attempt .. ' ' .. string.format('%.0f', ms)
   end
   return 't:' .. attempt
-end
-
--- Another client's waiter was granted the lock under a claim of `claim` ms
--- (a number, written as Lua writes it).
-local function msg_claimed(claim)
-  return 'h:' .. claim
 end
 
 -- A holder that changes by terms changed; `sterm` (a string) is the new term.

@@ -15,8 +15,8 @@
 -- Every function is O(log n) per waiter it looks at; queue_live_head looks
 -- at up to 64.
 
--- The client id of an owner id '<client uuid>:<handle id>' (or of a queue
--- member '<client uuid>:<attempt>').
+-- The client id of an owner id '<client id>:<handle id>' (or of a queue
+-- member '<client id>:<attempt>').
 local function queue_client(owner)
   return string.match(owner, '^([^:]+)')
 end

@@ -3,7 +3,7 @@
 -- key layout and shared functions are there.)
 --
 -- KEYS[1..6]  hold, fence, q, qo, alive, seq  (see fair_lib.lua)
--- ARGV[1]  owner id <client uuid>:<handle id>
+-- ARGV[1]  owner id <client id>:<handle id>
 -- ARGV[2]  attempt id
 -- ARGV[3]  lease in ms
 -- ARGV[4]  mode: 'try' (one attempt, never joins or jumps the queue)
@@ -71,7 +71,7 @@ local function enqueue(pttl)
   local touch = queue_touch_due(K.q, wt * 3)
   if queued then
     -- Already queued (a retry of this attempt): the stored secret stands.
-    secret = select(4, fair_entry(entry or ''))
+    secret = select(3, fair_entry(entry or ''))
     if touch then
       local _; _, e = hold_first(K.seq, 'GET', K.seq)
       if e then
@@ -91,7 +91,7 @@ local function enqueue(pttl)
       return hold_named_error(K.seq, seq)
     end
     redis.call('ZADD', K.q, seq, attempt)
-    redis.call('HSET', K.qo, attempt, reg_entry(owner, attempt, lease, ARGV[7], secret, now_ms))
+    redis.call('HSET', K.qo, attempt, reg_entry(owner, attempt, lease, ARGV[7], secret, now_ms, lease))
     fresh = 1
   end
   -- Every try of a waiter also proves its client alive.

@@ -6,7 +6,7 @@
 -- waiters at once, on the server clock.
 --
 -- KEYS  six keys per fair lock (hold, fence, q, qo, alive, seq), repeated
--- ARGV[1]  client uuid
+-- ARGV[1]  client id
 -- ARGV[2]  waiter timeout in ms
 --
 -- Reply: the number of locks refreshed. A lock with a key of another type

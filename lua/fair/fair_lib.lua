@@ -17,11 +17,12 @@
 --   K.q      <ns>:{name}:fair:q        queue ZSET: attempt -> enqueue seq
 --   K.qo     <ns>:{name}:fair:qo       hash: attempt -> its registration
 --                                      (reg_entry in hold_lib.lua; claim =
---                                      the waiter's waiter timeout)
---   K.alive  <ns>:{name}:fair:alive    ZSET: client uuid -> liveness deadline
+--                                      min(lease, the waiter's waiter
+--                                      timeout); extra word: the lease)
+--   K.alive  <ns>:{name}:fair:alive    ZSET: client id -> liveness deadline
 --                                      (server clock, ms)
 --   K.seq    <ns>:{name}:fair:seq      enqueue counter (server order)
--- Channel of a client's waiters: <hold>:ch:<client uuid>; messages
+-- Channel of a client's waiters: <hold>:ch:<client id>; messages
 -- (msg_lib.lua builds each)
 --   g:<attempt> <token> <ttl> <secret>
 --                              hand-off: the lock is yours with this token
@@ -38,16 +39,17 @@
 -- which removes up to 64 dead heads (O(log n) each) per call.
 
 -- A queue entry's value (a registration, reg_read in hold_lib.lua, whose
--- claim is the waiter's own waiter_timeout: its claim lease on a
--- hand-off): owner id, requested lease, that claim and the entry's secret.
--- A value that is no registration (written by something else) reads as
--- an owner alone, with secret '0' (no grant can match it).
+-- claim is min(the waiter's lease, its own waiter_timeout): its claim
+-- lease on a hand-off; its extra word the lease it asked for, for
+-- inspection): owner id, claim, the entry's secret and that lease. A value
+-- that is no registration (written by something else) reads as an owner
+-- alone, with secret '0' (no grant can match it).
 local function fair_entry(v)
   local e = reg_read(v)
   if not e then
-    return v, nil, nil, '0'
+    return v, nil, '0'
   end
-  return e.owner, e.lease, e.claim, e.secret
+  return e.owner, e.claim, e.secret, tonumber(e.extra)
 end
 
 -- The keys, with their types for hold_check_keys: the scripts off the hot
@@ -127,12 +129,8 @@ local function fair_handoff(K, head, e, last, now_us, wt_ms)
   -- first touch of the queue is a read since its type checks went, so
   -- nothing else has written by now; tests/oom.rs caught it).
   redis.call('HDEL', K.hold, '-')
-  local owner, lease, wt, secret = e[1], e[2], e[3] or wt_ms, e[4]
+  local owner, ttl, secret = e[1], e[2] or wt_ms, e[3]
   local _, stoken = hold_token(last, now_us)
-  local ttl = wt
-  if lease and lease < wt then
-    ttl = lease
-  end
   -- Published before the writes (the script is atomic, so nobody sees the
   -- order): a user whose ACL forbids the channel gets NOPERM with nothing
   -- changed.

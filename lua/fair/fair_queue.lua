@@ -21,7 +21,8 @@ for i, attempt in ipairs(redis.call('ZRANGE', K.q, 0, tonumber(ARGV[1]) - 1)) do
   local v = redis.call('HGET', K.qo, attempt)
   local owner, lease = '', nil
   if v then
-    owner, lease = fair_entry(v)
+    local _
+    owner, _, _, lease = fair_entry(v)
   end
   -- (The entry's secret is not listed: it is what makes a grant genuine.)
   local alive = owner ~= '' and redis.call('ZSCORE', K.alive, queue_client(owner))

@@ -15,18 +15,20 @@
 --                      the release then publishes (lock_release.lua), which
 --                      it skips when no mark is set
 --                  d:<client id> = the registration (hold_lib.lua's
---                      reg_entry: owner, attempt, lease, claim, secret,
---                      server ms) of the waiter a client registered on its
---                      failed try (one per client): the release grants
---                      the lock to it inside the release
---                      (lock_release.lua); gone with the hash
+--                      reg_entry: the owner's handle id, attempt, claim,
+--                      secret, server ms) of the waiter a client
+--                      registered on its failed try (one per client): the
+--                      release grants the lock to it inside the release
+--                      (lock_release.lua); gone with the hash. Every value
+--                      stays within 64 bytes, so the hash keeps Redis's
+--                      compact listpack encoding
 -- KEYS[2]  fencing counter of the name's hash slot  <ns>:{<slot tag>}:fence
 --          (string, no TTL; shared by the slot's names: hold_next_token)
 -- KEYS[3]  waiting clients  <ns>:{name}:lock:waiters  (ZSET: client id ->
 --          server µs of its first failed try not yet answered by a release
 --          that named it, so two clients queued within one ms keep their
 --          order; TTL the longest lease its waiters asked for)
--- ARGV[1]  owner id  <client uuid>:<handle id>
+-- ARGV[1]  owner id  <client id>:<handle id>
 -- ARGV[2]  attempt id (unique per acquire call; retries of the call reuse it)
 -- ARGV[3]  lease in milliseconds (integer, 1 .. 2^53-1)
 -- ARGV[4]  'try' (one attempt), 'wait' (the first try of an acquire that
@@ -122,8 +124,10 @@ if owner ~= ARGV[1] then
       -- release: the first to fail a try, until it leaves or is served.
       -- Best effort as the marks (a refused write: no registration; the
       -- release then wakes one waiter per client, as without one).
+      -- (The field names the client: the entry keeps the handle id.)
+      local handle = string.sub(ARGV[1], #client + 2)
       local fresh, secret = reg_register(KEYS[1], 'd:' .. client,
-        reg_entry(ARGV[1], ARGV[2], ARGV[3], ARGV[7], ARGV[5], now_ms), ARGV[2], ARGV[5])
+        reg_entry(handle, ARGV[2], ARGV[3], ARGV[7], ARGV[5], now_ms), ARGV[2], ARGV[5])
       if fresh then
         return {2, pttl, fresh, tonumber(secret)}
       end

@@ -12,8 +12,8 @@
 -- KEYS[3]  optional (with KEYS[2]): fencing counter of the name's slot
 --          <ns>:{<slot tag>}:fence, for a grant to a registered waiter
 -- ARGV[1]  attempt id of the hold
--- ARGV[2]  unlock channel  <ns>:{name}:lock:ch (a client's own channel
---          is this and ':<client id>')
+-- ARGV[2]  unlock channel  <ns>:{name}:lock:ch, the one channel every
+--          waiter of the lock listens on
 -- ARGV[3]  optional (with KEYS[3]): the id of the attempt's client, whose
 --          registration (d:<client>, lock_acquire.lua) and place in the
 --          waiting clients go when the attempt leaves without the lock
@@ -31,13 +31,13 @@
 --      releasing one), inside this call: the hash now records that
 --      waiter's hold (owner, attempt, a fresh token, count 1) with the TTL
 --      of its claim, 'g:<attempt> <token> <ttl> <secret> <claim>' is
---      published on that client's channel ARGV[2]:<client id> (ttl = claim
---      + how long the registration waited: the waiter counts it from the
---      request that registered it), and 'h:<claim>' on the channel of the
---      client queued next (its registered waiter tries when the claim ends
---      at the latest: the taker may be gone). The releasing client is told
---      nothing: its unlock wakes one of its own waiters (if any) to try,
---      which registers it
+--      published on ARGV[2] (ttl = claim + how long the registration
+--      waited: the waiter counts it from the request that registered it),
+--      and 't:<attempt> <claim>' there for the registered waiter of the
+--      client queued next (it tries when the claim ends at the latest: the
+--      taker may be gone). Both name their waiter: other clients hear and
+--      ignore them. The releasing client is told nothing: its unlock wakes
+--      one of its own waiters (if any) to try, which registers it
 -- A published grant stands: the release never takes it back, whoever did
 -- or did not hear it. PUBLISH's receiver count cannot tell: it counts the
 -- subscribers of this server alone (SPUBLISH: of this node), while one at
@@ -74,14 +74,17 @@ local function registration(c)
   end
 end
 -- Grant the lock to the registered waiter (owner o, attempt a) of client
--- `named`, whose grant message was just published: the client that
--- waits next hears when the claim ends at the latest, in case the taker
--- is gone; the hash records the new hold with the claim's TTL.
+-- `named`, whose grant message was just published: the registered waiter
+-- of the client that waits next hears when the claim ends at the latest,
+-- in case the taker is gone (a client queued without one has its waiters
+-- sleep to their own bounds); the hash records the new hold with the
+-- claim's TTL.
 local function grant_to(named, o, a, stoken, claim)
   local after = redis.pcall('ZRANGE', KEYS[2], 0, 0)
   local next_client = type(after) == 'table' and after[1]
-  if next_client then
-    msg_publish(ARGV[2] .. ':' .. next_client, msg_claimed(claim))
+  local next_reg = next_client and registration(next_client)
+  if next_reg then
+    msg_publish(ARGV[2], msg_turn(next_reg.attempt, claim))
   end
   -- A waiting MultiLock listens on the unlock channel alone: it tries
   -- (and marks the new hold again if it is still busy for it).
@@ -127,10 +130,10 @@ if KEYS[2] and marked then
         break
       end
       local gmsg, c = reg_grant(e, stoken, now_ms)
-      -- To the waiter's client alone (its channel: the unlock channel and
-      -- ':<client id>').
-      msg_publish(ARGV[2] .. ':' .. named, gmsg)
-      grant_to(named, e.owner, e.attempt, stoken, c)
+      -- On the one channel: the message names its waiter. The entry
+      -- keeps the owner's handle; its client is the field's.
+      msg_publish(ARGV[2], gmsg)
+      grant_to(named, named .. ':' .. e.owner, e.attempt, stoken, c)
       return 4
     end
   end

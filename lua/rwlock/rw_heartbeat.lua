@@ -6,7 +6,7 @@
 -- back only behind a writer whose client is alive.
 --
 -- KEYS  six keys per lock (w, fence, r, ro, ww, alive), repeated
--- ARGV[1]  client uuid
+-- ARGV[1]  client id
 -- ARGV[2]  waiter timeout in ms
 --
 -- Reply: the number of locks refreshed. A lock whose ww or alive (the keys

@@ -3,7 +3,7 @@
 -- first, as for every rw script.) Read-only.
 --
 -- KEYS[1..6]  w, fence, r, ro, ww, alive  (see rw_lib.lua)
--- ARGV[1]  owner id <client uuid>:<handle id>
+-- ARGV[1]  owner id <client id>:<handle id>
 --
 -- Reply: {live read holds of the owner (re-entries count), write holds of
 --   the owner (its re-entry count; 0 when another owner or nobody writes)}

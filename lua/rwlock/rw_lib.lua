@@ -25,9 +25,9 @@
 --                                    (server ms): each read hold its own lease
 --   K.ro     <ns>:{name}:rw:ro       hash reader attempt -> owner id, and
 --                                    '#<owner id>' -> that owner's read holds
---   K.ww     <ns>:{name}:rw:ww       ZSET '<client uuid>:<attempt>' of waiting
+--   K.ww     <ns>:{name}:rw:ww       ZSET '<client id>:<attempt>' of waiting
 --                                    writers -> when they started waiting
---   K.alive  <ns>:{name}:rw:alive    ZSET client uuid -> liveness deadline of
+--   K.alive  <ns>:{name}:rw:alive    ZSET client id -> liveness deadline of
 --                                    its waiting writers (server ms)
 -- K.r and K.ro live as long as the longest reader's lease; K.ww and K.alive
 -- 3 × waiter_timeout past the last heartbeat.

@@ -4,7 +4,7 @@
 -- come first: key layout in rw_lib.lua.)
 --
 -- KEYS[1..6]  w, fence, r, ro, ww, alive  (see rw_lib.lua)
--- ARGV[1]  owner id <client uuid>:<handle id>
+-- ARGV[1]  owner id <client id>:<handle id>
 -- ARGV[2]  attempt id
 -- ARGV[3]  lease in ms
 -- ARGV[4]  mode: 'try' (one attempt) | 'wait' (the first try of an acquire

@@ -6,7 +6,7 @@
 -- KEYS[1..6]  w, fence, r, ro, ww, alive  (see rw_lib.lua)
 -- ARGV[1]  attempt id
 -- ARGV[2]  the lock's channel
--- ARGV[3]  client uuid (the mark is '<client uuid>:<attempt>')
+-- ARGV[3]  client id (the mark is '<client id>:<attempt>')
 --
 -- Reply:
 --   0  nothing to release (expired, taken over, released already)

@@ -3,7 +3,7 @@
 -- come first: key layout and the policy in sem_lib.lua.)
 --
 -- KEYS[1..6]  s, h, hn, q, qo, alive  (see sem_lib.lua)
--- ARGV[1]  owner id <client uuid>:<handle id>
+-- ARGV[1]  owner id <client id>:<handle id>
 -- ARGV[2]  attempt id
 -- ARGV[3]  lease in ms
 -- ARGV[4]  mode: 'try' (one attempt, never queues) | 'wait'
@@ -131,8 +131,8 @@ if redis.call('ZSCORE', K.q, attempt) then
   if queued_entry == nil then
     queued_entry = redis.call('HGET', K.qo, attempt)
   end
-  local _, _, l, _, s = sem_entry(queued_entry)
-  if l then
+  local _, _, c, s = sem_entry(queued_entry)
+  if c then
     secret = s
   else
     -- An entry that is no registration (written by something else):

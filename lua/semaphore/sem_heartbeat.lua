@@ -5,7 +5,7 @@
 -- one liveness record per (client, semaphore), on the server clock.
 --
 -- KEYS  six keys per semaphore (s, h, hn, q, qo, alive), repeated
--- ARGV[1]  client uuid
+-- ARGV[1]  client id
 -- ARGV[2]  waiter timeout in ms
 --
 -- Reply: the number of semaphores refreshed. One with a key of another type

@@ -20,15 +20,14 @@
 --   K.q      <ns>:{name}:sem:q       ZSET waiting attempt -> enqueue seq
 --   K.qo     <ns>:{name}:sem:qo      hash waiting attempt -> its
 --                                    registration (reg_entry in
---                                    hold_lib.lua: owner, attempt, lease,
---                                    claim, secret, the server ms it
---                                    queued, and n, the permits wanted);
---                                    older layouts: sem_entry
---   K.alive  <ns>:{name}:sem:alive   ZSET client uuid -> liveness deadline of
+--                                    hold_lib.lua: owner, attempt, claim,
+--                                    secret, the server ms it queued, and
+--                                    n, the permits wanted)
+--   K.alive  <ns>:{name}:sem:alive   ZSET client id -> liveness deadline of
 --                                    its waiters (server ms)
 -- K.h/K.hn live as long as the longest lease; K.q/K.qo/K.alive 3 ×
 -- waiter_timeout past the last heartbeat.
--- Channel of a client's waiters: <ns>:{name}:sem:ch:<client uuid>
+-- Channel of a client's waiters: <ns>:{name}:sem:ch:<client id>
 -- (msg_lib.lua builds each message);
 --   g:<attempt> 0 <ttl> <secret> <claim>
 --                 the permits are yours (granted inside the release), under
@@ -64,11 +63,11 @@ end
 
 -- A queue entry (a registration, reg_read in hold_lib.lua, with n as its
 -- extra word) or a hold's '<owner> <n>' (K.hn): owner, n, and for a queue
--- entry its lease, claim, secret (a string) and the server ms it queued.
+-- entry its claim, secret (a string) and the server ms it queued.
 local function sem_entry(v)
   local e = reg_read(v)
   if e and e.extra then
-    return e.owner, tonumber(e.extra), e.lease, e.claim, e.secret, e.at
+    return e.owner, tonumber(e.extra), e.claim, e.secret, e.at
   end
   local owner, n = string.match(v or '', '^(%S+) (%d+)$')
   return owner, tonumber(n) or 0
@@ -157,12 +156,11 @@ local function sem_live_head(K, now_ms)
 end
 
 -- Grant waiter `a` (entry fields as sem_entry gives them) its n permits
--- under its claim, min(claim, lease), and tell it (published first: a
+-- under its claim (at most its lease), and tell it (published first: a
 -- refused PUBLISH leaves everything as it was). `fresh` and `covered` as
 -- for sem_wake.
-local function sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms, fresh, covered)
-  local msg, c = reg_grant({attempt = a, lease = lease, claim = claim, secret = secret, at = ms},
-    '0', now_ms)
+local function sem_grant(K, a, owner, n, claim, secret, ms, now_ms, fresh, covered)
+  local msg, c = reg_grant({attempt = a, claim = claim, secret = secret, at = ms}, '0', now_ms)
   msg_publish(K.s .. ':ch:' .. queue_client(owner), msg)
   local sn = string.format('%.0f', n)
   redis.call('ZADD', K.h, now_ms + c, a)
@@ -206,14 +204,14 @@ local function sem_wake(K, now_ms, avail, list, fresh, covered, head)
     else
       v = redis.call('HGET', K.qo, a)
     end
-    local owner, n, lease, claim, secret, ms = sem_entry(v)
+    local owner, n, claim, secret, ms = sem_entry(v)
     -- An entry that is no registration (written by something else) has
     -- nobody to grant to: it goes as a dead waiter's does.
-    if not lease or not sem_alive(K, owner, now_ms, known and known.dl) then
+    if not claim or not sem_alive(K, owner, now_ms, known and known.dl) then
       sem_drop_waiter(K, a)
     elseif used + n <= avail then
       used = used + n
-      sem_grant(K, a, owner, n, lease, claim, secret, ms, now_ms, fresh, covered)
+      sem_grant(K, a, owner, n, claim, secret, ms, now_ms, fresh, covered)
       fresh = false
     else
       return

@@ -208,7 +208,7 @@ pub struct LockState {
     /// The hold hash, `<ns>:{<name>}:lock` (or `:fair`, or `:rw` for the
     /// writer's hold of a read-write lock).
     pub key: String,
-    /// Owner id `<client uuid>:<handle id>` of the holder (the writer, for a
+    /// Owner id `<client id>:<handle id>` of the holder (the writer, for a
     /// read-write lock); `None` when nobody holds it (writes).
     pub owner: Option<String>,
     /// How many times the holder holds it (re-entries count).
@@ -265,7 +265,7 @@ pub struct SemaphoreState {
 pub struct PermitHolder {
     /// The hold's attempt id.
     pub attempt: String,
-    /// Owner id `<client uuid>:<handle id>` of the holder.
+    /// Owner id `<client id>:<handle id>` of the holder.
     pub owner: String,
     /// Permits it holds.
     pub permits: u64,
@@ -279,7 +279,7 @@ pub struct PermitHolder {
 pub struct PermitWaiter {
     /// The waiting attempt id.
     pub attempt: String,
-    /// Owner id `<client uuid>:<handle id>` of the waiter.
+    /// Owner id `<client id>:<handle id>` of the waiter.
     pub owner: String,
     /// Permits it waits for (all at once).
     pub permits: u64,
@@ -308,7 +308,7 @@ pub struct RwState {
 pub struct ReaderEntry {
     /// The read hold's attempt id.
     pub attempt: String,
-    /// Owner id `<client uuid>:<handle id>` of the reader.
+    /// Owner id `<client id>:<handle id>` of the reader.
     pub owner: String,
     /// How long its lease still runs.
     pub lease_left: Duration,

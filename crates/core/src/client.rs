@@ -146,7 +146,7 @@ impl<C: From<Client>> ClientBuilder<C> {
 
     /// The name of this client (default `<hostname>:<pid>`): every hold,
     /// queue entry, reader and permit it takes carries it in its owner id
-    /// (`<name>@<uuid>:<handle>`, the name encoded by
+    /// (`<name>@<random id>:<handle>`, the name encoded by
     /// [`encode_client_name`](crate::encode_client_name)), at no cost in
     /// round trips, so `deadbolt inspect` and [`LockInfo`](crate::LockInfo)
     /// tell who holds a lock; and its connections to a single server (or a
@@ -240,7 +240,10 @@ impl<C: From<Client>> ClientBuilder<C> {
         let timeout = self.config.command_timeout;
         let name = crate::encode_client_name(&self.config.client_name);
         let conn = Conn::connect("command", target.clone(), timeout, None, &name).await?;
-        let id = format!("{name}@{}", uuid::Uuid::new_v4().simple());
+        // 64 random bits: unique among live clients, and short enough that
+        // owner ids and registrations stay in Redis's compact encodings
+        // (values of at most 64 bytes) for names up to about 40 bytes.
+        let id = format!("{name}@{:016x}", rand::random::<u64>());
         let engine = Engine::start(target, timeout, &name).await?;
         conn.set_peer(engine.conn());
         let (mut c, epoch) = conn.get()?;

@@ -59,7 +59,7 @@ pub const MAX_CLIENT_NAME: usize = 64;
 /// `name` as it goes into owner ids and `CLIENT SETNAME`: ASCII letters,
 /// digits, `.`, `_` and `-` as they are, every other byte as `%XX`. The
 /// result has no `:`, `@`, space or brace, so owner ids keep their shape
-/// (`<encoded name>@<uuid>:<handle>`) and Redis takes it as a connection
+/// (`<encoded name>@<random id>:<handle>`) and Redis takes it as a connection
 /// name.
 pub fn encode_client_name(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
@@ -73,8 +73,8 @@ pub fn encode_client_name(name: &str) -> String {
     out
 }
 
-/// The client name carried by an owner id (`<encoded name>@<uuid>:<handle>`)
-/// or a client id (`<encoded name>@<uuid>`), decoded; `None` for an id
+/// The client name carried by an owner id (`<encoded name>@<random id>:<handle>`)
+/// or a client id (`<encoded name>@<random id>`), decoded; `None` for an id
 /// without one (of a deadbolt that had no names).
 ///
 /// # Examples

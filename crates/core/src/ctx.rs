@@ -28,9 +28,9 @@ use crate::wait::Engine;
 /// A connection to Redis shared by every primitive made from it.
 ///
 /// `Client` is cheap to clone (an `Arc` inside); clones share connections,
-/// the watchdog and the releaser. Each client has a uuid; every primitive
+/// the watchdog and the releaser. Each client has a random id; every primitive
 /// handle made from it gets a handle id, and the pair is the owner id
-/// `<client uuid>:<handle id>`.
+/// `<client id>:<handle id>`.
 ///
 /// # Examples
 /// ```no_run
@@ -81,7 +81,7 @@ impl Drop for ClientInner {
 }
 
 impl Client {
-    /// This client's id, `<encoded client name>@<uuid>`: the first half of
+    /// This client's id, `<encoded client name>@<random id>`: the first half of
     /// every owner id it makes (`<id>:<handle>`).
     pub fn id(&self) -> &str {
         &self.inner.id
@@ -97,7 +97,7 @@ impl Client {
         &self.inner.config
     }
 
-    /// A fresh owner id `<client uuid>:<handle id>` for a new primitive handle.
+    /// A fresh owner id `<client id>:<handle id>` for a new primitive handle.
     pub fn new_owner(&self) -> String {
         let h = self.inner.next_handle.fetch_add(1, Ordering::Relaxed);
         format!("{}:{h}", self.inner.id)

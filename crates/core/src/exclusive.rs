@@ -49,7 +49,7 @@ pub trait ExclusiveKind: Send + Sync + 'static {
 pub struct QueuedWaiter {
     /// The waiting acquire's attempt id.
     pub attempt: String,
-    /// Owner id `<client uuid>:<handle id>` of the waiter.
+    /// Owner id `<client id>:<handle id>` of the waiter.
     pub owner: String,
     /// The lease it asked for; `None` when not recorded.
     pub lease: Option<Duration>,
@@ -160,7 +160,7 @@ impl<K: ExclusiveKind> Exclusive<K> {
         self.inner.name()
     }
 
-    /// This handle's owner id, `<client uuid>:<handle id>`.
+    /// This handle's owner id, `<client id>:<handle id>`.
     pub fn owner(&self) -> &str {
         self.inner.owner()
     }

@@ -171,7 +171,7 @@ impl<T> Handle<T> {
     }
 
     /// This handle's owner id, `<client id>:<handle id>` (the client id is
-    /// `<encoded client name>@<uuid>`: see [`holder_name`](crate::holder_name)).
+    /// `<encoded client name>@<random id>`: see [`holder_name`](crate::holder_name)).
     pub fn owner(&self) -> &str {
         &self.owner
     }

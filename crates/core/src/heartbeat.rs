@@ -21,7 +21,7 @@ use crate::scripts::{LuaScript, ScriptCall};
 
 /// How a primitive keeps its queued waiters alive: the script and the keys
 /// of one name. The script's contract: `KEYS` = the keys of many names, one
-/// group after another; `ARGV = [client uuid, waiter_timeout_ms]`.
+/// group after another; `ARGV = [client id, waiter_timeout_ms]`.
 #[derive(Debug, Clone)]
 pub struct HeartbeatSpec {
     /// The heartbeat script.

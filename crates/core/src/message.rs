@@ -11,7 +11,6 @@
 //! |---|---|---|
 //! | `g:<attempt> <token> <ttl> <secret> [<claim>]`, one line per waiter | [`Granted`](Message::Granted) | a release that grants to registered attempts, one or several |
 //! | `t:<attempt>` / `t:<attempt> <ms>` | [`Turn`](Message::Turn) | a queue whose head changed |
-//! | `h:<ms>` | [`Claimed`](Message::Claimed) | a release that granted to another client's registered attempt |
 //! | `l:<term>` | [`Term`](Message::Term) | a holder that changes by terms, at a change |
 //! | `f:<hold key> <token>` | [`Forced`](Message::Forced) | a force-unlock, on `<hold key>:watch` |
 //! | `1` | [`TryOne`](Message::TryOne) | a plain release: one waiter per client tries |
@@ -41,9 +40,6 @@ pub enum Message {
         /// Nothing to try before this long from now.
         after: Option<Duration>,
     },
-    /// Another client's waiter was granted the primitive under a claim that
-    /// ends this long from now unless its taker extends it.
-    Claimed(Duration),
     /// A holder that changes by terms changed; the new term.
     Term(u64),
     /// A force-unlock removed the hold of `key` with fencing token `token`.
@@ -61,7 +57,7 @@ pub enum Message {
         /// Only waiters of this class.
         class: Option<String>,
     },
-    /// A message of a known kind (the prefix letter: `g`, `t`, `h`, `l`, `*`,
+    /// A message of a known kind (the prefix letter: `g`, `t`, `l`, `*`,
     /// `f`) whose fields do not parse.
     Malformed(u8),
     /// Anything else.
@@ -82,9 +78,6 @@ impl Message {
             },
             [b'g', b':', ..] => granted(payload),
             [b't', b':', rest @ ..] => turn(rest),
-            [b'h', b':', rest @ ..] => parse_u64(rest).map_or(Message::Malformed(b'h'), |ms| {
-                Message::Claimed(Duration::from_millis(ms))
-            }),
             [b'l', b':', rest @ ..] => {
                 parse_u64(rest).map_or(Message::Malformed(b'l'), Message::Term)
             }
@@ -113,7 +106,6 @@ impl Message {
                 name,
                 after: Some(d),
             } => format!("t:{name} {}", d.as_millis()).into_bytes(),
-            Message::Claimed(d) => format!("h:{}", d.as_millis()).into_bytes(),
             Message::Term(term) => format!("l:{term}").into_bytes(),
             Message::Forced { key, token } => format!("f:{key} {token}").into_bytes(),
             Message::TryOne => b"1".to_vec(),
@@ -254,7 +246,6 @@ pub(crate) mod tests {
                 name: "a1".into(),
                 after: Some(Duration::from_millis(25)),
             },
-            Message::Claimed(Duration::from_millis(40)),
             Message::Term(12),
             Message::Forced {
                 key: "ns:{a b}:lock".into(),
@@ -305,7 +296,6 @@ pub(crate) mod tests {
             (b"g:", b'g'),
             (b"t:", b't'),
             (b"t:a x", b't'),
-            (b"h:x", b'h'),
             (b"l:", b'l'),
             (b"f:key", b'f'),
             (b"f:key x", b'f'),

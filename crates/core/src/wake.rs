@@ -31,15 +31,6 @@ pub enum Wake {
         /// Only waiters of this class.
         class: Option<String>,
     },
-    /// Another client's waiter was granted the primitive under a claim that
-    /// ends `within` from now unless its taker extends it: a waiter of this
-    /// client registered for the next grant sleeps until then at most (the
-    /// taker may be gone), and a client without one wakes a waiter to try,
-    /// which registers it.
-    Soon {
-        /// When the claim ends, from now.
-        within: Duration,
-    },
     /// Messages for the waiters registered under these names (their
     /// attempt ids), in order: one, or several when one release hands the
     /// primitive to several waiters at once (a writer's release admitting
@@ -77,7 +68,7 @@ pub trait WakePolicy: Send + Sync + fmt::Debug + 'static {
 
 /// Every primitive's channels: each message does what it says. A grant
 /// (`g:` lines) goes to the waiters it names, a turn (`t:`) to its waiter,
-/// a claim hint (`h:`) moves the registered waiter's sleep bound, `1`
+/// with its sleep bound (`t:<attempt> <ms>`) or to try now, `1`
 /// wakes one waiter per client, `*` every waiter (`*:<class>`: of that
 /// class). Anything else wakes nobody.
 #[derive(Debug, Clone, Copy, Default)]
@@ -96,7 +87,6 @@ impl WakePolicy for WakeAsTold {
                 name.clone(),
                 after.map_or(Signal::Retry, Signal::SleepFor),
             )]),
-            Message::Claimed(within) => Wake::Soon { within: *within },
             Message::TryOne => Wake::One,
             Message::TryAll { class } => Wake::All {
                 class: class.clone(),
@@ -151,12 +141,6 @@ mod tests {
         assert_eq!(
             p.decode(b"t:a1"),
             Wake::Named(vec![("a1".into(), Signal::Retry)])
-        );
-        assert_eq!(
-            p.decode(b"h:40"),
-            Wake::Soon {
-                within: Duration::from_millis(40)
-            }
         );
         // One message may admit several readers, a line each; a malformed
         // line (anyone may publish) is skipped.

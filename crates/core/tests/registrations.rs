@@ -25,7 +25,7 @@ local function fields(e)
   if not e then
     return {'none'}
   end
-  return {e.owner, e.attempt, tostring(e.lease), tostring(e.claim), e.secret,
+  return {e.owner, e.attempt, tostring(e.claim), e.secret,
     string.format('%.0f', e.at), e.extra or '-'}
 end
 if f == 'entry' then
@@ -72,7 +72,14 @@ async fn one_entry_layout_reads_back_field_by_field() {
         ],
     )
     .await;
-    assert_eq!(e, "c1:h1 a1s7 30000 500 42 1700000000123");
+    // The claim kept is at most the lease: what a grant holds for.
+    assert_eq!(e, "c1:h1 a1s7 500 42 1700000000123");
+    let short: String = call(
+        &mut c,
+        &["entry", "h1", "a1s7", "200", "500", "42", "1700000000123"],
+    )
+    .await;
+    assert_eq!(short, "h1 a1s7 200 42 1700000000123");
     let with_n: String = call(
         &mut c,
         &[
@@ -87,18 +94,14 @@ async fn one_entry_layout_reads_back_field_by_field() {
         ],
     )
     .await;
-    assert_eq!(with_n, "c1:h1 a1s7 30000 500 42 1700000000123 3");
+    assert_eq!(with_n, "c1:h1 a1s7 500 42 1700000000123 3");
     let read: Vec<String> = call(&mut c, &["read", &e]).await;
-    assert_eq!(
-        read,
-        ["c1:h1", "a1s7", "30000", "500", "42", "1700000000123", "-"]
-    );
+    assert_eq!(read, ["c1:h1", "a1s7", "500", "42", "1700000000123", "-"]);
     let read: Vec<String> = call(&mut c, &["read", &with_n]).await;
-    assert_eq!(read[6], "3");
-    // Anything else is no registration: the RwLock's older five fields, the
-    // FairLock's older four, a garbled text.
+    assert_eq!(read[5], "3");
+    // Anything else is no registration: too few fields, a garbled text.
     for other in [
-        "c1:h1 30000 500 42 1700000000123",
+        "c1:h1 500 42 1700000000123",
         "c1:h1 30000 500 42",
         "c1:h1 a1 x 500 42 1",
         "",
@@ -112,16 +115,16 @@ async fn one_entry_layout_reads_back_field_by_field() {
 async fn a_field_is_registered_once_and_dropped_only_by_its_attempt() {
     let srv = RedisServer::start().expect("redis-server");
     let mut c = srv.conn().await;
-    let mine = "c1:h1 a1 30000 500 11 1000";
+    let mine = "c1:h1 a1 500 11 1000";
     let r: Vec<String> = call(&mut c, &["register", "d:c1", mine, "a1", "11"]).await;
     assert_eq!(r, ["1", "11"]);
     // A later call of the same attempt finds its registration and the
     // secret it was made with, not its own.
-    let again = "c1:h1 a1 30000 500 99 2000";
+    let again = "c1:h1 a1 500 99 2000";
     let r: Vec<String> = call(&mut c, &["register", "d:c1", again, "a1", "99"]).await;
     assert_eq!(r, ["0", "11"]);
     // Another attempt of the client is not registered over it.
-    let other = "c1:h2 a2 30000 500 77 2000";
+    let other = "c1:h2 a2 500 77 2000";
     let r: Vec<String> = call(&mut c, &["register", "d:c1", other, "a2", "77"]).await;
     assert_eq!(r, ["nil", "nil"]);
     let dropped: String = call(&mut c, &["drop", "d:c1", "a2"]).await;
@@ -159,14 +162,10 @@ async fn a_field_is_registered_once_and_dropped_only_by_its_attempt() {
 async fn a_grant_holds_for_the_claim_counted_from_the_registration() {
     let srv = RedisServer::start().expect("redis-server");
     let mut c = srv.conn().await;
-    // Registered at 1000 for a lease of 30 s under a claim of 500 ms,
-    // granted at 1300: the hold's TTL is the claim, the waiter's validity
-    // the claim plus the 300 ms it waited (it counts from its request).
-    let e = "c1:h1 a1 30000 500 11 1000";
+    // Registered at 1000 under a claim of 500 ms, granted at 1300: the
+    // hold's TTL is the claim, the waiter's validity the claim plus the
+    // 300 ms it waited (it counts from its request).
+    let e = "c1:h1 a1 500 11 1000";
     let r: Vec<String> = call(&mut c, &["grant", e, "77", "1300"]).await;
     assert_eq!(r, ["g:a1 77 800 11 500", "500"]);
-    // A lease shorter than the claim bounds it.
-    let e = "c1:h1 a1 200 500 11 1000";
-    let r: Vec<String> = call(&mut c, &["grant", e, "77", "1000"]).await;
-    assert_eq!(r, ["g:a1 77 200 11 200", "200"]);
 }

@@ -73,8 +73,9 @@ impl ExclusiveKind for Reentrant {
                 k.sub("waiters"),
             ])
             .extra_args(vec![client.config().claim_ms().to_string()])
-            // Grants (and claim hints) come on this client's own channel.
-            .grants_on(format!("{}:{}", k.channel(), client.id()))
+            // Grants and sleep bounds name their waiter on the lock's
+            // one channel.
+            .grants_by_name()
             .release_with(
                 vec![
                     k.main().to_string(),

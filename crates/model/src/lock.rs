@@ -175,7 +175,7 @@ pub(crate) fn release(
                 }
                 continue;
             }
-            grant_to(s, cfg, e, token, waited, out);
+            grant_to(s, e, token, waited);
             return Released::Last;
         }
     }
@@ -186,13 +186,12 @@ pub(crate) fn release(
     Released::Last
 }
 
-/// lock_release.lua's grant_to: the hint to the client queued next, and
-/// the new hold under the claim (x kept while others wait).
-fn grant_to(s: &mut State, cfg: &Config, e: Reg, token: u32, waited: bool, out: Out) {
+/// lock_release.lua's grant_to: the new hold under the claim (x kept
+/// while others wait).
+fn grant_to(s: &mut State, e: Reg, token: u32, waited: bool) {
+    // The sleep bound the script sends the next client's registered waiter
+    // (`t:<attempt> <claim>`) moves a timer, which the model has none of.
     let next = keys(s).queue.first().copied();
-    if let Some(n) = next {
-        publish(s, cfg, n, Msg::Claimed, out);
-    }
     let k = keys(s);
     let more = waited || next.is_some();
     if let Some(h) = &mut k.hold {

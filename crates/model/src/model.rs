@@ -329,7 +329,6 @@ impl GrantModel {
                     }
                 }
             }
-            Msg::Claimed => {}
         }
     }
 
@@ -388,7 +387,6 @@ impl GrantModel {
                 attempt == Self::attempt(s, w) && matches!(x.phase, Phase::Sleeping | Phase::Ready)
             }
             Msg::Notice => x.phase == Phase::Sleeping,
-            Msg::Claimed => false,
             Msg::Forced => false,
         }
     }

@@ -78,8 +78,6 @@ pub enum Msg {
     },
     /// `1` on the lock's unlock channel: one waiter per client tries.
     Notice,
-    /// `h:<claim>`: another client was granted; try when its claim ends.
-    Claimed,
     /// `f:<key> <token>` on the holder's client channel: force-unlocked.
     Forced,
 }

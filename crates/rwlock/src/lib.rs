@@ -142,7 +142,7 @@ pub struct ForceUnlocked {
 pub struct ReaderInfo {
     /// The read hold's attempt id.
     pub attempt: String,
-    /// Its owner id (`<client uuid>:<handle id>`).
+    /// Its owner id (`<client id>:<handle id>`).
     pub owner: String,
     /// How long its lease still runs.
     pub ttl: Duration,
@@ -201,7 +201,7 @@ impl RwLock {
         self.inner.name()
     }
 
-    /// This handle's owner id, `<client uuid>:<handle id>`.
+    /// This handle's owner id, `<client id>:<handle id>`.
     pub fn owner(&self) -> &str {
         self.inner.owner()
     }

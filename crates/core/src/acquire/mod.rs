@@ -48,7 +48,7 @@ use crate::heartbeat::HeartbeatReg;
 use crate::hold::{valid_until, Hold, HoldSpec, LeaseMode, PassSpec};
 use crate::scripts::ScriptCall;
 use crate::wait::local::{LocalGrant, LocalNow, LocalWaiter};
-use crate::wait::{Also, Subscription, Waiter, Woke};
+use crate::wait::{Subscription, Waiter, Woke};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -81,15 +81,15 @@ fn decode(v: &[i64]) -> Result<Reply> {
     }
 }
 
-/// A fresh attempt id: 96 random bits in hex, then `s` and the attempt's
+/// A fresh attempt id: 64 random bits in hex, then `s` and the attempt's
 /// sequence number, which rises with every id this process draws (see
-/// [`attempt_seq`]).
+/// [`attempt_seq`]). Short, because registrations carry it and stay in
+/// Redis's compact encodings only while each value is at most 64 bytes.
 pub fn new_attempt_id() -> String {
     static SEQ: AtomicU64 = AtomicU64::new(1);
     let a: u64 = rand::random();
-    let b: u32 = rand::random();
     let seq = SEQ.fetch_add(1, Ordering::SeqCst);
-    format!("{a:016x}{b:08x}s{seq}")
+    format!("{a:016x}s{seq}")
 }
 
 /// The sequence number of an attempt id drawn by [`new_attempt_id`] (0 for
@@ -156,9 +156,12 @@ fn release_call(spec: &AcquireSpec, attempt: &str) -> ScriptCall {
     )
 }
 
-/// A queue entry's secret: random, in 1 .. 2^53 (Lua carries it exactly).
+/// A registration's secret: random, in 1 .. 2^32. It tells apart the
+/// registrations of one attempt (a late grant of an earlier one is not
+/// taken); a forger would need the attempt id too. At most ten digits, to
+/// keep registrations short (see [`new_attempt_id`]).
 fn new_secret() -> u64 {
-    rand::random_range(1..(1u64 << 53))
+    rand::random_range(1..(1u64 << 32))
 }
 
 /// Hands the release of an attempt to the releaser if dropped while armed.
@@ -182,7 +185,7 @@ struct Attempt<'a> {
     /// The channel the attempt waits on (with `local`).
     channel: Option<&'a str>,
     /// The attempt registers for grants beside unnamed wake-ups
-    /// (`grants_on`, `grants_by_name`): when it leaves registered, its
+    /// (`grants_by_name`): when it leaves registered, its
     /// client's next waiter is woken once the release cleared the
     /// registration (woken before, its try would find the registration
     /// still there and sleep unregistered).
@@ -554,12 +557,6 @@ struct Loop<'a> {
     /// first try when this client listens there already).
     sub: Option<Subscription>,
     queue: QueueState,
-    /// The channel the grants come on (specs with `grants_on`): joined
-    /// before the first try when this client listens on it already (free,
-    /// and no grant can be missed), else once the attempt registered for a
-    /// grant, with a catch-up try then. A waiter that never registers (its
-    /// own client holds the lock) listens on the shared channel alone.
-    also: Option<Also>,
     attempt: Attempt<'a>,
     client: &'a Client,
     ask: Ask<'a>,
@@ -611,14 +608,9 @@ impl<'a> Loop<'a> {
             WaitMode::Try => None,
             _ => engine.subscribe_if_confirmed(&spec.channel, waiter.clone()),
         };
-        let also = match (&sub, spec.grants.channel()) {
-            (Some(sub), Some(g)) => engine.also_if_confirmed(sub, g, spec.wake),
-            _ => None,
-        };
         let run = Loop {
             sub,
             queue: QueueState::new(Instant::now()),
-            also,
             attempt,
             client,
             ask,
@@ -727,24 +719,14 @@ impl<'a> Loop<'a> {
         })
     }
 
-    /// Step two, after a first try that failed unsubscribed: subscribe
-    /// (and listen for grants if that try registered), then the loop tries
-    /// again at once (a release may have landed between the first try and
+    /// Step two, after a first try that failed unsubscribed: subscribe,
+    /// then the loop tries again at once (a release, or a grant to this
+    /// attempt's registration, may have landed between the first try and
     /// the subscription).
     async fn subscribe(&mut self, waiter: Waiter) {
         let (engine, spec) = (self.client.engine(), self.ask.spec);
         let sub = engine.subscribe(&spec.channel, waiter);
-        if self.queue.queued_now {
-            self.also = spec
-                .grants
-                .channel()
-                .map(|g| engine.also(&sub, g, spec.wake));
-        }
-        let confirm_by = self.confirm_by();
-        sub.confirmed(confirm_by).await;
-        if let Some(a) = &self.also {
-            a.confirmed(confirm_by).await;
-        }
+        sub.confirmed(self.confirm_by()).await;
         sub.set_registered(self.queue.queued_now);
         self.sub = Some(sub);
     }
@@ -754,9 +736,6 @@ impl<'a> Loop<'a> {
     /// time.
     async fn wait_and_retry(mut self, mut next_wait: Option<i64>) -> Result<Option<Granted>> {
         loop {
-            if self.listen_for_grants().await {
-                next_wait = None;
-            }
             self.check_refusals()?;
             if let Some(pttl) = next_wait.take() {
                 if let Some(g) = self.sleep_then_take(pttl).await {
@@ -778,23 +757,6 @@ impl<'a> Loop<'a> {
         self.sub.as_ref().expect("subscribed before the loop")
     }
 
-    /// Registered for a grant: listen on the grant channel too, then try
-    /// once more at once (returns true): a grant made since the
-    /// registering try may have been published before this waiter
-    /// listened (found by the multi-lock test: such a waiter slept for the
-    /// whole lease).
-    async fn listen_for_grants(&mut self) -> bool {
-        let spec = self.ask.spec;
-        let (None, Some(g), true) = (&self.also, spec.grants.channel(), self.sub().registered())
-        else {
-            return false;
-        };
-        let a = self.client.engine().also(self.sub(), g, spec.wake);
-        a.confirmed(self.confirm_by()).await;
-        self.also = Some(a);
-        true
-    }
-
     /// A refused subscription ends the acquire: without the channel no
     /// release would ever wake this waiter.
     fn check_refusals(&self) -> Result<()> {
@@ -802,15 +764,6 @@ impl<'a> Loop<'a> {
         if let Some(reason) = self.sub().refused() {
             return Err(Error::SubscribeRefused {
                 channel: spec.channel.clone(),
-                reason,
-            });
-        }
-        if let (Some(reason), Some(g)) = (
-            self.also.as_ref().and_then(|a| a.refused()),
-            spec.grants.channel(),
-        ) {
-            return Err(Error::SubscribeRefused {
-                channel: g.clone(),
                 reason,
             });
         }
@@ -895,7 +848,6 @@ impl<'a> Loop<'a> {
         let Loop {
             sub,
             queue,
-            also,
             mut attempt,
             client,
             ask,
@@ -906,7 +858,6 @@ impl<'a> Loop<'a> {
         if let Some(sub) = &sub {
             sub.set_registered(false);
         }
-        drop(also);
         drop(sub);
         drop(queue);
         match last_err {

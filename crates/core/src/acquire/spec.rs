@@ -92,9 +92,9 @@ pub struct AcquireSpec {
     pub(crate) live: Option<Arc<HoldSet>>,
 }
 
-/// How the grants of an acquire reach its waiter: the four ways the
-/// builder offers ([`AcquireBuilder::tagged`], [`AcquireBuilder::grants_on`],
-/// [`AcquireBuilder::grants_by_name`], or none of them), and no other.
+/// How the grants of an acquire reach its waiter: the three ways the
+/// builder offers ([`AcquireBuilder::tagged`],
+/// [`AcquireBuilder::grants_by_name`], or neither), and no other.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Grants {
     /// Unnamed wake-ups only: a woken waiter tries again.
@@ -102,9 +102,6 @@ pub(crate) enum Grants {
     /// By name only (a server-side queue): `t:<attempt>` / `g:<attempt> ...`
     /// messages wake this waiter and only it.
     Named,
-    /// By name on a channel of this client's own, beside the unnamed
-    /// wake-ups on the shared channel.
-    NamedOn(String),
     /// By name on the shared channel, beside the unnamed wake-ups.
     NamedShared,
 }
@@ -118,15 +115,7 @@ impl Grants {
 
     /// A waiter registered by name is woken by unnamed messages too.
     pub(crate) fn also_unnamed(&self) -> bool {
-        matches!(self, Grants::NamedOn(_) | Grants::NamedShared)
-    }
-
-    /// The channel of this client's own that the grants come on.
-    pub(crate) fn channel(&self) -> Option<&String> {
-        match self {
-            Grants::NamedOn(c) => Some(c),
-            _ => None,
-        }
+        *self == Grants::NamedShared
     }
 }
 
@@ -250,36 +239,21 @@ impl AcquireBuilder {
         self
     }
 
-    /// Hand-off by name beside the unnamed wake-ups, for primitives without
-    /// a server-side queue whose release grants to a waiter that a client
-    /// registered on its failed try, when there is one: each acquire call
-    /// carries a fresh entry secret as `ARGV[5]` (as [`tagged`]); a
-    /// reply `{2, pttl, fresh, secret}` says the attempt is the client's
-    /// registered waiter (the attempt is armed then: its release must clear
-    /// the registration when it gives up), `{0, pttl}` that it is not. The
-    /// grant, `g:<attempt> <token> <ttl> <secret> <claim>`
-    /// ([`Message::Granted`](crate::message::Message::Granted)), and `h:<ms>` claim
-    /// hints ([`Wake::Soon`](crate::Wake::Soon)) come on `channel`, one of
-    /// this client's own, so a grant reaches only its waiter's client; a
-    /// waiter that registers listens there beside the shared channel, where
-    /// unnamed messages (one waiter, `n`, client first) wake these waiters
-    /// as any others.
+    /// Hand-off by name beside the unnamed wake-ups, for primitives
+    /// without a server-side queue whose release grants to waiters that
+    /// registered on their failed tries: each acquire call carries a fresh
+    /// entry secret as `ARGV[5]` (as [`tagged`]); a reply `{2, pttl, fresh,
+    /// secret}` says the attempt is a registered waiter (the attempt is
+    /// armed then: its release must clear the registration when it gives
+    /// up), `{0, pttl}` that it is not. The grants, one line per waiter
+    /// (`g:<attempt> <token> <ttl> <secret> [<claim>]`,
+    /// [`Message::Granted`](crate::message::Message::Granted)), and the
+    /// named sleep bounds (`t:<attempt> <ms>`) come on the channel every
+    /// waiter listens on, so a waiter has one subscription; every client
+    /// hears them, and only the named waiters act on them. Unnamed
+    /// messages (`1`, `*`) wake these waiters as any others.
     ///
     /// [`tagged`]: AcquireBuilder::tagged
-    pub fn grants_on(mut self, channel: String) -> Self {
-        self.0.grants = Grants::NamedOn(channel);
-        self
-    }
-
-    /// Hand-off by name on the shared channel, beside the unnamed
-    /// wake-ups: as [`grants_on`], but the grants come on the channel
-    /// every waiter listens on, for primitives whose one release grants to
-    /// many registered waiters of many clients at once (a writer's release
-    /// admitting every waiting reader), in one message of a line per
-    /// waiter ([`Wake::Named`](crate::Wake::Named)) that
-    /// each client hears once. The replies are as for [`grants_on`].
-    ///
-    /// [`grants_on`]: AcquireBuilder::grants_on
     pub fn grants_by_name(mut self) -> Self {
         self.0.grants = Grants::NamedShared;
         self

@@ -208,8 +208,7 @@ impl Engine {
     }
 
     /// The waiter of `sub` also on `channel` (decoded by `policy`): a
-    /// primitive whose grants come on a channel of their own
-    /// ([`AcquireBuilder::grants_on`](crate::AcquireBuilder::grants_on)).
+    /// watch that listens on several channels.
     /// Returns at once; [`Also::confirmed`] waits for the server.
     pub(crate) fn also(
         self: &Arc<Self>,
@@ -231,24 +230,6 @@ impl Engine {
             channel: channel.to_string(),
             slot: sub.seat.slot.clone(),
         }
-    }
-
-    /// [`Engine::also`], only if `channel` is already subscribed and
-    /// confirmed on the live connection.
-    pub(crate) fn also_if_confirmed(
-        self: &Arc<Self>,
-        sub: &Subscription,
-        channel: &str,
-        policy: &'static dyn WakePolicy,
-    ) -> Option<Also> {
-        if !self.join_if_confirmed(channel, &sub.seat.slot, policy) {
-            return None;
-        }
-        Some(Also {
-            engine: self.clone(),
-            channel: channel.to_string(),
-            slot: sub.seat.slot.clone(),
-        })
     }
 
     /// List a hold that may hand off locally (see [`Engine::held`]).
@@ -655,11 +636,6 @@ impl Also {
     pub(crate) async fn confirmed(&self, deadline: Instant) -> bool {
         confirmed_on(&self.engine, &self.channel, deadline).await
     }
-
-    /// The server's refusal of the channel, if it refused.
-    pub(crate) fn refused(&self) -> Option<String> {
-        refused_on(&self.engine, &self.channel)
-    }
 }
 
 impl Drop for Also {
@@ -707,7 +683,7 @@ impl Subscription {
     }
 
     /// Whether this waiter's last try left a registration that a release
-    /// grants to by name (see [`Wake::Soon`](crate::Wake::Soon)).
+    /// grants to by name.
     pub(crate) fn set_registered(&self, registered: bool) {
         self.seat.set_registered(registered);
     }

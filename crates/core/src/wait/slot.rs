@@ -26,9 +26,6 @@ pub(crate) struct Slot {
     /// The waiter's last try left a registration on the server that a
     /// release grants to ([`Seat::set_registered`]).
     registered: AtomicBool,
-    /// A try of this waiter is on its way ([`Seat::begin_try`]
-    /// until its reply is seen, [`Seat::set_registered`]).
-    trying: AtomicBool,
     class: &'static str,
     pending: AtomicBool,
     /// A wake-up was taken by [`Seat::wait`] and no try has been
@@ -66,7 +63,6 @@ impl Slot {
             tag: waiter.tag,
             wakeable: waiter.wakeable,
             registered: AtomicBool::new(false),
-            trying: AtomicBool::new(false),
             class: waiter.class,
             local: waiter.local,
             pending: AtomicBool::new(false),
@@ -310,9 +306,6 @@ impl Shared {
                 .iter()
                 .filter(|s| class.as_deref().is_none_or(|c| c == s.class))
                 .for_each(|s| s.wake()),
-            Wake::Soon { within } => {
-                claim_ends(ch, crate::config::after(within));
-            }
             Wake::Named(named) => {
                 for (name, signal) in named {
                     tell(ch, &name, signal);
@@ -339,35 +332,6 @@ fn tell(ch: &Channel, name: &str, signal: Signal) {
             }
             Signal::Retry => s.wake(),
         }
-    }
-}
-
-/// The holder's claim ends at `at` unless its taker extends it (the taker
-/// may be gone): a waiter of this client registered for the next grant
-/// sleeps until then at most; without one, a waiter tries now, which
-/// registers it. (A waiter whose try is on its way will know from its
-/// reply.)
-fn claim_ends(ch: &Channel, at: Instant) {
-    let mut registered = false;
-    for s in ch.slots.iter() {
-        if s.trying.load(Ordering::SeqCst) {
-            registered = true;
-        } else if s.registered.load(Ordering::SeqCst) {
-            registered = true;
-            // Only a bound earlier than the waiter's own is worth a
-            // wake-up (most come later: the next hand-off's claim).
-            let mut hint = s.hint.lock();
-            let sooner =
-                hint.is_none_or(|h| at < h) && s.sleeps_until.lock().is_none_or(|u| at < u);
-            if sooner {
-                *hint = Some(at);
-                drop(hint);
-                s.notify.notify_one();
-            }
-        }
-    }
-    if !registered {
-        wake_any(ch, 1, None);
     }
 }
 
@@ -423,7 +387,6 @@ pub(crate) struct Seat {
 impl Seat {
     /// Call before each try: forget wake-ups that the try will observe anyway.
     pub(crate) fn begin_try(&self) {
-        self.slot.trying.store(true, Ordering::SeqCst);
         self.slot.pending.store(false, Ordering::SeqCst);
         *self.slot.try_by.lock() = None;
     }
@@ -474,10 +437,9 @@ impl Seat {
     }
 
     /// Whether this waiter's last try left a registration that a release
-    /// grants to by name (see [`Wake::Soon`]).
+    /// grants to by name ([`AcquireBuilder::grants_by_name`](crate::AcquireBuilder::grants_by_name)).
     pub(crate) fn set_registered(&self, registered: bool) {
         self.slot.registered.store(registered, Ordering::SeqCst);
-        self.slot.trying.store(false, Ordering::SeqCst);
     }
 
     /// Whether this waiter holds a registration ([`set_registered`]).
@@ -530,7 +492,7 @@ impl Drop for Seat {
         }
         let registered = self.slot.registered.load(Ordering::SeqCst);
         // A waiter that holds a registration for a grant by name (tagged
-        // and wakeable: `grants_on`, `grants_by_name`) and leaves without
+        // and wakeable: `grants_by_name`) and leaves without
         // the lock: its attempt's release clears the registration and then
         // wakes the next local waiter, which registers anew (woken now, its
         // try would find the registration still there).
