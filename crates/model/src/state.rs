@@ -13,7 +13,7 @@ pub struct Attempt {
     pub round: u8,
 }
 
-/// Where a waiter is in the acquire loop (crates/core/src/acquire/mod.rs).
+/// Where a waiter is in the acquire loop (crates/core/src/acquire/wait_loop.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Phase {
     /// No acquire running; the next one starts with a first try.

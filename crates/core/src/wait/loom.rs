@@ -18,7 +18,7 @@
 //! release's `PUBLISH` reaches the engine after its script, as a call of
 //! [`Shared::deliver`] with the message a `Lock` release sends (`1`,
 //! decoded by `WakeAsTold`). A waiter runs the acquire loop's steps
-//! around the notifier as `acquire/mod.rs` does (`begin_try`, the try,
+//! around the notifier as `acquire/wait_loop.rs` does (`begin_try`, the try,
 //! `set_registered`, `mark_acquired` or `tried`, `wait`, `local_wake`).
 //!
 //! The property: a waiter that must get the lock gets it. Under loom a
