@@ -17,7 +17,7 @@
 --
 -- msg_publish holds the only redis.call('PUBLISH', ...) of the scripts that
 -- use this library: on a Redis Cluster the loader rewrites that call to
--- SPUBLISH in the script's text (crates/core/src/scripts.rs), so every
+-- SPUBLISH in the script's text (crates/core/src/scripts/mod.rs), so every
 -- message of such a script goes out sharded. msg_publish_client alone
 -- publishes unsharded, on a client's own channel, which names no key.
 -- Nothing here reads or writes a key.

@@ -20,34 +20,38 @@
 //! every such call made `SPUBLISH`: the message then goes to the subscribers
 //! on the node that owns the channel's slot only, not to every node.
 
+mod join;
+
 use std::fmt;
 use std::sync::OnceLock;
+
+use join::{definitions, join};
 
 /// Functions shared by every script that grants or checks holds: key-type
 /// errors named by key, the fencing counter's range check and next token,
 /// server time, the hold hash's create, re-entry and release by attempt
 /// (`lua/core/hold_lib.lua`).
-pub const HOLD_LIB: &str = include_str!("../lua/hold_lib.lua");
+pub const HOLD_LIB: &str = include_str!("../../lua/hold_lib.lua");
 
 /// Every message the scripts publish, one function per kind
 /// (`msg_grant_line`, `msg_turn`, `msg_one`, ...), and `msg_publish`, the
 /// one `redis.call('PUBLISH', ...)` of the scripts that use it
 /// (`lua/core/msg_lib.lua`). Joined first: [`HOLD_LIB`] uses it.
-pub const MSG_LIB: &str = include_str!("../lua/msg_lib.lua");
+pub const MSG_LIB: &str = include_str!("../../lua/msg_lib.lua");
 
 /// The rules of a queue of waiters: a waiter's client, the first live
 /// waiter, the heartbeat of a client's waiters (`lua/core/queue_lib.lua`;
 /// after [`HOLD_LIB`]).
-pub const QUEUE_LIB: &str = include_str!("../lua/queue_lib.lua");
+pub const QUEUE_LIB: &str = include_str!("../../lua/queue_lib.lua");
 
 /// Holds that each keep their own lease in a ZSET and a companion hash:
 /// replay, renewal (one hold, or the renew contract's batch), purge
 /// (`lua/core/lease_lib.lua`; after [`HOLD_LIB`]).
-pub const LEASE_LIB: &str = include_str!("../lua/lease_lib.lua");
+pub const LEASE_LIB: &str = include_str!("../../lua/lease_lib.lua");
 
 /// The check in front of every guarded write (`lua/core/guard_lib.lua`;
 /// see [`guarded`](crate::guarded)).
-pub const GUARD_LIB: &str = include_str!("../lua/guard_lib.lua");
+pub const GUARD_LIB: &str = include_str!("../../lua/guard_lib.lua");
 
 /// Every library core exports, by file name without `.lua`, for tests and
 /// tools that look a library up by name.
@@ -205,163 +209,6 @@ pub fn check_header(s: &LuaScript) {
 /// When a script lacks a section.
 pub fn check_headers(list: &[&LuaScript]) {
     list.iter().for_each(|s| check_header(s));
-}
-
-/// One top-level definition of a library: `local function NAME(...)` at
-/// column 0 through the next line that is `end` at column 0, or a one-line
-/// `local NAME = ...`, with the comment lines right above it.
-#[derive(Debug, PartialEq)]
-struct Definition<'a> {
-    name: &'a str,
-    text: &'a str,
-}
-
-/// The definitions of library `lib`, in order; or the 1-based number of
-/// the first line that is none of: a definition (as [`Definition`]), a
-/// comment or blank line between definitions. Libraries keep this layout
-/// ([`check_header`] asserts it for every script's libraries); one that does
-/// not is joined whole by [`join`].
-fn definitions(lib: &str) -> Result<Vec<Definition<'_>>, usize> {
-    let mut out = Vec::new();
-    // Byte offset of the comment run right above the current line, if any.
-    let mut comments: Option<usize> = None;
-    let mut open: Option<(&str, usize)> = None;
-    let mut at = 0;
-    for (i, line) in lib.split_inclusive('\n').enumerate() {
-        let start = at;
-        at += line.len();
-        let code = line.trim_end_matches(['\n', '\r']);
-        if let Some((name, from)) = open {
-            if code == "end" {
-                out.push(Definition {
-                    name,
-                    text: lib[from..start + code.len()].trim_end(),
-                });
-                open = None;
-            }
-            continue;
-        }
-        if let Some(name) = defined(code, "local function ") {
-            open = Some((name, comments.take().unwrap_or(start)));
-        } else if let Some(name) = defined(code, "local ") {
-            if !code[6 + name.len()..].trim_start().starts_with('=') {
-                return Err(i + 1);
-            }
-            let from = comments.take().unwrap_or(start);
-            out.push(Definition {
-                name,
-                text: &lib[from..start + code.len()],
-            });
-        } else if code.starts_with("--") {
-            comments.get_or_insert(start);
-        } else if code.trim().is_empty() {
-            comments = None;
-        } else {
-            return Err(i + 1);
-        }
-    }
-    match open {
-        Some(_) => Err(lib.lines().count()),
-        None => Ok(out),
-    }
-}
-
-/// The name `line` defines after `prefix` (`local function ` or `local `),
-/// when it starts with that prefix at column 0.
-fn defined<'a>(line: &'a str, prefix: &str) -> Option<&'a str> {
-    let rest = line.strip_prefix(prefix)?;
-    let end = rest
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .unwrap_or(rest.len());
-    let name = &rest[..end];
-    (!name.is_empty() && !name.starts_with(|c: char| c.is_ascii_digit())).then_some(name)
-}
-
-/// Every identifier of Lua `code` outside comments and string literals
-/// (keywords included: no definition is named after one).
-fn identifiers(code: &str) -> impl Iterator<Item = &str> {
-    let bytes = code.as_bytes();
-    let mut i = 0;
-    std::iter::from_fn(move || {
-        while i < bytes.len() {
-            let c = bytes[i];
-            if bytes[i..].starts_with(b"--") {
-                i = code[i..].find('\n').map_or(bytes.len(), |n| i + n);
-            } else if c == b'\'' || c == b'"' {
-                i += 1;
-                while i < bytes.len() && bytes[i] != c {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
-                i += 1;
-            } else if c.is_ascii_alphabetic() || c == b'_' {
-                let from = i;
-                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
-                    i += 1;
-                }
-                return Some(&code[from..i]);
-            } else if c.is_ascii_digit() {
-                // A number (also its hex digits and exponent): not a name.
-                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
-                    i += 1;
-                }
-            } else {
-                i += 1;
-            }
-        }
-        None
-    })
-}
-
-/// The text a script runs: `body` after the definitions of `libs` it uses.
-///
-/// Every `local` of a script's text is created at every call (Redis runs a
-/// script's text as a function body), so a script that carried every
-/// library whole paid for the closures of functions it never calls: about
-/// 1–2 µs per call for scripts joined after four libraries (redis 7.0).
-/// So each library gives only its [`definitions`] that the body names, or
-/// that a definition kept for it names, transitively (a name in a comment
-/// or a string literal does not count), in the libraries' order, each with
-/// the comment above it and ended by a newline. A library whose layout
-/// `definitions` refuses is kept whole. The result depends on the texts
-/// alone, so a script's SHA is stable.
-fn join(libs: &[&str], body: &str) -> String {
-    let parsed: Vec<Result<Vec<Definition<'_>>, usize>> =
-        libs.iter().map(|lib| definitions(lib)).collect();
-    let mut wanted: std::collections::HashSet<&str> = identifiers(body).collect();
-    for (lib, defs) in libs.iter().zip(&parsed) {
-        if defs.is_err() {
-            wanted.extend(identifiers(lib));
-        }
-    }
-    // Walked from the last definition back: a definition can use only those
-    // above it (a later `local` is not in its scope).
-    let mut kept = vec![Vec::new(); libs.len()];
-    for (l, defs) in parsed.iter().enumerate().rev() {
-        let Ok(defs) = defs else { continue };
-        for (d, def) in defs.iter().enumerate().rev() {
-            if wanted.contains(def.name) {
-                wanted.extend(identifiers(def.text));
-                kept[l].push(d);
-            }
-        }
-    }
-    let mut text = String::new();
-    for ((lib, defs), kept) in libs.iter().zip(&parsed).zip(&kept) {
-        match defs {
-            Ok(defs) => {
-                for &d in kept.iter().rev() {
-                    text.push_str(defs[d].text);
-                    text.push('\n');
-                }
-            }
-            Err(_) => {
-                text.push_str(lib);
-                text.push('\n');
-            }
-        }
-    }
-    text.push_str(body);
-    text
 }
 
 impl fmt::Debug for LuaScript {
