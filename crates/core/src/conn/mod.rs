@@ -18,6 +18,8 @@
 //!   is never "known down" as a whole; a node's disconnection instead moves
 //!   the epoch on (so that waiters try again, see `wait/`).
 
+mod sentinel;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -33,6 +35,8 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::scripts::ScriptCall;
+pub use sentinel::sentinel_master;
+use sentinel::{resolve_master, watch_sentinels};
 
 /// Called with every push message (Pub/Sub messages, subscribe confirmations).
 pub(crate) type PushHandler = Arc<dyn Fn(PushInfo) + Send + Sync>;
@@ -88,16 +92,16 @@ impl Target {
 
 /// A live connection of either kind; clones share it.
 #[derive(Clone)]
-pub(crate) enum Handle {
+pub(crate) enum Connection {
     Single(MultiplexedConnection),
     Cluster(ClusterConnection),
 }
 
-impl ConnectionLike for Handle {
+impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Handle::Single(c) => c.req_packed_command(cmd),
-            Handle::Cluster(c) => c.req_packed_command(cmd),
+            Connection::Single(c) => c.req_packed_command(cmd),
+            Connection::Cluster(c) => c.req_packed_command(cmd),
         }
     }
 
@@ -108,28 +112,28 @@ impl ConnectionLike for Handle {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Handle::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            Handle::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Connection::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Connection::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
-            Handle::Single(c) => c.get_db(),
-            Handle::Cluster(c) => c.get_db(),
+            Connection::Single(c) => c.get_db(),
+            Connection::Cluster(c) => c.get_db(),
         }
     }
 }
 
-impl Handle {
+impl Connection {
     /// Subscribe to channels: SUBSCRIBE on one server; on a cluster
     /// SSUBSCRIBE (to the node owning each channel's slot) for a key's
     /// channel (it has the key's hash tag), SUBSCRIBE for one without a
     /// tag (a client's own channel, published to every node).
     pub(crate) async fn subscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
         match self {
-            Handle::Single(c) => c.subscribe(channels).await,
-            Handle::Cluster(c) => {
+            Connection::Single(c) => c.subscribe(channels).await,
+            Connection::Cluster(c) => {
                 let (keyed, classic) = by_tag(channels);
                 if !classic.is_empty() {
                     c.subscribe(classic).await?;
@@ -142,11 +146,11 @@ impl Handle {
         }
     }
 
-    /// The reverse of [`subscribe`](Handle::subscribe).
+    /// The reverse of [`subscribe`](Connection::subscribe).
     pub(crate) async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
         match self {
-            Handle::Single(c) => c.unsubscribe(channels).await,
-            Handle::Cluster(c) => {
+            Connection::Single(c) => c.unsubscribe(channels).await,
+            Connection::Cluster(c) => {
                 let (keyed, classic) = by_tag(channels);
                 if !classic.is_empty() {
                     c.unsubscribe(classic).await?;
@@ -176,7 +180,7 @@ pub(crate) struct Health {
 /// handler or a broken command move Up → Down, `close` moves anything to Closed.
 enum State {
     Up {
-        conn: Handle,
+        conn: Connection,
         epoch: u64,
     },
     /// Known down; a reconnect task is running.
@@ -260,7 +264,7 @@ impl Conn {
         Ok(conn)
     }
 
-    async fn open(this: &Arc<Conn>, epoch: u64) -> Result<Handle> {
+    async fn open(this: &Arc<Conn>, epoch: u64) -> Result<Connection> {
         let weak = Arc::downgrade(this);
         let push = this.push.clone();
         let sender = move |info: PushInfo| -> std::result::Result<(), std::convert::Infallible> {
@@ -311,7 +315,7 @@ impl Conn {
                 return client
                     .get_async_connection()
                     .await
-                    .map(Handle::Cluster)
+                    .map(Connection::Cluster)
                     .map_err(|e| unavailable(&e));
             }
         };
@@ -354,10 +358,10 @@ impl Conn {
             }
             tracing::debug!(error = %e, "CLIENT SETNAME refused");
         }
-        Ok(Handle::Single(c))
+        Ok(Connection::Single(c))
     }
 
-    fn set_up(&self, conn: Handle, epoch: u64) {
+    fn set_up(&self, conn: Connection, epoch: u64) {
         let mut st = self.state.lock();
         if matches!(*st, State::Closed) {
             return;
@@ -372,7 +376,7 @@ impl Conn {
     ///
     /// # Errors
     /// `Unavailable` while known down (nothing is sent), `Shutdown` once closed.
-    pub(crate) fn get(&self) -> Result<(Handle, u64)> {
+    pub(crate) fn get(&self) -> Result<(Connection, u64)> {
         match &*self.state.lock() {
             State::Up { conn, epoch } => Ok((conn.clone(), *epoch)),
             State::Down => Err(Error::unavailable(format!(
@@ -523,8 +527,8 @@ impl Conn {
             .arg(n)
             .arg(ms);
         let r = match c {
-            Handle::Single(mut m) => pipe.query_async::<(i64,)>(&mut m).await,
-            Handle::Cluster(mut cc) => {
+            Connection::Single(mut m) => pipe.query_async::<(i64,)>(&mut m).await,
+            Connection::Cluster(mut cc) => {
                 use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
                 let route = SingleNodeRoutingInfo::SpecificNode(Route::new(
                     crate::keys::hash_slot(key),
@@ -649,141 +653,6 @@ pub(crate) fn resp3_info(info: ConnectionInfo) -> ConnectionInfo {
 /// segment) before it leaves, which a lock's hand-off pays on every hop.
 pub(crate) fn tcp_settings(tcp: redis::io::tcp::TcpSettings) -> redis::io::tcp::TcpSettings {
     tcp.set_nodelay(true)
-}
-
-/// Ask the sentinels, in turn, where the master called `master` is, and
-/// make a client for it with `node`'s settings. The first sentinel that
-/// answers with an address wins.
-async fn resolve_master(
-    sentinels: &[redis::Client],
-    master: &str,
-    node: &ConnectionInfo,
-    timeout: Duration,
-) -> std::result::Result<redis::Client, String> {
-    let info = sentinel_master(sentinels, master, node, timeout).await?;
-    redis::Client::open(resp3_info(info)).map_err(|e| format!("master address: {e}"))
-}
-
-/// Where the Sentinel set at `sentinels` says the master it monitors as
-/// `master` is, as connection settings: `node`'s (credentials, database,
-/// TLS) at the master's address. The sentinels are asked in turn, each
-/// within `timeout`; the first that names an address wins. This is how a
-/// client built with [`ClientBuilder::sentinel`](crate::ClientBuilder::sentinel)
-/// finds the master at every (re)connection; tools that need their own
-/// connection to the same master (`deadbolt inspect`) use it too.
-///
-/// # Errors
-/// Why no sentinel named an address (the last sentinel's answer or
-/// error), as text.
-///
-/// # Cancel safety
-/// Cancel safe: it only reads.
-pub async fn sentinel_master(
-    sentinels: &[redis::Client],
-    master: &str,
-    node: &ConnectionInfo,
-    timeout: Duration,
-) -> std::result::Result<ConnectionInfo, String> {
-    let mut last = String::from("no sentinel given");
-    for s in sentinels {
-        let ask = async {
-            let mut c = s.get_multiplexed_async_connection().await?;
-            redis::cmd("SENTINEL")
-                .arg("GET-MASTER-ADDR-BY-NAME")
-                .arg(master)
-                .query_async::<Option<(String, u16)>>(&mut c)
-                .await
-        };
-        let addr = match tokio::time::timeout(timeout, ask).await {
-            Ok(Ok(Some(addr))) => addr,
-            Ok(Ok(None)) => {
-                last = format!(
-                    "sentinel {} knows no master {master:?}",
-                    s.get_connection_info().addr()
-                );
-                continue;
-            }
-            Ok(Err(e)) => {
-                last = format!("sentinel {}: {e}", s.get_connection_info().addr());
-                continue;
-            }
-            Err(_) => {
-                last = format!(
-                    "sentinel {} did not answer in time",
-                    s.get_connection_info().addr()
-                );
-                continue;
-            }
-        };
-        let (host, port) = addr;
-        let addr = match node.addr() {
-            redis::ConnectionAddr::TcpTls {
-                insecure,
-                tls_params,
-                ..
-            } => redis::ConnectionAddr::TcpTls {
-                host,
-                port,
-                insecure: *insecure,
-                tls_params: tls_params.clone(),
-            },
-            _ => redis::ConnectionAddr::Tcp(host, port),
-        };
-        return Ok(node.clone().set_addr(addr));
-    }
-    Err(last)
-}
-
-/// Behind Sentinel: listen for `+switch-master` on one sentinel after
-/// another, and when the sentinels move `master`, drop the connection (and
-/// its peer) so that both reconnect to the new master at once. Without it a
-/// client would keep writing to the old master, which goes on accepting
-/// writes until the sentinels demote it (some seconds later), writes the
-/// new master never sees.
-async fn watch_sentinels(conn: Weak<Conn>, sentinels: Vec<redis::Client>, master: String) {
-    use futures::StreamExt;
-    let mut backoff = Duration::from_millis(50);
-    for s in sentinels.iter().cycle() {
-        if conn.upgrade().is_none_or(|c| c.is_closed()) {
-            return;
-        }
-        let listen = async {
-            let mut ps = s.get_async_pubsub().await?;
-            ps.subscribe("+switch-master").await?;
-            let mut messages = ps.on_message();
-            while let Some(msg) = messages.next().await {
-                let text: String = msg.get_payload().unwrap_or_default();
-                if text.split(' ').next() != Some(master.as_str()) {
-                    continue;
-                }
-                let Some(c) = conn.upgrade() else { break };
-                tracing::info!(master = %master, "sentinels switched the master; reconnecting");
-                for c in std::iter::once(c.clone()).chain(c.peer.get().and_then(Weak::upgrade)) {
-                    let epoch = c.epoch();
-                    c.mark_down(epoch);
-                }
-            }
-            Ok::<(), redis::RedisError>(())
-        };
-        let stop = async {
-            loop {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                if conn.upgrade().is_none_or(|c| c.is_closed()) {
-                    return;
-                }
-            }
-        };
-        tokio::select! {
-            r = listen => {
-                if let Err(e) = r {
-                    tracing::debug!(error = %e, "sentinel watch failed; trying the next sentinel");
-                }
-            }
-            () = stop => return,
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(1));
-    }
 }
 
 /// Run one script call on `conn` and decode its reply: what every part of

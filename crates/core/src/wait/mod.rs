@@ -549,7 +549,7 @@ fn subscribed(
 /// `SubscribeRefused`); the others are confirmed as usual.
 async fn refuse(
     shared: &Shared,
-    c: &mut crate::conn::Handle,
+    c: &mut crate::conn::Connection,
     channels: &[String],
     first: redis::RedisError,
     epoch: u64,
