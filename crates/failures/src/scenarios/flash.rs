@@ -315,78 +315,113 @@ async fn settle(
     Ok(())
 }
 
-#[allow(clippy::too_many_lines)]
-async fn side(config: &Config, pg: &Postgres, deadbolt: bool) -> anyhow::Result<Side> {
-    let redis = tokio::task::spawn_blocking(RedisServer::start).await??;
-    let table = if deadbolt {
-        "s3_sales_deadbolt"
-    } else {
-        "s3_sales_textbook"
-    };
-    let db = pg.connect().await?;
-    db.batch_execute(&format!(
-        "DROP TABLE IF EXISTS {table};
-         CREATE TABLE {table} (seat int PRIMARY KEY, buyer int NOT NULL);"
-    ))
-    .await?;
-    let mut pool = Vec::new();
-    for _ in 0..4 {
-        pool.push(Arc::new(pg.connect().await?));
-    }
-    let mut stats = patient(&redis).await?;
-    let seat_name = |s: usize| format!("seat:{s}");
+/// One side's servers, tables and clients, with every seat held by the
+/// seller until the sale opens.
+struct Sale {
+    /// deadbolt's side (else the textbook lock's).
+    deadbolt: bool,
+    redis: RedisServer,
+    table: &'static str,
+    db: tokio_postgres::Client,
+    pool: Vec<Arc<tokio_postgres::Client>>,
+    stats: redis::aio::MultiplexedConnection,
+    clients: Vec<deadbolt::Client>,
+    conns: Vec<redis::aio::MultiplexedConnection>,
+    seller: deadbolt::Client,
+    closed: Vec<SeatHold>,
+}
 
-    // The seller holds every seat until the sale opens.
-    let mut clients = Vec::new();
-    let mut conns = Vec::new();
-    for _ in 0..config.clients {
-        if deadbolt {
-            clients.push(deadbolt::Client::connect(&redis.url()).await?);
+fn seat_name(s: usize) -> String {
+    format!("seat:{s}")
+}
+
+impl Sale {
+    /// A fresh Redis and sales table, the buyers' clients (deadbolt's, or
+    /// connections for the textbook lock) and the seller holding every seat.
+    async fn open(config: &Config, pg: &Postgres, deadbolt: bool) -> anyhow::Result<Sale> {
+        let redis = tokio::task::spawn_blocking(RedisServer::start).await??;
+        let table = if deadbolt {
+            "s3_sales_deadbolt"
         } else {
-            conns.push(patient(&redis).await?);
+            "s3_sales_textbook"
+        };
+        let db = pg.connect().await?;
+        db.batch_execute(&format!(
+            "DROP TABLE IF EXISTS {table};
+             CREATE TABLE {table} (seat int PRIMARY KEY, buyer int NOT NULL);"
+        ))
+        .await?;
+        let mut pool = Vec::new();
+        for _ in 0..4 {
+            pool.push(Arc::new(pg.connect().await?));
         }
+        let stats = patient(&redis).await?;
+        let mut clients = Vec::new();
+        let mut conns = Vec::new();
+        for _ in 0..config.clients {
+            if deadbolt {
+                clients.push(deadbolt::Client::connect(&redis.url()).await?);
+            } else {
+                conns.push(patient(&redis).await?);
+            }
+        }
+        let seller = deadbolt::Client::connect(&redis.url()).await?;
+        let seller_conn = patient(&redis).await?;
+        let mut closed = Vec::new();
+        for s in 0..config.seats {
+            closed.push(if deadbolt {
+                SeatHold::Deadbolt(seller.lock(&seat_name(s)).lock().await?)
+            } else {
+                let l = PollLock::new(seller_conn.clone(), seat_name(s), config.poll);
+                let h = l
+                    .try_lock(Duration::from_secs(300))
+                    .await?
+                    .context("seat free")?;
+                SeatHold::Textbook(l, h)
+            });
+        }
+        Ok(Sale {
+            deadbolt,
+            redis,
+            table,
+            db,
+            pool,
+            stats,
+            clients,
+            conns,
+            seller,
+            closed,
+        })
     }
-    let seller = deadbolt::Client::connect(&redis.url()).await?;
-    let seller_conn = patient(&redis).await?;
-    let mut closed = Vec::new();
-    for s in 0..config.seats {
-        closed.push(if deadbolt {
-            SeatHold::Deadbolt(seller.lock(&seat_name(s)).lock().await?)
-        } else {
-            let l = PollLock::new(seller_conn.clone(), seat_name(s), config.poll);
-            let h = l
-                .try_lock(Duration::from_secs(300))
-                .await?
-                .context("seat free")?;
-            SeatHold::Textbook(l, h)
-        });
-    }
-    let mem0 = used_memory(&mut stats).await?;
-    let rss0 = rss();
 
-    let c_start = commands(&mut stats).await?;
-    let started = Arc::new(AtomicUsize::new(0));
-    let all_started = Arc::new(Notify::new());
-    let mut buyers = Vec::with_capacity(config.buyers);
-    for i in 0..config.buyers {
+    /// Buyer `i`'s task: wait for its seat, buy it if nobody has (holding
+    /// it `config.hold`), give it back; notifies `all_started` when the last
+    /// buyer has started.
+    fn buyer(
+        &self,
+        config: &Config,
+        i: usize,
+        started: &Arc<AtomicUsize>,
+        all_started: &Arc<Notify>,
+    ) -> tokio::task::JoinHandle<anyhow::Result<Turn>> {
         let seat = i % config.seats;
-        let lock = if deadbolt {
+        let lock = if self.deadbolt {
             SeatLock::Deadbolt(
-                clients[i % config.clients].lock(&seat_name(seat)),
+                self.clients[i % config.clients].lock(&seat_name(seat)),
                 config.poll,
                 config.polling,
             )
         } else {
             SeatLock::Textbook(PollLock::new(
-                conns[i % config.clients].clone(),
+                self.conns[i % config.clients].clone(),
                 seat_name(seat),
                 config.poll,
             ))
         };
-        let db = Arc::clone(&pool[i % pool.len()]);
-        let (started, all_started) = (Arc::clone(&started), Arc::clone(&all_started));
-        let (n, hold) = (config.buyers, config.hold);
-        buyers.push(tokio::spawn(async move {
+        let db = Arc::clone(&self.pool[i % self.pool.len()]);
+        let (started, all_started) = (Arc::clone(started), Arc::clone(all_started));
+        let (n, hold, table) = (config.buyers, config.hold, self.table);
+        tokio::spawn(async move {
             if started.fetch_add(1, Ordering::SeqCst) + 1 == n {
                 all_started.notify_one();
             }
@@ -421,46 +456,15 @@ async fn side(config: &Config, pg: &Postgres, deadbolt: bool) -> anyhow::Result<
                 sold_at,
                 refused,
             })
-        }));
+        })
     }
-    all_started.notified().await;
-    settle(&mut stats, c_start, config.buyers, deadbolt).await?;
-    let c0 = commands(&mut stats).await?;
-    let t0 = Instant::now();
-    tokio::time::sleep(config.window).await;
-    let c1 = commands(&mut stats).await?;
-    let window = t0.elapsed();
-    let mem1 = used_memory(&mut stats).await?;
-    let rss1 = rss();
+}
 
-    let mut out = Side {
-        waiting_cmds_per_sec: (c1 - c0) * 1000 / u64::try_from(window.as_millis().max(1))?,
-        redis_bytes_per_buyer: per(mem1.saturating_sub(mem0), config.buyers),
-        client_bytes_per_buyer: per(rss1.saturating_sub(rss0), config.buyers),
-        ..Side::default()
-    };
-    out.cmds_per_buyer_per_sec = per(c1 - c0, config.buyers) / window.as_secs_f64();
-
-    let open = Instant::now();
-    futures::future::join_all(closed.into_iter().map(SeatHold::unlock)).await;
-    let mut turns = Vec::with_capacity(config.buyers);
-    for b in buyers {
-        turns.push(b.await??);
-    }
-    out.drained = open.elapsed();
-    out.sell_out = turns
-        .iter()
-        .filter_map(|t| t.sold_at)
-        .max()
-        .map_or(Duration::ZERO, |t| t - open);
-    out.double_sales_refused = turns.iter().filter(|t| t.refused).count() as u64;
-    let sold: i64 = db
-        .query_one(&format!("SELECT count(*) FROM {table}"), &[])
-        .await?
-        .get(0);
-    out.sold = u64::try_from(sold)?;
-    let mut by_seat = vec![Vec::new(); config.seats];
-    for t in &turns {
+/// The hand-off gaps of every seat's turns, in order: from one buyer's
+/// release to the next buyer's grant.
+fn handoff_gaps(turns: &[Turn], seats: usize) -> Vec<Duration> {
+    let mut by_seat = vec![Vec::new(); seats];
+    for t in turns {
         by_seat[t.seat].push((t.granted, t.released));
     }
     let mut handoffs = Vec::new();
@@ -472,6 +476,65 @@ async fn side(config: &Config, pg: &Postgres, deadbolt: bool) -> anyhow::Result<
         );
     }
     handoffs.sort();
+    handoffs
+}
+
+/// One side of the sale: every buyer waits while the seller holds the
+/// seats (the window measures what waiting costs), then the sale opens and
+/// runs until every buyer had its turn.
+async fn side(config: &Config, pg: &Postgres, deadbolt: bool) -> anyhow::Result<Side> {
+    let mut sale = Sale::open(config, pg, deadbolt).await?;
+    let mem0 = used_memory(&mut sale.stats).await?;
+    let rss0 = rss();
+    let c_start = commands(&mut sale.stats).await?;
+    let started = Arc::new(AtomicUsize::new(0));
+    let all_started = Arc::new(Notify::new());
+    let buyers: Vec<_> = (0..config.buyers)
+        .map(|i| sale.buyer(config, i, &started, &all_started))
+        .collect();
+    all_started.notified().await;
+    settle(&mut sale.stats, c_start, config.buyers, deadbolt).await?;
+    let c0 = commands(&mut sale.stats).await?;
+    let t0 = Instant::now();
+    tokio::time::sleep(config.window).await;
+    let c1 = commands(&mut sale.stats).await?;
+    let window = t0.elapsed();
+    let mem1 = used_memory(&mut sale.stats).await?;
+    let rss1 = rss();
+
+    let mut out = Side {
+        waiting_cmds_per_sec: (c1 - c0) * 1000 / u64::try_from(window.as_millis().max(1))?,
+        redis_bytes_per_buyer: per(mem1.saturating_sub(mem0), config.buyers),
+        client_bytes_per_buyer: per(rss1.saturating_sub(rss0), config.buyers),
+        ..Side::default()
+    };
+    out.cmds_per_buyer_per_sec = per(c1 - c0, config.buyers) / window.as_secs_f64();
+
+    let open = Instant::now();
+    futures::future::join_all(
+        std::mem::take(&mut sale.closed)
+            .into_iter()
+            .map(SeatHold::unlock),
+    )
+    .await;
+    let mut turns = Vec::with_capacity(config.buyers);
+    for b in buyers {
+        turns.push(b.await??);
+    }
+    out.drained = open.elapsed();
+    out.sell_out = turns
+        .iter()
+        .filter_map(|t| t.sold_at)
+        .max()
+        .map_or(Duration::ZERO, |t| t - open);
+    out.double_sales_refused = turns.iter().filter(|t| t.refused).count() as u64;
+    let sold: i64 = sale
+        .db
+        .query_one(&format!("SELECT count(*) FROM {}", sale.table), &[])
+        .await?
+        .get(0);
+    out.sold = u64::try_from(sold)?;
+    let handoffs = handoff_gaps(&turns, config.seats);
     let pct = |p: usize| {
         handoffs
             .get(handoffs.len() * p / 100)
@@ -480,9 +543,10 @@ async fn side(config: &Config, pg: &Postgres, deadbolt: bool) -> anyhow::Result<
     };
     out.handoff_p50 = pct(50);
     out.handoff_p99 = pct(99);
-    for c in clients {
+    for c in sale.clients {
         c.shutdown().await;
     }
-    seller.shutdown().await;
+    sale.seller.shutdown().await;
+    drop(sale.redis);
     Ok(out)
 }
