@@ -59,17 +59,20 @@ fn assert_wrong_type<T: std::fmt::Debug>(what: &str, r: Result<T, Error>, key: &
 /// `$suffix`, the bad key's kind, is not among `$touches`, the keys the
 /// call touches in the test's state, the call is not made.
 macro_rules! refused {
-    ($srv:expr, $name:expr, $before:expr, $bad:expr, $suffix:expr, $touches:expr, $what:literal, $call:expr) => {{
-        if $touches.contains(&$suffix) {
-            let r = within($what, $call).await;
-            assert_wrong_type(&format!("{}: {}", $bad, $what), r, $bad);
-            assert!(
-                seen($srv, $name, $bad).await == *$before,
-                "{}: {} wrote",
-                $bad,
-                $what
-            );
-        }
+    ($srv:expr, $name:expr, $before:expr, $bad:expr, $suffix:expr;
+     $($touches:expr, $what:literal => $call:expr;)+) => {{
+        $(
+            if $touches.contains(&$suffix) {
+                let r = within($what, $call).await;
+                assert_wrong_type(&format!("{}: {}", $bad, $what), r, $bad);
+                assert!(
+                    seen($srv, $name, $bad).await == *$before,
+                    "{}: {} wrote",
+                    $bad,
+                    $what
+                );
+            }
+        )+
     }};
 }
 
@@ -237,207 +240,29 @@ async fn a_key_of_another_type_is_refused_by_name_by_every_call_and_nothing_is_w
         let reader_fails = D_READ.contains(suffix);
         let d = RwLock::new(&c, &name);
         let (wait, l) = (Duration::from_secs(5), Duration::from_secs(10));
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            D_READ,
-            "try_read",
-            d.read_lock().try_lock()
-        );
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            D_READ,
-            "try_read_for",
-            d.read_lock().try_lock_for(wait)
-        );
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            D_READ,
-            "try_read_with",
-            d.read_lock().try_lock_with(wait, l)
-        );
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            D_READ,
-            "read",
-            d.read_lock().lock()
-        );
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            D_READ,
-            "read_with_lease",
-            d.read_lock().lock_with_lease(l)
-        );
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            D_TRY_WRITE,
-            "try_write",
-            d.write_lock().try_lock()
-        );
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            D_WRITE,
-            "try_write_for",
-            d.write_lock().try_lock_for(wait)
-        );
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            D_WRITE,
-            "try_write_with",
-            d.write_lock().try_lock_with(wait, l)
-        );
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            D_WRITE,
-            "write",
-            d.write_lock().lock()
-        );
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            D_WRITE,
-            "write_with_lease",
-            d.write_lock().lock_with_lease(l)
-        );
-        // The holder's re-entries on both sides.
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            A_READ,
-            "try_read (holder)",
-            a.read_lock().try_lock()
-        );
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            A_READ,
-            "read (holder)",
-            a.read_lock().lock()
-        );
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            A_WRITE,
-            "try_write (holder)",
-            a.write_lock().try_lock()
-        );
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            A_WRITE,
-            "write (holder)",
-            a.write_lock().lock()
-        );
-        // Inspection and force.
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            ALL,
-            "inspect",
-            d.inspect()
-        );
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            ALL,
-            "is_locked",
-            d.is_locked()
-        );
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            ALL,
-            "is_write_locked",
-            d.is_write_locked()
-        );
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            ALL,
-            "reader_count",
-            d.reader_count()
-        );
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            ALL,
-            "remaining_ttl",
-            d.remaining_ttl()
-        );
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            ALL,
-            "force_unlock",
-            d.force_unlock()
+        refused!(&srv, sn, &before, &bad, *suffix;
+            D_READ, "try_read" => d.read_lock().try_lock();
+            D_READ, "try_read_for" => d.read_lock().try_lock_for(wait);
+            D_READ, "try_read_with" => d.read_lock().try_lock_with(wait, l);
+            D_READ, "read" => d.read_lock().lock();
+            D_READ, "read_with_lease" => d.read_lock().lock_with_lease(l);
+            D_TRY_WRITE, "try_write" => d.write_lock().try_lock();
+            D_WRITE, "try_write_for" => d.write_lock().try_lock_for(wait);
+            D_WRITE, "try_write_with" => d.write_lock().try_lock_with(wait, l);
+            D_WRITE, "write" => d.write_lock().lock();
+            D_WRITE, "write_with_lease" => d.write_lock().lock_with_lease(l);
+            // The holder's re-entries on both sides.
+            A_READ, "try_read (holder)" => a.read_lock().try_lock();
+            A_READ, "read (holder)" => a.read_lock().lock();
+            A_WRITE, "try_write (holder)" => a.write_lock().try_lock();
+            A_WRITE, "write (holder)" => a.write_lock().lock();
+            // Inspection and force.
+            ALL, "inspect" => d.inspect();
+            ALL, "is_locked" => d.is_locked();
+            ALL, "is_write_locked" => d.is_write_locked();
+            ALL, "reader_count" => d.reader_count();
+            ALL, "remaining_ttl" => d.remaining_ttl();
+            ALL, "force_unlock" => d.force_unlock();
         );
 
         // Heartbeats: the waiters' client refreshes its other lock (in the
@@ -498,25 +323,9 @@ async fn a_key_of_another_type_is_refused_by_name_by_every_call_and_nothing_is_w
         );
 
         // Unlocks of one hold of each side.
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            UNLOCK_WRITE,
-            "unlock (write)",
-            aw2.unlock()
-        );
-        refused!(
-            &srv,
-            sn,
-            &before,
-            &bad,
-            *suffix,
-            UNLOCK_READ,
-            "unlock (read)",
-            ar2.unlock()
+        refused!(&srv, sn, &before, &bad, *suffix;
+            UNLOCK_WRITE, "unlock (write)" => aw2.unlock();
+            UNLOCK_READ, "unlock (read)" => ar2.unlock();
         );
 
         // Restored: the refused unlocks left their holds, the others
