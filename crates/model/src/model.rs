@@ -390,6 +390,170 @@ impl GrantModel {
             Msg::Forced => false,
         }
     }
+
+    /// What each waiter may do next: acquire, subscribe, wake on its timer,
+    /// release, pass, renew, cancel.
+    fn waiter_actions(&self, s: &State, out: &mut Vec<Action>) {
+        let cfg = &self.config;
+        let fault = s.faults > 0;
+        for w in 0..cfg.waiters() {
+            let x = &s.waiters[usize::from(w)];
+            let c = cfg.client_of(w);
+            match x.phase {
+                Phase::Idle if x.round < cfg.rounds => {
+                    out.push(Action::Acquire(w));
+                    if fault {
+                        out.push(Action::AcquireLost(w));
+                    }
+                }
+                Phase::Ready => {
+                    out.push(Action::Acquire(w));
+                    if fault {
+                        out.push(Action::AcquireLost(w));
+                    }
+                }
+                Phase::NeedSub => out.push(Action::Subscribe(w)),
+                Phase::Sleeping => out.push(Action::Timer(w)),
+                Phase::Holding { forced, .. } => {
+                    out.push(Action::Release(w));
+                    if cfg.mutation == Mutation::PassOverUnheard {
+                        out.push(Action::ReleasePassOver(w));
+                    }
+                    if cfg.primitive == Primitive::Lock && !forced {
+                        for v in self.waiters_of(c) {
+                            if v != w && s.waiters[usize::from(v)].phase.waiting() {
+                                out.push(Action::Pass(w, v));
+                            }
+                        }
+                    }
+                    let a = Self::attempt(s, w);
+                    if !forced && Self::server_hold(s, a).is_none_or(|(_, claim)| claim) {
+                        out.push(Action::Renew(w));
+                    }
+                }
+                _ => {}
+            }
+            if x.phase.waiting() && cfg.cancels && fault {
+                out.push(Action::Cancel(w));
+            }
+        }
+    }
+
+    /// What each live client may do: run its releaser, send a heartbeat,
+    /// crash, reconnect.
+    fn client_actions(&self, s: &State, out: &mut Vec<Action>) {
+        let cfg = &self.config;
+        let fault = s.faults > 0;
+        for c in 0..cfg.clients {
+            let cl = &s.clients[usize::from(c)];
+            if cl.crashed {
+                continue;
+            }
+            if !cl.pending.is_empty() {
+                out.push(Action::Releaser(c));
+            }
+            let waits = self
+                .waiters_of(c)
+                .any(|w| s.waiters[usize::from(w)].phase.waiting());
+            if waits && cfg.primitive != Primitive::Lock {
+                out.push(Action::Heartbeat(c));
+            }
+            if fault && cfg.crashes {
+                out.push(Action::Crash(c));
+            }
+            if fault && listens(s, cfg, c) {
+                out.push(Action::Reconnect(c));
+            }
+        }
+    }
+
+    /// A force-unlock of a held primitive (under faults).
+    fn force_unlock_action(&self, s: &State, out: &mut Vec<Action>) {
+        let cfg = &self.config;
+        let fault = s.faults > 0;
+        if fault && cfg.force_unlock && cfg.primitive != Primitive::Semaphore(0) {
+            let held = match &s.server {
+                Server::Lock(k) => k.hold.is_some(),
+                Server::Fair(k) => k.hold.is_some(),
+                Server::Sem(_) => false,
+            };
+            if held {
+                out.push(Action::ForceUnlock);
+            }
+        }
+    }
+
+    /// What may happen to each message on its way: delivered to a waiter it
+    /// wakes, dropped, lost, duplicated, or aged past its claim.
+    fn network_actions(&self, s: &State, out: &mut Vec<Action>) {
+        let cfg = &self.config;
+        let fault = s.faults > 0;
+        for (i, e) in s.net.iter().enumerate() {
+            if i > 0 && s.net[i - 1] == *e {
+                continue;
+            }
+            let mut any = false;
+            if !s.clients[usize::from(e.to)].crashed {
+                for w in self.waiters_of(e.to) {
+                    if self.deliverable(s, *e, w) {
+                        out.push(Action::Deliver(i, w));
+                        any = true;
+                    }
+                }
+                if e.msg == Msg::Forced {
+                    any = true;
+                    out.push(Action::Deliver(i, e.to * cfg.waiters_per_client));
+                }
+            }
+            if !any {
+                out.push(Action::Drop(i));
+            }
+            if fault {
+                out.push(Action::Lose(i));
+                if s.net.len() < cfg.max_net {
+                    out.push(Action::Duplicate(i));
+                }
+            }
+            if let Msg::Grant {
+                attempt,
+                token,
+                valid: true,
+                ..
+            } = e.msg
+            {
+                if cfg.time && Self::server_hold(s, attempt).is_none_or(|(t, _)| t != token) {
+                    out.push(Action::AgeGrant(i));
+                }
+            }
+        }
+    }
+
+    /// Time passing: a hold's lease or a client's liveness record expires.
+    fn time_actions(&self, s: &State, out: &mut Vec<Action>) {
+        let cfg = &self.config;
+        let fault = s.faults > 0;
+        if cfg.time {
+            for a in Self::server_holders(s) {
+                if fault || !self.lives(s, a) {
+                    out.push(Action::Expire(a));
+                }
+            }
+            let alive = match &s.server {
+                Server::Fair(k) => k.alive.clone(),
+                Server::Sem(k) => k.alive.clone(),
+                Server::Lock(_) => Vec::new(),
+            };
+            for c in alive {
+                let dead = s.clients[usize::from(c)].crashed;
+                let waits = self
+                    .waiters_of(c)
+                    .any(|w| s.waiters[usize::from(w)].phase.waiting());
+                if dead || !waits || fault {
+                    out.push(Action::ExpireAlive(c));
+                }
+            }
+        }
+    }
 }
 
 /// A fault spends one of the run's fault budget.
@@ -436,139 +600,11 @@ impl Model for GrantModel {
     }
 
     fn actions(&self, s: &State, out: &mut Vec<Action>) {
-        let cfg = &self.config;
-        let fault = s.faults > 0;
-        for w in 0..cfg.waiters() {
-            let x = &s.waiters[usize::from(w)];
-            let c = cfg.client_of(w);
-            match x.phase {
-                Phase::Idle if x.round < cfg.rounds => {
-                    out.push(Action::Acquire(w));
-                    if fault {
-                        out.push(Action::AcquireLost(w));
-                    }
-                }
-                Phase::Ready => {
-                    out.push(Action::Acquire(w));
-                    if fault {
-                        out.push(Action::AcquireLost(w));
-                    }
-                }
-                Phase::NeedSub => out.push(Action::Subscribe(w)),
-                Phase::Sleeping => out.push(Action::Timer(w)),
-                Phase::Holding { forced, .. } => {
-                    out.push(Action::Release(w));
-                    if cfg.mutation == Mutation::PassOverUnheard {
-                        out.push(Action::ReleasePassOver(w));
-                    }
-                    if cfg.primitive == Primitive::Lock && !forced {
-                        for v in self.waiters_of(c) {
-                            if v != w && s.waiters[usize::from(v)].phase.waiting() {
-                                out.push(Action::Pass(w, v));
-                            }
-                        }
-                    }
-                    let a = Self::attempt(s, w);
-                    if !forced && Self::server_hold(s, a).is_none_or(|(_, claim)| claim) {
-                        out.push(Action::Renew(w));
-                    }
-                }
-                _ => {}
-            }
-            if x.phase.waiting() && cfg.cancels && fault {
-                out.push(Action::Cancel(w));
-            }
-        }
-        for c in 0..cfg.clients {
-            let cl = &s.clients[usize::from(c)];
-            if cl.crashed {
-                continue;
-            }
-            if !cl.pending.is_empty() {
-                out.push(Action::Releaser(c));
-            }
-            let waits = self
-                .waiters_of(c)
-                .any(|w| s.waiters[usize::from(w)].phase.waiting());
-            if waits && cfg.primitive != Primitive::Lock {
-                out.push(Action::Heartbeat(c));
-            }
-            if fault && cfg.crashes {
-                out.push(Action::Crash(c));
-            }
-            if fault && listens(s, cfg, c) {
-                out.push(Action::Reconnect(c));
-            }
-        }
-        if fault && cfg.force_unlock && cfg.primitive != Primitive::Semaphore(0) {
-            let held = match &s.server {
-                Server::Lock(k) => k.hold.is_some(),
-                Server::Fair(k) => k.hold.is_some(),
-                Server::Sem(_) => false,
-            };
-            if held {
-                out.push(Action::ForceUnlock);
-            }
-        }
-        for (i, e) in s.net.iter().enumerate() {
-            if i > 0 && s.net[i - 1] == *e {
-                continue;
-            }
-            let mut any = false;
-            if !s.clients[usize::from(e.to)].crashed {
-                for w in self.waiters_of(e.to) {
-                    if self.deliverable(s, *e, w) {
-                        out.push(Action::Deliver(i, w));
-                        any = true;
-                    }
-                }
-                if e.msg == Msg::Forced {
-                    any = true;
-                    out.push(Action::Deliver(i, e.to * cfg.waiters_per_client));
-                }
-            }
-            if !any {
-                out.push(Action::Drop(i));
-            }
-            if fault {
-                out.push(Action::Lose(i));
-                if s.net.len() < cfg.max_net {
-                    out.push(Action::Duplicate(i));
-                }
-            }
-            if let Msg::Grant {
-                attempt,
-                token,
-                valid: true,
-                ..
-            } = e.msg
-            {
-                if cfg.time && Self::server_hold(s, attempt).is_none_or(|(t, _)| t != token) {
-                    out.push(Action::AgeGrant(i));
-                }
-            }
-        }
-        if cfg.time {
-            for a in Self::server_holders(s) {
-                if fault || !self.lives(s, a) {
-                    out.push(Action::Expire(a));
-                }
-            }
-            let alive = match &s.server {
-                Server::Fair(k) => k.alive.clone(),
-                Server::Sem(k) => k.alive.clone(),
-                Server::Lock(_) => Vec::new(),
-            };
-            for c in alive {
-                let dead = s.clients[usize::from(c)].crashed;
-                let waits = self
-                    .waiters_of(c)
-                    .any(|w| s.waiters[usize::from(w)].phase.waiting());
-                if dead || !waits || fault {
-                    out.push(Action::ExpireAlive(c));
-                }
-            }
-        }
+        self.waiter_actions(s, out);
+        self.client_actions(s, out);
+        self.force_unlock_action(s, out);
+        self.network_actions(s, out);
+        self.time_actions(s, out);
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
