@@ -13,8 +13,8 @@
 //!    100 seats: the Redis commands they cost while they wait, and the
 //!    hand-off once the sale opens.
 //! 4. [`scenarios::failover`]: the master fails before its replica has the
-//!    grant, and a second client locks the same order on the promoted
-//!    replica.
+//!    grant, Sentinel promotes the replica, and a second client locks the
+//!    same order there.
 //!
 //! [`report::Table`] prints every scenario's rows in one table. The
 //! textbook locks are in [`textbook`].

@@ -1,19 +1,23 @@
 //! Scenario 4: failover before replication.
 //!
-//! Each round starts a master and a replica. The replica is cut off first
-//! (stopped, and its link killed on the master: the window asynchronous
-//! replication leaves open, as in `examples/failover_loss`). Then:
+//! Each round starts a master, a replica and three Sentinels watching them
+//! (`RedisSentinelSet`). The replica is cut off first (stopped, and its
+//! link killed on the master: the window asynchronous replication leaves
+//! open, as in `examples/failover_loss`). Then:
 //!
 //! 1. client 1 locks order N on the master and checks in PostgreSQL that
 //!    it is unpaid; it is still charging the card (a slow call) when
-//! 2. the master dies and the replica is promoted (`REPLICAOF NO ONE`);
-//!    the replica never saw the grant;
-//! 3. client 2 locks order N on the new master: granted. It checks, finds
-//!    the order unpaid and records its payment; client 1 records its own.
+//! 2. the master dies (SIGKILL), the replica comes back, and the Sentinels
+//!    find the master down and promote the replica, which never saw the
+//!    grant;
+//! 3. client 2 locks order N on the new master, found through the
+//!    Sentinels: granted. It checks, finds the order unpaid and records its
+//!    payment; client 1 records its own.
 //!
 //! * textbook ([`PollLock`]): both payments are recorded: a double payment
 //!   every round.
-//! * deadbolt: client 1 is built with `sync_replicas(1, 100 ms)`; the
+//! * deadbolt (both clients built with `Client::sentinel`): client 1 is
+//!   built with `sync_replicas(1, 100 ms)`; the
 //!   grant did not reach a replica, so it reports `Indeterminate` instead
 //!   of a grant it cannot keep, and client 1 does not charge. Behind that,
 //!   the payments table has a unique order key and each row carries its
@@ -22,9 +26,9 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 use deadbolt::prelude::*;
-use deadbolt_testkit::RedisServer;
+use deadbolt_testkit::RedisSentinelSet;
 
 use crate::report::Row;
 use crate::textbook::PollLock;
@@ -110,46 +114,16 @@ pub async fn run(config: &Config, pg: &Postgres) -> anyhow::Result<Counts> {
     })
 }
 
-/// A master and a replica that has caught up with it.
-async fn pair() -> anyhow::Result<(RedisServer, RedisServer)> {
-    let master = tokio::task::spawn_blocking(RedisServer::start).await??;
-    let replica = tokio::task::spawn_blocking(RedisServer::start).await??;
-    // The first full sync would otherwise wait 5 s for more replicas.
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("repl-diskless-sync-delay")
-        .arg("0")
-        .query_async(&mut master.conn().await)
-        .await?;
-    let mut r = replica.conn().await;
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(master.port())
-        .query_async(&mut r)
-        .await?;
-    // Redis announces no event for the link coming up: ask until it has
-    // (bounded), as redis-cli --replica does.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query_async(&mut r)
-            .await?;
-        if info.contains("master_link_status:up") {
-            return Ok((master, replica));
-        }
-        if std::time::Instant::now() > deadline {
-            bail!("the replica did not connect in 10 s");
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+/// A master (node 0), its replica (node 1), in sync, and three Sentinels.
+async fn sentinel_set() -> anyhow::Result<RedisSentinelSet> {
+    Ok(tokio::task::spawn_blocking(RedisSentinelSet::start).await??)
 }
 
 /// Stops the replica and drops its link on the master: grants from now on
 /// do not reach it.
-async fn cut_off(master: &RedisServer, replica: &RedisServer) -> anyhow::Result<()> {
-    replica.pause();
-    let mut m = master.conn().await;
+async fn cut_off(set: &RedisSentinelSet) -> anyhow::Result<()> {
+    set.pause_node(1);
+    let mut m = set.node(0).conn().await;
     let _: i64 = redis::cmd("CLIENT")
         .arg("KILL")
         .arg("TYPE")
@@ -159,17 +133,20 @@ async fn cut_off(master: &RedisServer, replica: &RedisServer) -> anyhow::Result<
     Ok(())
 }
 
-/// The master dies; the replica comes back and is promoted.
-async fn fail_over(master: &mut RedisServer, replica: &RedisServer) -> anyhow::Result<()> {
-    master.stop();
-    replica.resume();
-    let mut r = replica.conn().await;
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("NO")
-        .arg("ONE")
-        .query_async(&mut r)
-        .await?;
+/// The master dies; the replica comes back, and the Sentinels find the
+/// master down (after 1 s) and promote the replica.
+async fn fail_over(set: &mut RedisSentinelSet) -> anyhow::Result<()> {
+    set.kill_node(0);
+    set.resume_node(1);
+    set.wait_master(1)
+        .await
+        .context("the Sentinels promote the replica")?;
     Ok(())
+}
+
+/// A deadbolt client of the master the Sentinels name.
+fn through_sentinels(set: &RedisSentinelSet) -> deadbolt::ClientBuilder {
+    deadbolt::Client::sentinel(&set.sentinel_urls(), set.master_name())
 }
 
 async fn unpaid(db: &tokio_postgres::Client, table: &str, order: i32) -> anyhow::Result<bool> {
@@ -220,10 +197,10 @@ async fn side(config: &Config, pg: &Postgres, deadbolt: bool) -> anyhow::Result<
     for round in 0..config.rounds {
         let order = i32::try_from(round)?;
         let name = format!("order:{round}");
-        let (mut master, replica) = pair().await?;
-        cut_off(&master, &replica).await?;
+        let mut set = sentinel_set().await?;
+        cut_off(&set).await?;
         if deadbolt {
-            let b = deadbolt::Client::builder(&master.url());
+            let b = through_sentinels(&set);
             let b = if config.undefended {
                 b
             } else {
@@ -245,8 +222,8 @@ async fn side(config: &Config, pg: &Postgres, deadbolt: bool) -> anyhow::Result<
             };
             side.indeterminate += u32::from(g1.is_none());
             side.granted_then_lost += u32::from(g1.is_some());
-            fail_over(&mut master, &replica).await?;
-            let c2 = deadbolt::Client::connect(&replica.url()).await?;
+            fail_over(&mut set).await?;
+            let c2 = through_sentinels(&set).build().await?;
             let g2 = c2.lock(&name).lock_with_lease(lease).await?;
             let t2 = i64::try_from(g2.fencing_token())?;
             if unpaid(&db, table, order).await? && !pay(&db, table, order, t2).await? {
@@ -263,7 +240,7 @@ async fn side(config: &Config, pg: &Postgres, deadbolt: bool) -> anyhow::Result<
             drop(c1);
         } else {
             let l1 = PollLock::new(
-                master.conn().await,
+                set.node(0).conn().await,
                 name.clone(),
                 Duration::from_millis(100),
             );
@@ -273,9 +250,10 @@ async fn side(config: &Config, pg: &Postgres, deadbolt: bool) -> anyhow::Result<
                 None => false,
             };
             side.granted_then_lost += u32::from(h1.is_some());
-            fail_over(&mut master, &replica).await?;
+            fail_over(&mut set).await?;
+            let new_master = set.master().await?;
             let l2 = PollLock::new(
-                replica.conn().await,
+                set.node(new_master).conn().await,
                 name.clone(),
                 Duration::from_millis(100),
             );
