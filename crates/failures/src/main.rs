@@ -30,11 +30,18 @@ struct Args {
     /// Run only these scenarios (1 to 4; repeat or separate by commas).
     #[arg(long, value_delimiter = ',')]
     only: Vec<u8>,
+    /// Internal: run as scenario 1's paused worker (started by the
+    /// scenario itself, with its values).
+    #[arg(long, hide = true, num_args = paused::WORKER_ARGS, allow_hyphen_values = true)]
+    paused_worker: Option<Vec<String>>,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(worker) = &args.paused_worker {
+        return paused::paused_worker(worker).await;
+    }
     let want = |n: u8| args.only.is_empty() || args.only.contains(&n);
     let started = Instant::now();
     let pg = Postgres::start().await.context("start PostgreSQL")?;
@@ -42,7 +49,11 @@ async fn main() -> anyhow::Result<()> {
     let mut table = Table::default();
     if want(1) {
         eprintln!("1/4 a holder paused past its lease ...");
-        let c = paused::run(&paused::Config::default(), &pg).await?;
+        let config = paused::Config {
+            worker_exe: Some(std::env::current_exe().context("this binary's path")?),
+            ..paused::Config::default()
+        };
+        let c = paused::run(&config, &pg).await?;
         table.extend(c.rows());
     }
     if want(2) {

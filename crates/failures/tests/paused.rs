@@ -1,4 +1,5 @@
-//! Scenario 1 at a small size: deadbolt's side sells exactly its stock.
+//! Scenario 1 at a small size, its paused worker a process stopped by
+//! SIGSTOP: deadbolt's side sells exactly its stock.
 
 use deadbolt_failures::scenarios::paused;
 use deadbolt_failures::{postgres_or_skip, Postgres, Table};
@@ -11,6 +12,8 @@ async fn a_paused_holder_cannot_oversell() {
     let pg = Postgres::start().await.expect("start PostgreSQL");
     let config = paused::Config {
         stock: 20,
+        // The paused worker is this package's binary, stopped by SIGSTOP.
+        worker_exe: Some(env!("CARGO_BIN_EXE_deadbolt-failures").into()),
         ..paused::Config::default()
     };
     let c = paused::run(&config, &pg).await.expect("scenario 1");
