@@ -17,14 +17,11 @@
 //! `examples/simple_lock.rs` builds a non-reentrant lock on this module
 //! alone, in about forty lines; docs/architecture.md walks through it.
 
-pub use crate::acquire::{
-    attempt_seq, new_attempt_id, AcquireBuilder, AcquireSpec, ConditionBuilder, ConditionSpec,
-    WaitMode,
-};
+pub use crate::acquire::{new_attempt_id, AcquireBuilder, AcquireSpec, ConditionSpec, WaitMode};
 pub use crate::config::{holder_name, lease_ms, MAX_LEASE_MS};
 pub use crate::ctx::Client;
 pub use crate::error::{Error, Result};
-pub use crate::exclusive::{Exclusive, ExclusiveKind, LockInfo, PlainLock, QueuedWaiter};
+pub use crate::exclusive::{Exclusive, ExclusiveKind, PlainLock};
 pub use crate::guard::ExclusiveGuard;
 pub use crate::guarded::Guarded;
 pub use crate::handle::{Acquire, Handle};
@@ -36,10 +33,7 @@ pub use crate::hold_guard_methods;
 pub use crate::keys::Keys;
 pub use crate::lockable::Lockable;
 pub use crate::lua_scripts;
-pub use crate::message::Message;
 pub use crate::observe::{observe, CATCH_UP};
-pub use crate::scripts::{check_headers, LuaScript, ScriptCall, HOLD_RENEW, HOLD_WATCH};
-pub use crate::wake::{parse_u64, Grant, Signal, Wake, WakeAll, WakeAsTold, WakePolicy};
-pub use crate::watch::{
-    forced_key, hold_watch_call, watch, watch_or_fail, HoldEvent, Holder, Listener,
-};
+pub use crate::scripts::{ScriptCall, HOLD_RENEW, HOLD_WATCH};
+pub use crate::wake::{WakeAll, WakeAsTold};
+pub use crate::watch::{forced_key, hold_watch_call, watch, watch_or_fail, HoldEvent};
