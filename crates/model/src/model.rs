@@ -391,6 +391,33 @@ impl GrantModel {
         }
     }
 
+    /// A holder's renewal (its primitive's renew script); a hold the
+    /// server no longer has ends the waiter's hold.
+    fn renew_step(&self, s: &mut State, w: u8) {
+        let a = Self::attempt(s, w);
+        let kept = match self.config.primitive {
+            Primitive::Lock => lock::renew(s, a),
+            Primitive::Fair => fair::renew(s, a),
+            Primitive::Semaphore(_) => sem::renew(s, a),
+        };
+        if !kept {
+            Self::finish(s, w);
+        }
+    }
+
+    /// Client `c`'s subscriber reconnects: what was on its way to it is
+    /// lost, and every sleeping waiter of it tries again.
+    fn reconnect(&self, s: &mut State, c: u8) {
+        spend(s);
+        s.net.retain(|e| e.to != c);
+        for w in self.waiters_of(c) {
+            let x = &mut s.waiters[usize::from(w)];
+            if x.phase == Phase::Sleeping {
+                x.phase = Phase::Ready;
+            }
+        }
+    }
+
     /// What each waiter may do next: acquire, subscribe, wake on its timer,
     /// release, pass, renew, cancel.
     fn waiter_actions(&self, s: &State, out: &mut Vec<Action>) {
@@ -631,17 +658,7 @@ impl Model for GrantModel {
                 }
                 Self::finish(&mut s, w);
             }
-            Action::Renew(w) => {
-                let a = Self::attempt(&s, w);
-                let kept = match cfg.primitive {
-                    Primitive::Lock => lock::renew(&mut s, a),
-                    Primitive::Fair => fair::renew(&mut s, a),
-                    Primitive::Semaphore(_) => sem::renew(&mut s, a),
-                };
-                if !kept {
-                    Self::finish(&mut s, w);
-                }
-            }
+            Action::Renew(w) => self.renew_step(&mut s, w),
             Action::Cancel(w) => {
                 spend(&mut s);
                 let a = Self::attempt(&s, w);
@@ -680,16 +697,7 @@ impl Model for GrantModel {
                 s.net.sort();
             }
             Action::Crash(c) => self.crash(&mut s, c),
-            Action::Reconnect(c) => {
-                spend(&mut s);
-                s.net.retain(|e| e.to != c);
-                for w in self.waiters_of(c) {
-                    let x = &mut s.waiters[usize::from(w)];
-                    if x.phase == Phase::Sleeping {
-                        x.phase = Phase::Ready;
-                    }
-                }
-            }
+            Action::Reconnect(c) => self.reconnect(&mut s, c),
             Action::Expire(a) => self.expire(&mut s, a),
             Action::ExpireAlive(c) => {
                 let waits = self

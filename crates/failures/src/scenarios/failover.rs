@@ -178,6 +178,38 @@ async fn pay(
     Ok(n == 1)
 }
 
+/// One textbook round: client 1 locks on the master and checks the order;
+/// the failover; client 2 locks on the new master, checks and pays; client
+/// 1 pays too. Returns 1 when client 1 was granted (the grant then lost).
+async fn textbook_round(
+    set: &mut RedisSentinelSet,
+    db: &tokio_postgres::Client,
+    table: &str,
+    order: i32,
+    name: &str,
+) -> anyhow::Result<u32> {
+    let lease = Duration::from_secs(30);
+    let poll = Duration::from_millis(100);
+    let l1 = PollLock::new(set.node(0).conn().await, name.to_string(), poll);
+    let h1 = l1.try_lock(lease).await?;
+    let checked1 = match &h1 {
+        Some(_) => unpaid(db, table, order).await?,
+        None => false,
+    };
+    fail_over(set).await?;
+    let new_master = set.master().await?;
+    let l2 = PollLock::new(set.node(new_master).conn().await, name.to_string(), poll);
+    let h2 = l2.lock(lease).await?;
+    if unpaid(db, table, order).await? {
+        pay(db, table, order, 0).await?;
+    }
+    if checked1 {
+        pay(db, table, order, 0).await?;
+    }
+    let _ = l2.unlock(h2).await;
+    Ok(u32::from(h1.is_some()))
+}
+
 async fn side(config: &Config, pg: &Postgres, deadbolt: bool) -> anyhow::Result<Side> {
     let table = if deadbolt {
         "s4_pay_deadbolt"
@@ -239,32 +271,7 @@ async fn side(config: &Config, pg: &Postgres, deadbolt: bool) -> anyhow::Result<
             c2.shutdown().await;
             drop(c1);
         } else {
-            let l1 = PollLock::new(
-                set.node(0).conn().await,
-                name.clone(),
-                Duration::from_millis(100),
-            );
-            let h1 = l1.try_lock(lease).await?;
-            let checked1 = match &h1 {
-                Some(_) => unpaid(&db, table, order).await?,
-                None => false,
-            };
-            side.granted_then_lost += u32::from(h1.is_some());
-            fail_over(&mut set).await?;
-            let new_master = set.master().await?;
-            let l2 = PollLock::new(
-                set.node(new_master).conn().await,
-                name.clone(),
-                Duration::from_millis(100),
-            );
-            let h2 = l2.lock(lease).await?;
-            if unpaid(&db, table, order).await? {
-                pay(&db, table, order, 0).await?;
-            }
-            if checked1 {
-                pay(&db, table, order, 0).await?;
-            }
-            let _ = l2.unlock(h2).await;
+            side.granted_then_lost += textbook_round(&mut set, &db, table, order, &name).await?;
         }
     }
     let rows = db
