@@ -102,18 +102,14 @@ impl<'a> Loop<'a> {
                 release.clone(),
             ))
         });
-        let attempt = Attempt {
+        let attempt = Attempt::new(
             client,
             release,
-            records: ask.records,
-            in_doubt: false,
-            queued: false,
-            done: false,
-            won: false,
-            local: local.clone(),
-            channel: Some(&spec.channel),
-            nudge: spec.grants.also_unnamed(),
-        };
+            ask.records,
+            local.clone(),
+            Some(&spec.channel),
+            spec.grants.also_unnamed(),
+        );
         let waiter = Waiter {
             policy: spec.wake,
             class: spec.class,
