@@ -10,7 +10,7 @@
 //! For a database, the same rule is one `UPDATE ... WHERE last_token <=
 //! $token` (docs/safety.md).
 
-use crate::ctx::Client;
+use crate::client::Client;
 use crate::error::Result;
 use crate::scripts::{ScriptCall, FENCE_WRITE};
 

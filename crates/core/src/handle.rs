@@ -6,7 +6,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::acquire::WaitMode;
-use crate::ctx::Client;
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::hold::LeaseMode;
 use crate::keys::Keys;

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
 
-use crate::ctx::Client;
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::hold::{valid_until, Hold, LeaseState, NEXT_HOLD};
 use crate::scripts::ScriptCall;

@@ -21,7 +21,6 @@ mod acquire;
 mod client;
 mod config;
 mod conn;
-mod ctx;
 pub mod deployment;
 mod error;
 mod exclusive;
@@ -48,13 +47,12 @@ pub use acquire::{
     attempt_seq, new_attempt_id, AcquireBuilder, AcquireSpec, ConditionBuilder, ConditionSpec,
     WaitMode,
 };
-pub use client::ClientBuilder;
+pub use client::{Client, ClientBuilder};
 pub use config::{
     default_client_name, encode_client_name, holder_name, lease_ms, Config, MAX_CLIENT_NAME,
     MAX_LEASE_MS,
 };
 pub use conn::sentinel_master;
-pub use ctx::Client;
 pub use error::{Cause, Error, Result};
 pub use exclusive::{Exclusive, ExclusiveKind, LockInfo, PlainLock, QueuedWaiter};
 pub use guard::ExclusiveGuard;

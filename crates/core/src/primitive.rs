@@ -18,8 +18,8 @@
 //! alone, in about forty lines; docs/architecture.md walks through it.
 
 pub use crate::acquire::{new_attempt_id, AcquireBuilder, AcquireSpec, ConditionSpec, WaitMode};
+pub use crate::client::Client;
 pub use crate::config::{holder_name, lease_ms, MAX_LEASE_MS};
-pub use crate::ctx::Client;
 pub use crate::error::{Error, Result};
 pub use crate::exclusive::{Exclusive, ExclusiveKind, PlainLock};
 pub use crate::guard::ExclusiveGuard;

@@ -28,7 +28,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use tokio::time::Instant;
 
-use crate::ctx::Client;
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::observe::CATCH_UP;
 use crate::scripts::ScriptCall;

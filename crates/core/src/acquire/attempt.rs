@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::reply::{decode, Reply};
 use super::AcquireSpec;
-use crate::ctx::Client;
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::scripts::ScriptCall;
 use crate::wait::local::LocalWaiter;

@@ -43,8 +43,8 @@ use tracing::Instrument;
 
 use std::sync::atomic::Ordering;
 
+use crate::client::Client;
 use crate::config::lease_ms;
-use crate::ctx::Client;
 use crate::error::{Error, Result};
 use crate::hold::{Hold, HoldSpec, LeaseMode, PassSpec};
 
@@ -57,6 +57,54 @@ pub use attempt::{attempt_seq, new_attempt_id};
 use reply::Granted;
 pub use spec::{AcquireBuilder, AcquireSpec, ConditionBuilder, ConditionSpec, WaitMode};
 use wait_loop::{First, Loop};
+
+impl Client {
+    /// Acquire a hold as described by `spec` for `owner` (a primitive's
+    /// handle calls it from its [`Acquire::acquire_with`](crate::Acquire::acquire_with)).
+    ///
+    /// Returns `Ok(None)` when the wait ended without the hold.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a bad lease (nothing sent);
+    /// [`Error::Unavailable`] / [`Error::Indeterminate`] when the time ran out
+    /// while Redis could not answer (any possible grant is already with the
+    /// releaser); [`Error::WrongType`], [`Error::Redis`], [`Error::Shutdown`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe in effect: if dropped after a request may have reached
+    /// Redis, the possible grant or queue entry is released exactly once by
+    /// the background releaser (or expires with its lease).
+    pub async fn acquire(
+        &self,
+        spec: &AcquireSpec,
+        owner: &str,
+        lease: LeaseMode,
+        wait: WaitMode,
+    ) -> Result<Option<Hold>> {
+        crate::acquire::acquire(self, spec, owner, lease, wait).await
+    }
+
+    /// Wait until a condition holds (for example a count reaching zero),
+    /// with the acquire loop: the first try alone, then a subscription, a
+    /// catch-up try and waits on the channel. The check replies `{1, ...}`
+    /// when the condition holds and `{0, pttl}` when not (nothing is
+    /// recorded, so nothing is released). Returns whether the condition
+    /// held before the wait ended.
+    ///
+    /// # Errors
+    /// As [`Client::acquire`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the tries record nothing.
+    pub async fn wait_until(
+        &self,
+        spec: &ConditionSpec,
+        owner: &str,
+        wait: WaitMode,
+    ) -> Result<bool> {
+        crate::acquire::wait_until(self, spec, owner, wait).await
+    }
+}
 
 /// [`Client::acquire`]: the attempt id, the loop, then the hold.
 pub(crate) async fn acquire(

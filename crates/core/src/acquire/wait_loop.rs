@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::attempt::{new_secret, release_call, try_once, Attempt};
 use super::reply::{take_named_grant, Granted, Reply};
 use super::{AcquireSpec, Ask, WaitMode};
-use crate::ctx::Client;
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::heartbeat::HeartbeatReg;
 use crate::scripts::ScriptCall;

@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::ctx::Client;
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::scripts::ScriptCall;
 

@@ -1,9 +1,11 @@
-//! The client as the layers below it see it: the [`Client`] handle and
-//! what it carries (connection, waiting engine, watchdog, releaser,
-//! heartbeat, the registry of live holds), with the calls that holds,
-//! acquires and hand-offs make of it. `client.rs` builds it (connect,
-//! preload) and shuts it down; nothing here imports `client.rs`, `acquire/`
-//! or `hold/mod.rs`.
+//! The client: the [`Client`] handle and what it carries (connection,
+//! waiting engine, watchdog, releaser, heartbeat, the registry of live
+//! holds), with the calls holds and acquires make of it. `build.rs` makes
+//! one (connect, preload) and shuts it down; the acquire calls live with
+//! the acquire (`acquire/mod.rs`). This file imports neither, so every
+//! layer below may import it.
+
+mod build;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,6 +26,8 @@ use crate::hold::renew::Watchdog;
 use crate::keys::Keys;
 use crate::scripts::ScriptCall;
 use crate::wait::Engine;
+
+pub use build::ClientBuilder;
 
 /// A connection to Redis shared by every primitive made from it.
 ///

@@ -1,5 +1,5 @@
-//! The core client: connections, waiting engine, watchdog and releaser of one
-//! process's view of a Redis server.
+//! Making a [`Client`]: the builder and its settings, connecting and
+//! preloading the scripts; and ending one ([`Client::shutdown`]).
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -10,16 +10,14 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio_util::task::TaskTracker;
 
-use crate::acquire::{AcquireSpec, ConditionSpec, WaitMode};
+use super::{Client, ClientInner};
 use crate::config::Config;
 use crate::conn::{resp3_info, run_on, with_resp3, Conn, Target};
-use crate::ctx::Client;
-use crate::ctx::ClientInner;
 use crate::error::{Error, Result};
 use crate::heartbeat::Heartbeat;
 use crate::hold::release::Releaser;
 use crate::hold::renew::Watchdog;
-use crate::hold::{Hold, HoldInner, LeaseMode, LeaseState};
+use crate::hold::{HoldInner, LeaseState};
 use crate::scripts::{LuaScript, ALL};
 use crate::wait::Engine;
 
@@ -427,52 +425,6 @@ impl Client {
         inner.releaser.close();
         inner.engine.close();
         inner.conn.close();
-    }
-
-    /// Acquire a hold as described by `spec` for `owner` (a primitive's
-    /// handle calls it from its [`Acquire::acquire_with`](crate::Acquire::acquire_with)).
-    ///
-    /// Returns `Ok(None)` when the wait ended without the hold.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a bad lease (nothing sent);
-    /// [`Error::Unavailable`] / [`Error::Indeterminate`] when the time ran out
-    /// while Redis could not answer (any possible grant is already with the
-    /// releaser); [`Error::WrongType`], [`Error::Redis`], [`Error::Shutdown`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe in effect: if dropped after a request may have reached
-    /// Redis, the possible grant or queue entry is released exactly once by
-    /// the background releaser (or expires with its lease).
-    pub async fn acquire(
-        &self,
-        spec: &AcquireSpec,
-        owner: &str,
-        lease: LeaseMode,
-        wait: WaitMode,
-    ) -> Result<Option<Hold>> {
-        crate::acquire::acquire(self, spec, owner, lease, wait).await
-    }
-
-    /// Wait until a condition holds (for example a count reaching zero),
-    /// with the acquire loop: the first try alone, then a subscription, a
-    /// catch-up try and waits on the channel. The check replies `{1, ...}`
-    /// when the condition holds and `{0, pttl}` when not (nothing is
-    /// recorded, so nothing is released). Returns whether the condition
-    /// held before the wait ended.
-    ///
-    /// # Errors
-    /// As [`Client::acquire`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe: the tries record nothing.
-    pub async fn wait_until(
-        &self,
-        spec: &ConditionSpec,
-        owner: &str,
-        wait: WaitMode,
-    ) -> Result<bool> {
-        crate::acquire::wait_until(self, spec, owner, wait).await
     }
 }
 
