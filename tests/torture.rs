@@ -1458,33 +1458,15 @@ struct Spawned {
     handle: tokio::task::JoinHandle<TaskOut>,
 }
 
-async fn torture(run: Arc<Run>) {
-    let mut rng = StdRng::seed_from_u64(run.seed);
-    let srv = RedisServer::start().unwrap_or_else(|e| {
-        panic!(
-            "{}",
-            run.msg(&format!(
-                "start redis-server (apt-get install -y redis-server): {e}"
-            ))
-        )
-    });
-    let url = srv.url();
-    let addr = srv.addr();
-    let srv = Arc::new(Mutex::new(srv));
-    let proxy = async || {
-        FaultProxy::start(addr)
-            .await
-            .unwrap_or_else(|e| panic!("{}", run.msg(&format!("starting a proxy: {e}"))))
-    };
-    let proxies = Arc::new([proxy().await, proxy().await]);
-    let urls = [url.clone(), proxies[0].url(), proxies[1].url()];
-    let mut clients = Vec::new();
-    for u in &urls {
-        clients.push(build_client(&run, u).await);
-    }
-    let fences: Vec<Arc<Fence>> = KINDS.iter().map(|_| Arc::default()).collect();
-
-    // Tasks.
+/// One task per (kind, client, slot), each with its own contender and
+/// seed; the main key of each kind's first task on a client, for the
+/// leftover check.
+fn spawn_tasks(
+    run: &Arc<Run>,
+    clients: &[deadbolt::Client],
+    fences: &[Arc<Fence>],
+    rng: &mut StdRng,
+) -> (Vec<Spawned>, Vec<(usize, String)>) {
     let mut spawned = Vec::new();
     let mut mains = Vec::new();
     for (k, kind) in KINDS.iter().enumerate() {
@@ -1496,7 +1478,7 @@ async fn torture(run: Arc<Run>) {
                     mains.push((k, contender.main_key()));
                 }
                 let cx = TaskCtx {
-                    run: Arc::clone(&run),
+                    run: Arc::clone(run),
                     task,
                     client: c,
                     who: format!("{} task {task} (client {c})", kind.name),
@@ -1513,10 +1495,19 @@ async fn torture(run: Arc<Run>) {
             }
         }
     }
-    assert_eq!(spawned.len(), run.cycles.len());
+    (spawned, mains)
+}
 
-    // Faults.
-    let plan = plan_faults(&mut rng);
+/// Plan the faults, inject them after the warm-up, and wait for the
+/// injector (bounded by the plan's length).
+async fn run_faults(
+    run: &Arc<Run>,
+    srv: &Arc<Mutex<RedisServer>>,
+    url: &str,
+    proxies: &Arc<[FaultProxy; 2]>,
+    rng: &mut StdRng,
+) {
+    let plan = plan_faults(rng);
     let planned: Duration = plan
         .iter()
         .map(|(gap, f)| {
@@ -1534,10 +1525,10 @@ async fn torture(run: Arc<Run>) {
     );
     tokio::time::sleep(WARM_UP).await;
     let injector = tokio::spawn(inject(
-        Arc::clone(&run),
-        Arc::clone(&srv),
-        url.clone(),
-        Arc::clone(&proxies),
+        Arc::clone(run),
+        Arc::clone(srv),
+        url.to_string(),
+        Arc::clone(proxies),
         plan,
         StdRng::seed_from_u64(rng.random()),
     ));
@@ -1546,10 +1537,12 @@ async fn torture(run: Arc<Run>) {
         Ok(Err(e)) => panic!("{}", run.msg(&format!("the injector failed: {e}"))),
         Err(_) => panic!("{}", run.msg("the injector hung")),
     }
-    let faults_over = Instant::now();
-    run.faults_over.store(true, Ordering::SeqCst);
+}
 
-    // Progress after the faults.
+/// After the recovery time, wait until every task completed
+/// PROGRESS_CYCLES more cycles, or record which did not within
+/// PROGRESS_BOUND and return false.
+async fn await_progress(run: &Run, spawned: &[Spawned]) -> bool {
     tokio::time::sleep(RECOVERY).await;
     let base: Vec<u64> = run
         .cycles
@@ -1558,12 +1551,12 @@ async fn torture(run: Arc<Run>) {
         .collect();
     let deadline = tokio::time::Instant::now() + PROGRESS_BOUND;
     let mut ticks = run.tick.subscribe();
-    let progressed = loop {
+    loop {
         let behind: Vec<usize> = (0..base.len())
             .filter(|&i| run.cycles[i].load(Ordering::SeqCst) < base[i] + PROGRESS_CYCLES)
             .collect();
         if behind.is_empty() {
-            break true;
+            return true;
         }
         if tokio::time::timeout_at(deadline, ticks.changed())
             .await
@@ -1586,42 +1579,20 @@ async fn torture(run: Arc<Run>) {
                 list.len(),
                 list.join("; ")
             ));
-            break false;
-        }
-    };
-    let progress_took = faults_over.elapsed();
-
-    // Stop: one random client is shut down while its tasks still run, the
-    // others once their tasks have finished their cycle.
-    run.stop.store(true, Ordering::SeqCst);
-    run.shutting_down.store(true, Ordering::SeqCst);
-    let early = rng.random_range(0..CLIENTS);
-    let joined = run
-        .within(
-            "stopping the tasks",
-            futures::future::join(
-                clients[early].shutdown(),
-                futures::future::join_all(spawned.iter_mut().map(|s| &mut s.handle)),
-            ),
-        )
-        .await
-        .1;
-    run.within(
-        "shutting the clients down",
-        futures::future::join_all(clients.iter().map(|c| c.shutdown())),
-    )
-    .await;
-
-    // Collect.
-    let mut outs: Vec<(usize, TaskOut)> = Vec::new();
-    for (s, r) in spawned.iter().zip(joined) {
-        match r {
-            Ok(out) => outs.push((s.kind, out)),
-            Err(e) => panic!("{}", run.msg(&format!("task {} panicked: {e}", s.task))),
+            return false;
         }
     }
+}
+
+/// Sum each kind's task outcomes and check its holds.
+fn check_outs(
+    run: &Run,
+    spawned: &[Spawned],
+    outs: &[(usize, TaskOut)],
+    fences: &[Arc<Fence>],
+) -> Vec<KindStats> {
     let mut stats: Vec<KindStats> = KINDS.iter().map(|_| KindStats::default()).collect();
-    for (k, out) in &outs {
+    for (k, out) in outs {
         let st = &mut stats[*k];
         st.holds += out.holds.len();
         st.timeouts += out.timeouts;
@@ -1638,7 +1609,7 @@ async fn torture(run: Arc<Run>) {
             *st.errors.entry(e.clone()).or_default() += n;
         }
     }
-    for s in &spawned {
+    for s in spawned {
         stats[s.kind].cycles += run.cycles[s.task].load(Ordering::SeqCst);
     }
     for (k, kind) in KINDS.iter().enumerate() {
@@ -1647,11 +1618,19 @@ async fn torture(run: Arc<Run>) {
             .filter(|(kk, _)| *kk == k)
             .flat_map(|(_, o)| &o.holds)
             .collect();
-        check_kind(&run, kind, &holds, &fences[k], &mut stats[k]);
+        check_kind(run, kind, &holds, &fences[k], &mut stats[k]);
     }
-    check_leftovers(&run, &url, &mains).await;
+    stats
+}
 
-    // Report.
+/// The run's summary: seed, time, restarts, and each kind's counts.
+fn summary(
+    run: &Run,
+    spawned: &[Spawned],
+    stats: &[KindStats],
+    progress_took: Duration,
+    early: usize,
+) -> String {
     let mut summary = String::new();
     let _ = writeln!(
         summary,
@@ -1697,6 +1676,78 @@ async fn torture(run: Arc<Run>) {
             s.errors
         );
     }
+    summary
+}
+
+async fn torture(run: Arc<Run>) {
+    let mut rng = StdRng::seed_from_u64(run.seed);
+    let srv = RedisServer::start().unwrap_or_else(|e| {
+        panic!(
+            "{}",
+            run.msg(&format!(
+                "start redis-server (apt-get install -y redis-server): {e}"
+            ))
+        )
+    });
+    let url = srv.url();
+    let addr = srv.addr();
+    let srv = Arc::new(Mutex::new(srv));
+    let proxy = async || {
+        FaultProxy::start(addr)
+            .await
+            .unwrap_or_else(|e| panic!("{}", run.msg(&format!("starting a proxy: {e}"))))
+    };
+    let proxies = Arc::new([proxy().await, proxy().await]);
+    let urls = [url.clone(), proxies[0].url(), proxies[1].url()];
+    let mut clients = Vec::new();
+    for u in &urls {
+        clients.push(build_client(&run, u).await);
+    }
+    let fences: Vec<Arc<Fence>> = KINDS.iter().map(|_| Arc::default()).collect();
+
+    let (mut spawned, mains) = spawn_tasks(&run, &clients, &fences, &mut rng);
+    assert_eq!(spawned.len(), run.cycles.len());
+
+    run_faults(&run, &srv, &url, &proxies, &mut rng).await;
+    let faults_over = Instant::now();
+    run.faults_over.store(true, Ordering::SeqCst);
+
+    let progressed = await_progress(&run, &spawned).await;
+    let progress_took = faults_over.elapsed();
+
+    // Stop: one random client is shut down while its tasks still run, the
+    // others once their tasks have finished their cycle.
+    run.stop.store(true, Ordering::SeqCst);
+    run.shutting_down.store(true, Ordering::SeqCst);
+    let early = rng.random_range(0..CLIENTS);
+    let joined = run
+        .within(
+            "stopping the tasks",
+            futures::future::join(
+                clients[early].shutdown(),
+                futures::future::join_all(spawned.iter_mut().map(|s| &mut s.handle)),
+            ),
+        )
+        .await
+        .1;
+    run.within(
+        "shutting the clients down",
+        futures::future::join_all(clients.iter().map(|c| c.shutdown())),
+    )
+    .await;
+
+    // Collect.
+    let mut outs: Vec<(usize, TaskOut)> = Vec::new();
+    for (s, r) in spawned.iter().zip(joined) {
+        match r {
+            Ok(out) => outs.push((s.kind, out)),
+            Err(e) => panic!("{}", run.msg(&format!("task {} panicked: {e}", s.task))),
+        }
+    }
+    let stats = check_outs(&run, &spawned, &outs, &fences);
+    check_leftovers(&run, &url, &mains).await;
+
+    let summary = summary(&run, &spawned, &stats, progress_took, early);
     print!("{summary}");
     let failures = run.failures.lock().unwrap().clone();
     let mut shown: Vec<&str> = failures.iter().take(20).map(String::as_str).collect();
