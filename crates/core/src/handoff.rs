@@ -2,7 +2,7 @@
 //! of its own client hands its hold straight to it, in one script call,
 //! instead of a release, a message and the waiter's acquire.
 //!
-//! The waiter's side ([`LocalWaiter`], the states in [`Local`]) is kept by
+//! The waiter's side ([`LocalWaiter`](crate::wait::local::LocalWaiter), the states in [`Local`](crate::wait::local::Local)) is kept by
 //! the waiting engine's slot; the engine claims a waiter for an unlock
 //! (`Engine::claim`, under the table lock); the unlock runs the hand-off
 //! ([`Hold::pass_locally`]) and settles the [`Claim`]: delivered, cancelled

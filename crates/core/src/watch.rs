@@ -20,7 +20,7 @@
 //! *samples*: it reads every [`CATCH_UP`] and when a lease ends, so a
 //! change undone between two reads (an acquire and a release) is not seen
 //! at all. On a Redis Cluster keyspace notifications are node-local and
-//! not sharded, so a watch there samples too. Errors are paced as [`observe`](crate::observe)
+//! not sharded, so a watch there samples too. Errors are paced as [`observe`](crate::observe())
 //! paces them: at most one per [`CATCH_UP`].
 
 use std::time::Duration;

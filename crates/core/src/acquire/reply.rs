@@ -1,5 +1,5 @@
-//! The acquire scripts' reply codec (the contract is in the module doc of
-//! `acquire`), and what a try or a hand-off by name got: a [`Granted`].
+//! The acquire scripts' reply codec (the contract is on
+//! [`AcquireSpec`](super::AcquireSpec)), and what a try or a hand-off by name got: a [`Granted`].
 
 use std::time::Duration;
 

@@ -27,6 +27,31 @@ pub enum WaitMode {
 /// What a primitive tells core about one acquire: its scripts, keys,
 /// channel and wake-up policy. Built with [`AcquireSpec::builder`]; the
 /// fields are core's (the contract of each is on its builder method).
+///
+/// Acquire scripts share one contract:
+/// `ARGV = [owner, attempt, lease_ms, mode, secret, bound, extra...]`, the
+/// first six always sent, in this order, whatever the spec (so no script's
+/// argument moves with a builder flag), where mode is `'try'`
+/// (one attempt), `'wait'` (the first try of an acquire that waits when
+/// busy) or `'again'` (a later try of that acquire; scripts that need not
+/// tell the two apart treat every mode but `'try'` alike), `secret` is the
+/// call's entry secret (below; `'0'` when grants do not come by name),
+/// `bound` the stale-hold bound of [`HoldSet::acquire_arg`](crate::HoldSet::acquire_arg)
+/// (`'0'` without a set of live holds), and `extra` the spec's own; reply
+/// `{1, token, pttl}` granted, `{0, pttl}` busy (nothing recorded),
+/// `{2, pttl, fresh, secret}` queued (the attempt is recorded and must be
+/// released when the caller gives up; `secret` identifies the queue entry).
+/// Specs with hand-off by name ([`AcquireBuilder::tagged`]) send as `secret`
+/// a fresh random one per call, stored with the
+/// queue entry the call creates and echoed by a hand-off message for that
+/// entry. A hand-off is accepted only when it carries the secret of the
+/// waiter's current entry: a late grant for an entry the waiter already lost
+/// (purged, re-enqueued) or a forged one is ignored, and the waiter asks the
+/// server instead. Release scripts take `ARGV = [attempt, extra...]` and
+/// reply 0 when the attempt held nothing; a reply of 4 (specs with
+/// [`AcquireBuilder::pass`]) means released and
+/// granted to another client's waiter, and one waiter of this client is
+/// woken to ask the server (the grant's message went to that client alone).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct AcquireSpec {

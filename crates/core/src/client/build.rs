@@ -178,7 +178,7 @@ impl<C: From<Client>> ClientBuilder<C> {
     /// How long a queued waiter whose client stopped sending heartbeats
     /// keeps its place in a server-side queue (default 5 s).
     ///
-    /// `build` refuses ([`Error::InvalidArgument`](crate::Error::InvalidArgument)) a timeout under 30 ms
+    /// `build` refuses ([`Error::InvalidArgument`]) a timeout under 30 ms
     /// or over [`MAX_LEASE_MS`](crate::MAX_LEASE_MS)` / 3` ms (about 95
     /// years): the queue's keys live three waiter timeouts.
     pub fn waiter_timeout(mut self, timeout: Duration) -> Self {

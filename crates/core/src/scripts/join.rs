@@ -15,7 +15,7 @@ pub(super) struct Definition<'a> {
 /// The definitions of library `lib`, in order; or the 1-based number of
 /// the first line that is none of: a definition (as [`Definition`]), a
 /// comment or blank line between definitions. Libraries keep this layout
-/// ([`check_header`] asserts it for every script's libraries); one that does
+/// ([`check_header`](super::check_header) asserts it for every script's libraries); one that does
 /// not is joined whole by [`join`].
 pub(super) fn definitions(lib: &str) -> Result<Vec<Definition<'_>>, usize> {
     let mut out = Vec::new();

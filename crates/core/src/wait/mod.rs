@@ -1,66 +1,23 @@
-//! The Pub/Sub waiting engine: one subscriber connection per client, channels
-//! reference-counted across local waiters, and a per-waiter notifier that
-//! cannot lose a wake-up.
+//! The Pub/Sub waiting engine: one subscriber connection per client,
+//! channels shared by that client's waiters, and a notifier per waiter.
 //!
-//! # Implementation notes
+//! Invariants:
+//! - A waiter registers its slot before it subscribes and before each try
+//!   clears its wake-up flag, so a release that lands between a failed try
+//!   and the sleep wakes it (`slot.rs`; checked under loom in `loom.rs`).
+//! - Only the engine's task sends SUBSCRIBE/UNSUBSCRIBE, and it decides
+//!   from the channel table, so a waiter never counts on a channel the
+//!   server no longer has ([`run`]).
+//! - After the subscriber connection comes back, every channel is
+//!   subscribed again and every waiter woken: nothing published meanwhile
+//!   is waited out.
+//! - Every wait ends at a deadline; a waiter woken that leaves without
+//!   acquiring passes its wake-up on to the next of its class.
 //!
-//! **Subscriptions.** A waiter registers a [`Slot`] on a channel before it
-//! subscribes. The first slot of a channel asks the engine's task to
-//! SUBSCRIBE; when the last one leaves, the channel lingers for two seconds
-//! (a client that waits on one lock again and again keeps its subscription)
-//! and is then unsubscribed. That task alone
-//! sends SUBSCRIBE/UNSUBSCRIBE, batching every request queued since its last
-//! round, and decides from the table (not from the requests) what the server
-//! must hear, so a quick unsubscribe/subscribe of one channel can never leave
-//! the server unsubscribed while a waiter counts on it. Commands on one
-//! connection run in order, so a SUBSCRIBE sent after an UNSUBSCRIBE wins.
-//!
-//! **No lost wake-up.** Each slot has a `pending` flag and a `Notify`. A
-//! message sets the flag, then calls `notify_one`, which stores a permit if
-//! nobody sleeps yet. A waiter clears the flag before each try
-//! ([`Subscription::begin_try`]); when the try fails it sleeps only while the
-//! flag is still clear, so a release that lands between the try and the sleep
-//! wakes it at once. A stale permit only causes one extra look at the flag.
-//! The loom tests (`wait/loom.rs`) run this code, not a restatement of it,
-//! through every interleaving up to three preemptions: a release racing a
-//! subscription, a waiter cancelled asleep, after its wake-up or with its
-//! try in flight (its wake-up passed on), and a local hand-off racing a
-//! cancel.
-//!
-//! **What bounds a wait.** Every [`Subscription::wait`] ends at a deadline
-//! chosen by the caller: the holder's remaining TTL from the last reply, or the
-//! caller's time left, whichever is sooner. A lock whose holder died without
-//! unlocking (no message ever comes) is retried when its key has expired.
-//!
-//! **Who is woken.** The primitive decides: its [`WakePolicy`] (from the
-//! first waiter of the channel) decodes each message into a
-//! [`Wake`](crate::Wake) — one or `n` waiters (longest waiting first, not
-//! already woken), all of them (of one class or any), or one waiter
-//! registered under a name (a hand-off with its grant, a retry, a new sleep
-//! bound). A waiter that was woken and then leaves without acquiring
-//! passes the wake on to the next waiter of its class, so a cancelled
-//! waiter never swallows the only wake-up of a release.
-//!
-//! **Refusals.** When the server refuses a SUBSCRIBE with an error reply
-//! (an ACL user without permission for the channel: `NOPERM`), retrying
-//! cannot help: the channel is marked refused, its waiters are woken and
-//! fail with [`Error::SubscribeRefused`](crate::Error::SubscribeRefused).
-//! The mark goes with the channel's last waiter, so a later wait asks the
-//! server again.
-//!
-//! **Reconnects.** When the subscriber connection drops, every channel becomes
-//! unconfirmed. Once the connection is back, the engine re-subscribes every
-//! channel in its table and, when the server has confirmed, wakes every
-//! waiter to try again: a release published while the connection was down is
-//! never waited out.
-//!
-//! **Where things are.** `slot.rs`: the notifier (slots, the channel
-//! table, delivery, a waiter's seat); `local.rs`: the local hand-off's
-//! states and their transitions; `sync.rs`: the atomics, mutexes and
-//! notifications both are built of, loom's in the loom build; this file:
-//! the engine (its connection and task, subscriptions, the list of holds
-//! that may hand off locally). Nothing here imports the client, holds,
-//! acquires or `handoff.rs`.
+//! `slot.rs`: the notifier and the channel table; `local.rs`: the local
+//! hand-off's states; `sync.rs`: the primitives both are built of (loom's
+//! in the loom build); this file: the engine's connection and task.
+//! Nothing here imports the client, holds, acquires or `handoff.rs`.
 
 pub(crate) mod local;
 #[cfg(all(test, deadbolt_loom))]
@@ -332,7 +289,6 @@ impl Engine {
     }
 }
 
-/// The engine's task: keeps the server's subscriptions equal to the table.
 /// Channels the engine's task looks at in its next round: those whose
 /// entry changed (named by the ops), those whose linger may have ended, or
 /// all of them after a reconnect.
@@ -371,6 +327,31 @@ impl Due {
     }
 }
 
+/// The engine's task: keeps the server's subscriptions equal to the table.
+///
+/// A waiter registers a [`Slot`] on a channel before it
+/// subscribes. The first slot of a channel asks the engine's task to
+/// SUBSCRIBE; when the last one leaves, the channel lingers for two seconds
+/// (a client that waits on one lock again and again keeps its subscription)
+/// and is then unsubscribed. That task alone
+/// sends SUBSCRIBE/UNSUBSCRIBE, batching every request queued since its last
+/// round, and decides from the table (not from the requests) what the server
+/// must hear, so a quick unsubscribe/subscribe of one channel can never leave
+/// the server unsubscribed while a waiter counts on it. Commands on one
+/// connection run in order, so a SUBSCRIBE sent after an UNSUBSCRIBE wins.
+///
+/// When the server refuses a SUBSCRIBE with an error reply
+/// (an ACL user without permission for the channel: `NOPERM`), retrying
+/// cannot help: the channel is marked refused, its waiters are woken and
+/// fail with [`Error::SubscribeRefused`](crate::Error::SubscribeRefused).
+/// The mark goes with the channel's last waiter, so a later wait asks the
+/// server again.
+///
+/// When the subscriber connection drops, every channel becomes
+/// unconfirmed. Once the connection is back, the engine re-subscribes every
+/// channel in its table and, when the server has confirmed, wakes every
+/// waiter to try again: a release published while the connection was down is
+/// never waited out.
 async fn run(
     weak: std::sync::Weak<Shared>,
     conn: Arc<Conn>,
@@ -669,7 +650,11 @@ impl Subscription {
         self.seat.begin_try();
     }
 
-    /// Sleep until a wake-up that arrived since the last [`begin_try`], or `deadline`.
+    /// Sleep until a wake-up that arrived since the last [`begin_try`], or
+    /// `deadline`: the caller picks the holder's remaining TTL from the last
+    /// reply or its own time left, whichever is sooner, so a lock whose
+    /// holder died without unlocking (no message ever comes) is tried again
+    /// when its key has expired.
     ///
     /// [`begin_try`]: Subscription::begin_try
     pub(crate) async fn wait(&self, deadline: Instant) -> Woke {

@@ -4,8 +4,18 @@
 //! wake-up on). Nothing here knows the connections: the engine
 //! (`wait/mod.rs`) feeds it messages and subscriptions, and the loom tests
 //! (`wait/loom.rs`) drive this same code with loom's threads, through the
-//! sync shim ([`super::sync`]). How a wake-up is never lost is told in the
-//! engine's module doc, "No lost wake-up".
+//! sync shim ([`super::sync`]).
+//!
+//! No lost wake-up: each slot has a `pending` flag and a `Notify`. A
+//! message sets the flag, then calls `notify_one`, which stores a permit
+//! if nobody sleeps yet. A waiter clears the flag before each try
+//! ([`Seat::begin_try`]); when the try fails it sleeps only while the flag
+//! is still clear, so a release that lands between the try and the sleep
+//! wakes it at once; a stale permit costs one extra look at the flag. The
+//! loom tests run this code through every interleaving up to three
+//! preemptions: a release racing a subscription, a waiter cancelled asleep,
+//! after its wake-up or with its try in flight, and a local hand-off racing
+//! a cancel.
 
 use std::collections::HashMap;
 use std::sync::Arc;
