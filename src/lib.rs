@@ -59,7 +59,7 @@ pub use deadbolt_rwlock::{
     ForceUnlocked, ReadGuard, ReadLock, ReaderInfo, RwInfo, RwLock, WriteGuard, WriteLock,
 };
 pub use deadbolt_semaphore::{
-    CountDownLatch, HolderInfo, Permits, Semaphore, SemaphoreInfo, WaiterInfo,
+    CountDownLatch, HolderInfo, PermitRequest, Permits, Semaphore, SemaphoreInfo, WaiterInfo,
 };
 
 /// What a primitive of your own builds on: an acquire description, the

@@ -36,8 +36,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, ConditionSpec, Error, Handle, HeartbeatSpec, Keys, LeaseMode, Result,
-    ScriptCall, WaitMode, WakeAsTold, MAX_LEASE_MS,
+    Acquire, AcquireSpec, Client, ConditionSpec, Error, Handle, HeartbeatSpec, Keys, LeaseMode,
+    Result, ScriptCall, WaitMode, WakeAsTold, MAX_LEASE_MS,
 };
 
 mod permits;
@@ -166,6 +166,34 @@ pub struct SemaphoreInfo {
     pub holders: Vec<HolderInfo>,
     /// Waiters in queue order (at most 100).
     pub waiters: Vec<WaiterInfo>,
+}
+
+/// A request for a number of a [`Semaphore`]'s permits
+/// ([`Semaphore::permits`]): acquiring it takes them all at once.
+#[derive(Debug, Clone, Copy)]
+pub struct PermitRequest<'a> {
+    sem: &'a Semaphore,
+    n: u64,
+}
+
+impl Acquire for PermitRequest<'_> {
+    type Guard = Permits;
+
+    /// Take the permits with `lease` and `wait`; `Ok(None)` when the wait
+    /// ended without them.
+    ///
+    /// # Errors
+    /// As [`Semaphore::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`Semaphore::acquire`].
+    fn acquire_with(
+        &self,
+        lease: LeaseMode,
+        wait: WaitMode,
+    ) -> impl std::future::Future<Output = Result<Option<Permits>>> + Send {
+        self.sem.take(self.n, lease, wait)
+    }
 }
 
 type SemInspectReply = (
@@ -341,6 +369,26 @@ impl Semaphore {
         Ok(hold.map(|hold| Permits::new(hold, n, self.inner.clone())))
     }
 
+    /// A request for `n` permits: an [`Acquire`], so it has the five
+    /// acquire calls of every primitive (`lock`, `try_lock`,
+    /// `try_lock_for`, `lock_with_lease`, `try_lock_with`), each returning
+    /// [`Permits`]. The methods below are the same calls under the
+    /// semaphore's own names.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn f(client: deadbolt_core::Client) -> deadbolt_core::Result<()> {
+    /// use deadbolt_core::Acquire as _;
+    /// let s = deadbolt_semaphore::Semaphore::new(&client, "workers");
+    /// if let Some(two) = s.permits(2).try_lock_for(std::time::Duration::from_secs(1)).await? {
+    ///     two.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn permits(&self, n: u64) -> PermitRequest<'_> {
+        PermitRequest { sem: self, n }
+    }
+
     /// Wait until `n` permits are free at once and take them; the watchdog
     /// renews their lease until release. Rides out reconnects.
     ///
@@ -354,9 +402,7 @@ impl Semaphore {
     /// or queue entry is released once by the background releaser: no
     /// permit stays taken.
     pub async fn acquire(&self, n: u64) -> Result<Permits> {
-        self.take(n, LeaseMode::Watchdog, WaitMode::Forever)
-            .await
-            .map(|p| p.expect("an unbounded wait only ends with the permits"))
+        self.permits(n).lock().await
     }
 
     /// One attempt at `n` permits, no waiting (never queues); watchdog lease.
@@ -368,7 +414,7 @@ impl Semaphore {
     /// # Cancel safety
     /// As [`Self::acquire`].
     pub async fn try_acquire(&self, n: u64) -> Result<Option<Permits>> {
-        self.take(n, LeaseMode::Watchdog, WaitMode::Try).await
+        self.permits(n).try_lock().await
     }
 
     /// Wait up to `wait` for `n` permits; `Ok(None)` when the wait ends
@@ -380,8 +426,7 @@ impl Semaphore {
     /// # Cancel safety
     /// As [`Self::acquire`].
     pub async fn try_acquire_for(&self, n: u64, wait: Duration) -> Result<Option<Permits>> {
-        self.take(n, LeaseMode::Watchdog, WaitMode::up_to(wait))
-            .await
+        self.permits(n).try_lock_for(wait).await
     }
 
     /// Wait until `n` permits are free, with a fixed `lease` (not renewed):
@@ -394,9 +439,7 @@ impl Semaphore {
     /// # Cancel safety
     /// As [`Self::acquire`]; an unreleased grant also ends with its lease.
     pub async fn acquire_with_lease(&self, n: u64, lease: Duration) -> Result<Permits> {
-        self.take(n, LeaseMode::Fixed(lease), WaitMode::Forever)
-            .await
-            .map(|p| p.expect("an unbounded wait only ends with the permits"))
+        self.permits(n).lock_with_lease(lease).await
     }
 
     /// Wait up to `wait` for `n` permits with a fixed `lease`.
@@ -412,8 +455,7 @@ impl Semaphore {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<Permits>> {
-        self.take(n, LeaseMode::Fixed(lease), WaitMode::up_to(wait))
-            .await
+        self.permits(n).try_lock_with(wait, lease).await
     }
 
     /// A stream of this semaphore's permits in use, for any client's holds:

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use deadbolt_core::{Client, Error, LeaseState};
+use deadbolt_core::{Acquire as _, Client, Error, LeaseState};
 use deadbolt_semaphore::{CountDownLatch, Semaphore, MAX_PERMITS};
 use deadbolt_testkit::support::{cmd, pttls, server, until, within, HANG};
 use deadbolt_testkit::{FaultProxy, RedisServer};
@@ -38,6 +38,45 @@ async fn keys_left(srv: &RedisServer) -> Vec<String> {
         }
     }
     left
+}
+
+/// A request for permits is an `Acquire`: generic code over primitives
+/// takes a semaphore's permits with the same five calls as a lock.
+async fn take_twice<A: deadbolt_core::Acquire>(a: &A) -> (Option<A::Guard>, Option<A::Guard>) {
+    let first = a.try_lock().await.unwrap();
+    let second = a.try_lock_for(Duration::from_millis(50)).await.unwrap();
+    (first, second)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_request_has_the_five_acquire_calls() {
+    let srv = server();
+    let c = client(&srv.url()).await;
+    let s = Semaphore::new(&c, "request");
+    s.try_set_permits(3).await.unwrap();
+    let (two, none) = take_twice(&s.permits(2)).await;
+    let two = two.expect("3 free: 2 taken");
+    assert_eq!(two.count(), 2);
+    assert!(none.is_none(), "1 left: a second 2 does not fit");
+    let lease = Duration::from_secs(5);
+    let one = within(
+        "one permit with a lease",
+        s.permits(1).lock_with_lease(lease),
+    )
+    .await
+    .unwrap();
+    assert!(one.valid_for() <= lease);
+    assert_eq!(s.available_permits().await.unwrap(), 0);
+    two.release().await.unwrap();
+    let again = within("two permits", s.permits(2).lock()).await.unwrap();
+    assert_eq!(again.count(), 2);
+    assert!(matches!(
+        s.permits(0).try_lock().await,
+        Err(Error::InvalidArgument(_))
+    ));
+    again.release().await.unwrap();
+    one.release().await.unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
