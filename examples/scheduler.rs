@@ -15,6 +15,7 @@
 //! its lease has run out, so a hand-over after a kill takes about 1 s; a
 //! resignation hands over in about a round trip or two.
 
+use deadbolt::HoldGuard as _;
 use std::process::Stdio;
 use std::time::Duration;
 

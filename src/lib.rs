@@ -50,7 +50,7 @@ pub use deadbolt_core::{
     hash_slot, holder_name, Cause, Config, Error, LeaseMode, LeaseState, LockInfo, QueuedWaiter,
     Result, WaitMode, MAX_LEASE_MS,
 };
-pub use deadbolt_core::{Exclusive, ExclusiveGuard};
+pub use deadbolt_core::{Exclusive, ExclusiveGuard, HoldGuard};
 pub use deadbolt_election::{Election, Leader, Leadership};
 pub use deadbolt_fair::{FairLock, FairLockGuard};
 pub use deadbolt_lock::{Lock, LockGuard};
@@ -72,13 +72,14 @@ pub use deadbolt_core::{Acquire, Lockable};
 
 /// What most users import: the [`Acquire`] trait, whose methods are the
 /// five acquire calls of every lock (`lock`, `try_lock`, `try_lock_for`,
-/// `lock_with_lease`, `try_lock_with`).
+/// `lock_with_lease`, `try_lock_with`), and [`HoldGuard`], what every
+/// guard tells of its lease (`state`, `valid_for`, `lost`, `run`).
 ///
 /// ```
 /// use deadbolt::prelude::*;
 /// ```
 pub mod prelude {
-    pub use crate::Acquire;
+    pub use crate::{Acquire, HoldGuard};
 }
 
 #[cfg(feature = "tls")]

@@ -4,6 +4,7 @@
 //! by name: `refused_subscription_fails_waiters_promptly` in deadbolt-lock.)
 
 use deadbolt::Acquire as _;
+use deadbolt::HoldGuard as _;
 use std::time::Duration;
 
 use deadbolt::Client;

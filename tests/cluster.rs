@@ -16,6 +16,7 @@
 //!   working, names on the dead slots fail promptly.
 
 use deadbolt::Acquire as _;
+use deadbolt_core::HoldGuard as _;
 use std::future::Future;
 use std::time::Duration;
 

@@ -2,6 +2,7 @@
 //! it refuses, and that a batch commits together or not at all.
 
 use deadbolt::Acquire as _;
+use deadbolt::HoldGuard as _;
 use std::time::Duration;
 
 use deadbolt::fence::Fenced;

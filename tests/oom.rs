@@ -4,6 +4,7 @@
 //! memory back, the same handle works.
 
 use deadbolt::Acquire as _;
+use deadbolt::HoldGuard as _;
 use std::future::Future;
 use std::time::Duration;
 

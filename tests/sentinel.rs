@@ -3,6 +3,7 @@
 //! through them and get the lock.
 
 use deadbolt::Acquire as _;
+use deadbolt::HoldGuard as _;
 use std::time::Duration;
 
 use deadbolt::LeaseState;

@@ -8,6 +8,7 @@
 #[allow(dead_code)]
 mod lock;
 
+use deadbolt::HoldGuard as _;
 use std::time::Duration;
 
 use deadbolt::primitive::Acquire as _;

@@ -86,7 +86,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use deadbolt::primitive::{Exclusive, ExclusiveKind};
-use deadbolt::{Error, ExclusiveGuard, LeaseState};
+use deadbolt::{Error, ExclusiveGuard, HoldGuard, LeaseState};
 use deadbolt_testkit::{FaultProxy, RedisServer};
 use futures::future::BoxFuture;
 use rand::rngs::StdRng;
@@ -182,11 +182,11 @@ impl Held for ExclusiveGuard {
     }
 
     fn state(&self) -> LeaseState {
-        ExclusiveGuard::state(self)
+        HoldGuard::state(self)
     }
 
     fn valid_for(&self) -> Duration {
-        ExclusiveGuard::valid_for(self)
+        HoldGuard::valid_for(self)
     }
 
     fn unlock(self: Box<Self>) -> BoxFuture<'static, deadbolt::Result<()>> {
@@ -243,11 +243,11 @@ impl Held for Writer {
     }
 
     fn state(&self) -> LeaseState {
-        self.0.state()
+        HoldGuard::state(&self.0)
     }
 
     fn valid_for(&self) -> Duration {
-        self.0.valid_for()
+        HoldGuard::valid_for(&self.0)
     }
 
     fn weight(&self) -> u32 {
@@ -265,11 +265,11 @@ impl Held for deadbolt::ReadGuard {
     }
 
     fn state(&self) -> LeaseState {
-        deadbolt::ReadGuard::state(self)
+        HoldGuard::state(self)
     }
 
     fn valid_for(&self) -> Duration {
-        deadbolt::ReadGuard::valid_for(self)
+        HoldGuard::valid_for(self)
     }
 
     fn unlock(self: Box<Self>) -> BoxFuture<'static, deadbolt::Result<()>> {
@@ -303,11 +303,11 @@ impl Held for deadbolt::Permits {
     }
 
     fn state(&self) -> LeaseState {
-        deadbolt::Permits::state(self)
+        HoldGuard::state(self)
     }
 
     fn valid_for(&self) -> Duration {
-        deadbolt::Permits::valid_for(self)
+        HoldGuard::valid_for(self)
     }
 
     fn unlock(self: Box<Self>) -> BoxFuture<'static, deadbolt::Result<()>> {
@@ -397,11 +397,11 @@ impl Held for deadbolt::MultiGuard {
     }
 
     fn state(&self) -> LeaseState {
-        deadbolt::MultiGuard::state(self)
+        HoldGuard::state(self)
     }
 
     fn valid_for(&self) -> Duration {
-        deadbolt::MultiGuard::valid_for(self)
+        HoldGuard::valid_for(self)
     }
 
     fn unlock(self: Box<Self>) -> BoxFuture<'static, deadbolt::Result<()>> {
@@ -457,11 +457,11 @@ impl Held for deadbolt::Leadership {
     }
 
     fn state(&self) -> LeaseState {
-        deadbolt::Leadership::state(self)
+        HoldGuard::state(self)
     }
 
     fn valid_for(&self) -> Duration {
-        deadbolt::Leadership::valid_for(self)
+        HoldGuard::valid_for(self)
     }
 
     fn unlock(self: Box<Self>) -> BoxFuture<'static, deadbolt::Result<()>> {

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use std::marker::PhantomData;
 
+use crate::guard::HoldGuard as _;
 use crate::handle::{Acquire, Handle};
 use crate::scripts::{ScriptCall, HOLD_INSPECT};
 use crate::{

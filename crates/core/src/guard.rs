@@ -1,4 +1,72 @@
-use crate::{Hold, Result};
+//! [`HoldGuard`], what every guard tells of its lease, and
+//! [`ExclusiveGuard`], the guard of an exclusive hold.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::hold::run_while_held;
+use crate::{Hold, LeaseState, Result};
+
+/// What every guard tells of the lease it keeps (a lock's, a read hold's,
+/// permits', a multi-lock's, a leadership's): where it stands, how long it
+/// is known valid, a future that resolves when it can no longer be counted
+/// on, and work run under it. Import it (it is in `deadbolt::prelude`) to
+/// call these on a guard.
+///
+/// # Examples
+/// ```no_run
+/// # use deadbolt_core::{Acquire, Client, Exclusive, ExclusiveKind, HoldGuard};
+/// # async fn f<K: ExclusiveKind>(client: &Client) -> deadbolt_core::Result<()> {
+/// let guard = Exclusive::<K>::new(client, "orders:42").lock().await?;
+/// let total = guard.run(async { 6 * 7 }).await?; // dropped if the lease is lost
+/// # Ok(()) }
+/// ```
+pub trait HoldGuard {
+    /// Where the lease stands as far as this process knows.
+    fn state(&self) -> LeaseState;
+
+    /// How much longer the lease is known valid (zero unless `Active`).
+    fn valid_for(&self) -> Duration;
+
+    /// Resolves when the lease can no longer be counted on (`Lost` or
+    /// `Unknown`: it ended, the server said it is gone, or the outcome of a
+    /// renewal or release is unknown). A lease released on purpose was not
+    /// lost: then it never resolves.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
+    fn lost(&self) -> impl Future<Output = LeaseState> + Send + 'static;
+
+    /// Run `work` under the lease: it is dropped (cancelled at its next
+    /// await) as soon as the lease can no longer be counted on, before the
+    /// server could give it to anyone else. A write the work already sent
+    /// may have landed: pass the fencing token to what it writes.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`](crate::Error::LeaseLost) with the state when
+    /// the work was dropped (the loss wins a tie with the work's end).
+    ///
+    /// # Cancel safety
+    /// Dropping this future drops `work`; the lease is untouched.
+    fn run<F: Future>(&self, work: F) -> impl Future<Output = Result<F::Output>> {
+        run_while_held(self.lost(), work)
+    }
+}
+
+/// A guard over one hold tells what the hold tells.
+impl HoldGuard for ExclusiveGuard {
+    fn state(&self) -> LeaseState {
+        self.hold.state()
+    }
+
+    fn valid_for(&self) -> Duration {
+        self.hold.valid_for()
+    }
+
+    fn lost(&self) -> impl Future<Output = LeaseState> + Send + 'static {
+        self.hold.lost()
+    }
+}
 
 /// One hold of an exclusive lock ([`Exclusive`](crate::Exclusive): `Lock`, `FairLock`).
 ///
@@ -28,7 +96,17 @@ impl ExclusiveGuard {
         self.hold.fencing_token()
     }
 
-    crate::hold_guard_methods!(hold);
+    /// Extend the lease to at least `lease` from now.
+    ///
+    /// # Errors
+    /// `InvalidArgument`, `NotHeld` (state becomes `Lost`),
+    /// `Indeterminate` (state becomes `Unknown`), `Unavailable`.
+    ///
+    /// # Cancel safety
+    /// If dropped, the extension may or may not have applied.
+    pub async fn extend(&self, lease: Duration) -> Result<()> {
+        self.hold.extend(lease).await
+    }
 
     /// Writes to Redis that commit only while this hold is live: each call
     /// checks the hold on the server in the same script as its writes, and
@@ -65,62 +143,4 @@ impl ExclusiveGuard {
     pub async fn unlock(self) -> Result<()> {
         self.hold.unlock().await
     }
-}
-
-/// The methods every guard over one [`Hold`] offers, written once:
-/// `state`, `valid_for`, `lost` and `extend`, delegated to the guard's
-/// `Hold` field (`hold_guard_methods!(hold)` inside the guard's `impl`).
-#[macro_export]
-macro_rules! hold_guard_methods {
-    ($field:tt) => {
-        /// Where the hold stands as far as this process knows.
-        pub fn state(&self) -> $crate::LeaseState {
-            self.$field.state()
-        }
-
-        /// How much longer the hold is known valid.
-        pub fn valid_for(&self) -> ::std::time::Duration {
-            self.$field.valid_for()
-        }
-
-        /// Resolves when the hold can no longer be counted on (`Lost` or
-        /// `Unknown`: the lease ended, the server said it is gone, or the
-        /// outcome of a renewal or release is unknown).
-        ///
-        /// # Cancel safety
-        /// Cancel safe: it only watches.
-        pub fn lost(
-            &self,
-        ) -> impl ::std::future::Future<Output = $crate::LeaseState> + Send + 'static {
-            self.$field.lost()
-        }
-
-        /// Run `work` under this hold: it is dropped as soon as the hold
-        /// can no longer be counted on (`Lost` or `Unknown`), before the
-        /// server could give it to anyone else. A write the work already
-        /// sent may have landed: pass the fencing token to what it writes.
-        ///
-        /// # Errors
-        /// [`Error::LeaseLost`]($crate::Error::LeaseLost) with the state
-        /// when the work was dropped (the loss wins a tie with the work's
-        /// end).
-        ///
-        /// # Cancel safety
-        /// Dropping this future drops `work`; the hold is untouched.
-        pub async fn run<F: ::std::future::Future>(&self, work: F) -> $crate::Result<F::Output> {
-            self.$field.run(work).await
-        }
-
-        /// Extend the lease to at least `lease` from now.
-        ///
-        /// # Errors
-        /// `InvalidArgument`, `NotHeld` (state becomes `Lost`),
-        /// `Indeterminate` (state becomes `Unknown`), `Unavailable`.
-        ///
-        /// # Cancel safety
-        /// If dropped, the extension may or may not have applied.
-        pub async fn extend(&self, lease: ::std::time::Duration) -> $crate::Result<()> {
-            self.$field.extend(lease).await
-        }
-    };
 }

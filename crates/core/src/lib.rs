@@ -55,12 +55,11 @@ pub use config::{
 pub use conn::sentinel_master;
 pub use error::{Cause, Error, Result};
 pub use exclusive::{Exclusive, ExclusiveKind, LockInfo, PlainLock, QueuedWaiter};
-pub use guard::ExclusiveGuard;
+pub use guard::{ExclusiveGuard, HoldGuard};
 pub use handle::Acquire;
 pub use heartbeat::HeartbeatSpec;
 pub use hold::{
-    drift, run_while_held, valid_until, Acquiring, Hold, HoldSet, HoldSpec, LeaseMode, LeaseState,
-    PassSpec,
+    drift, valid_until, Acquiring, Hold, HoldSet, HoldSpec, LeaseMode, LeaseState, PassSpec,
 };
 pub use keys::{encode_tag, hash_slot, is_fence_key, slot_tag, Keys};
 pub use lockable::Lockable;

@@ -22,14 +22,13 @@ pub use crate::client::Client;
 pub use crate::config::{holder_name, lease_ms, MAX_LEASE_MS};
 pub use crate::error::{Error, Result};
 pub use crate::exclusive::{Exclusive, ExclusiveKind, PlainLock};
-pub use crate::guard::ExclusiveGuard;
+pub use crate::guard::{ExclusiveGuard, HoldGuard};
 pub use crate::guarded::Guarded;
 pub use crate::handle::{Acquire, Handle};
 pub use crate::heartbeat::HeartbeatSpec;
 pub use crate::hold::{
-    drift, lease_lost, run_while_held, Hold, HoldSet, HoldSpec, LeaseMode, LeaseState, Validity,
+    drift, lease_lost, Hold, HoldSet, HoldSpec, LeaseMode, LeaseState, Validity,
 };
-pub use crate::hold_guard_methods;
 pub use crate::keys::Keys;
 pub use crate::lockable::Lockable;
 pub use crate::lua_scripts;

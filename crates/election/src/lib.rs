@@ -11,6 +11,7 @@
 //!
 //! ```no_run
 //! # async fn f() -> deadbolt_core::Result<()> {
+//! use deadbolt_core::HoldGuard as _; // run, lost, state, valid_for
 //! let client = deadbolt_core::Client::connect("redis://127.0.0.1/").await?;
 //! let election = deadbolt_election::Election::new(&client, "scheduler");
 //! let leadership = election.campaign("worker-1").await?;
@@ -28,8 +29,8 @@
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, ConditionSpec, Error, Handle, Hold, LeaseMode, LeaseState, Result,
-    ScriptCall, WaitMode, WakeAll, WakeAsTold,
+    AcquireSpec, Client, ConditionSpec, Error, Handle, Hold, HoldGuard, LeaseMode, LeaseState,
+    Result, ScriptCall, WaitMode, WakeAll, WakeAsTold,
 };
 use futures::Stream;
 
@@ -252,6 +253,30 @@ fn term_of(l: Option<&Leader>) -> u64 {
     l.map_or(0, |l| l.term)
 }
 
+/// A leadership's lease is its hold's.
+impl HoldGuard for Leadership {
+    /// The state of the leadership's lease.
+    fn state(&self) -> LeaseState {
+        self.hold.state()
+    }
+
+    /// How much longer the leadership is known to last (from the last
+    /// renewal the server confirmed, less a drift margin); zero once it is
+    /// not `Active`.
+    fn valid_for(&self) -> Duration {
+        self.hold.valid_for()
+    }
+
+    /// Resolves when the leadership can no longer be counted on (its lease
+    /// was lost, or its state became Unknown), or it ended.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
+    fn lost(&self) -> impl std::future::Future<Output = LeaseState> + Send + 'static {
+        self.hold.lost()
+    }
+}
+
 impl Leadership {
     /// Writes to Redis that commit only while this leadership is live
     /// (the check and the writes in one script): a leader paused past its
@@ -270,41 +295,6 @@ impl Leadership {
     /// The info this leader campaigned with.
     pub fn info(&self) -> &str {
         &self.info
-    }
-
-    /// The state of the leadership's lease.
-    pub fn state(&self) -> LeaseState {
-        self.hold.state()
-    }
-
-    /// How much longer the leadership is known to last (from the last
-    /// renewal the server confirmed, less a drift margin); zero once it is
-    /// not `Active`.
-    pub fn valid_for(&self) -> Duration {
-        self.hold.valid_for()
-    }
-
-    /// Resolves when the leadership can no longer be counted on (its lease
-    /// was lost, or its state became Unknown), or it ended.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only watches.
-    pub fn lost(&self) -> impl std::future::Future<Output = LeaseState> + Send + 'static {
-        self.hold.lost()
-    }
-
-    /// Run `work` while leading: it is dropped as soon as the leadership is
-    /// lost or its state becomes Unknown, and that is reported as
-    /// [`Error::LeaseLost`]. A write `work` already sent may have landed:
-    /// fence it with [`term`](Leadership::term).
-    ///
-    /// # Errors
-    /// [`Error::LeaseLost`].
-    ///
-    /// # Cancel safety
-    /// Dropping it drops `work`; the leadership stays.
-    pub async fn run<F: std::future::Future>(&self, work: F) -> Result<F::Output> {
-        self.hold.run(work).await
     }
 
     /// Step down: the leadership ends at once, candidates are woken and

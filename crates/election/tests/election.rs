@@ -4,6 +4,7 @@
 //! the lease, an observer of a dead Redis, a key of another type, and a
 //! cancelled campaign.
 
+use deadbolt_core::HoldGuard as _;
 use std::time::Duration;
 
 use deadbolt_core::{Client, Error, LeaseState};

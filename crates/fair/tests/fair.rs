@@ -1,6 +1,7 @@
 //! FairLock against a real redis-server.
 
 use deadbolt_core::Acquire as _;
+use deadbolt_core::HoldGuard as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

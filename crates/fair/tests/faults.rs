@@ -3,6 +3,7 @@
 //! redis-server processes; faults through deadbolt-testkit.
 
 use deadbolt_core::Acquire as _;
+use deadbolt_core::HoldGuard as _;
 use std::time::{Duration, Instant};
 
 use deadbolt_core::{Client, Error, LeaseState};

@@ -4,6 +4,7 @@
 mod common;
 
 use deadbolt_core::Acquire as _;
+use deadbolt_core::HoldGuard as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

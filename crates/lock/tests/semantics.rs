@@ -3,6 +3,7 @@
 mod common;
 
 use deadbolt_core::Acquire as _;
+use deadbolt_core::HoldGuard as _;
 use std::time::{Duration, Instant};
 
 use common::*;

@@ -30,9 +30,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    drift, lease_lost, lease_ms, new_attempt_id, run_while_held, Acquire, Client, Error, Guarded,
-    Hold, HoldSpec, LeaseMode, LeaseState, Lockable, PlainLock, Result, ScriptCall, Validity,
-    WaitMode, HOLD_RENEW,
+    drift, lease_lost, lease_ms, new_attempt_id, Acquire, Client, Error, Guarded, Hold, HoldGuard,
+    HoldSpec, LeaseMode, LeaseState, Lockable, PlainLock, Result, ScriptCall, Validity, WaitMode,
+    HOLD_RENEW,
 };
 use deadbolt_lock::scripts::LOCK_RELEASE;
 use deadbolt_lock::Lock;
@@ -379,6 +379,37 @@ pub struct MultiGuard {
     parts: Vec<Hold>,
 }
 
+/// A multi-lock's lease stands as its weakest part's.
+impl HoldGuard for MultiGuard {
+    /// `Active` while every part is; otherwise the first part's state that
+    /// is not.
+    fn state(&self) -> LeaseState {
+        self.parts
+            .iter()
+            .map(Hold::state)
+            .find(|s| *s != LeaseState::Active)
+            .unwrap_or(LeaseState::Active)
+    }
+
+    /// How much longer every part is known valid (the shortest).
+    fn valid_for(&self) -> Duration {
+        self.parts
+            .iter()
+            .map(Hold::valid_for)
+            .min()
+            .unwrap_or_default()
+    }
+
+    /// Resolves when any part can no longer be counted on.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
+    fn lost(&self) -> impl Future<Output = LeaseState> + Send + 'static {
+        let parts: Vec<_> = self.parts.iter().map(|h| Box::pin(h.lost())).collect();
+        async move { futures::future::select_all(parts).await.0 }
+    }
+}
+
 impl MultiGuard {
     fn new(parts: Vec<Hold>) -> MultiGuard {
         MultiGuard { parts }
@@ -410,49 +441,6 @@ impl MultiGuard {
     /// Each part's fencing token, in the multi-lock's order (by key).
     pub fn fencing_tokens(&self) -> Vec<u64> {
         self.parts.iter().map(Hold::fencing_token).collect()
-    }
-
-    /// `Active` while every part is; otherwise the first part's state that
-    /// is not.
-    pub fn state(&self) -> LeaseState {
-        self.parts
-            .iter()
-            .map(Hold::state)
-            .find(|s| *s != LeaseState::Active)
-            .unwrap_or(LeaseState::Active)
-    }
-
-    /// How much longer every part is known valid (the shortest).
-    pub fn valid_for(&self) -> Duration {
-        self.parts
-            .iter()
-            .map(Hold::valid_for)
-            .min()
-            .unwrap_or_default()
-    }
-
-    /// Run `work` under the hold: it is dropped as soon as the hold can
-    /// no longer be counted on (`Lost` or `Unknown`, see `lost`), before
-    /// the servers could give it to anyone else. A write the work already
-    /// sent may have landed: pass the fencing token to what it writes.
-    ///
-    /// # Errors
-    /// [`Error::LeaseLost`] with the state when the work was dropped (the
-    /// loss wins a tie with the work's end).
-    ///
-    /// # Cancel safety
-    /// Dropping this future drops `work`; the hold is untouched.
-    pub async fn run<F: Future>(&self, work: F) -> Result<F::Output> {
-        run_while_held(self.lost(), work).await
-    }
-
-    /// Resolves when any part can no longer be counted on.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only watches.
-    pub fn lost(&self) -> impl Future<Output = LeaseState> + Send + 'static {
-        let parts: Vec<_> = self.parts.iter().map(|h| Box::pin(h.lost())).collect();
-        async move { futures::future::select_all(parts).await.0 }
     }
 
     /// Release every part; returns the first error, after trying them all.
@@ -673,6 +661,30 @@ impl Validity for RedShared {
     }
 }
 
+/// A Redlock's lease is the validity a majority confirmed.
+impl HoldGuard for RedlockGuard {
+    /// `Active` until the validity runs out or a renewal fails to reach a
+    /// majority in time (`Lost`).
+    fn state(&self) -> LeaseState {
+        self.shared.current()
+    }
+
+    /// The validity computed at acquire (or at the last renewal that reached
+    /// a majority): `TTL − elapsed − drift`, never more.
+    fn valid_for(&self) -> Duration {
+        Validity::valid_for(&*self.shared)
+    }
+
+    /// Resolves when the lock can no longer be counted on (`Lost`,
+    /// `Unknown`); never for a release, as a `Hold`'s.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
+    fn lost(&self) -> impl Future<Output = LeaseState> + Send + 'static {
+        lease_lost(self.shared.clone())
+    }
+}
+
 impl RedlockGuard {
     fn new(
         holds: Vec<Hold>,
@@ -700,42 +712,6 @@ impl RedlockGuard {
     /// single server's counter gives (docs/safety.md).
     pub fn fencing_token(&self) -> u64 {
         self.shared.token
-    }
-
-    /// `Active` until the validity runs out or a renewal fails to reach a
-    /// majority in time (`Lost`).
-    pub fn state(&self) -> LeaseState {
-        self.shared.current()
-    }
-
-    /// The validity computed at acquire (or at the last renewal that reached
-    /// a majority): `TTL − elapsed − drift`, never more.
-    pub fn valid_for(&self) -> Duration {
-        Validity::valid_for(&*self.shared)
-    }
-
-    /// Run `work` under the hold: it is dropped as soon as the hold can
-    /// no longer be counted on (`Lost` or `Unknown`, see `lost`), before
-    /// the servers could give it to anyone else. A write the work already
-    /// sent may have landed: pass the fencing token to what it writes.
-    ///
-    /// # Errors
-    /// [`Error::LeaseLost`] with the state when the work was dropped (the
-    /// loss wins a tie with the work's end).
-    ///
-    /// # Cancel safety
-    /// Dropping this future drops `work`; the hold is untouched.
-    pub async fn run<F: Future>(&self, work: F) -> Result<F::Output> {
-        run_while_held(self.lost(), work).await
-    }
-
-    /// Resolves when the lock can no longer be counted on (`Lost`,
-    /// `Unknown`); never for a release, as a `Hold`'s.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only watches.
-    pub fn lost(&self) -> impl Future<Output = LeaseState> + Send + 'static {
-        lease_lost(self.shared.clone())
     }
 
     /// Release on every server that holds it.

@@ -8,6 +8,7 @@
 //! and restarts.
 
 use deadbolt_core::Acquire as _;
+use deadbolt_core::HoldGuard as _;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -36,8 +36,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    Acquire, AcquireSpec, Client, Error, ExclusiveGuard, Handle, HeartbeatSpec, Hold, Keys,
-    LeaseMode, Lockable, Result, ScriptCall, WaitMode, WakeAsTold,
+    Acquire, AcquireSpec, Client, Error, ExclusiveGuard, Handle, HeartbeatSpec, Hold, HoldGuard,
+    Keys, LeaseMode, LeaseState, Lockable, Result, ScriptCall, WaitMode, WakeAsTold,
 };
 use futures::future::BoxFuture;
 
@@ -684,8 +684,33 @@ pub type WriteGuard = ExclusiveGuard;
 #[derive(Debug)]
 pub struct ReadGuard(Hold);
 
+/// A read hold's lease is its own.
+impl HoldGuard for ReadGuard {
+    fn state(&self) -> LeaseState {
+        self.0.state()
+    }
+
+    fn valid_for(&self) -> Duration {
+        self.0.valid_for()
+    }
+
+    fn lost(&self) -> impl Future<Output = LeaseState> + Send + 'static {
+        self.0.lost()
+    }
+}
+
 impl ReadGuard {
-    deadbolt_core::primitive::hold_guard_methods!(0);
+    /// Extend the lease to at least `lease` from now.
+    ///
+    /// # Errors
+    /// `InvalidArgument`, `NotHeld` (state becomes `Lost`),
+    /// `Indeterminate` (state becomes `Unknown`), `Unavailable`.
+    ///
+    /// # Cancel safety
+    /// If dropped, the extension may or may not have applied.
+    pub async fn extend(&self, lease: Duration) -> Result<()> {
+        self.0.extend(lease).await
+    }
 
     /// Release this read hold and wait for the answer; the last reader's
     /// release wakes the waiting writers.

@@ -7,6 +7,7 @@
 //! dies, leases that run out unreleased, and releases whose reply is lost.
 
 use deadbolt_core::Acquire as _;
+use deadbolt_core::HoldGuard as _;
 use std::time::{Duration, Instant};
 
 use deadbolt_core::{Client, ClientBuilder, Error, LeaseState};

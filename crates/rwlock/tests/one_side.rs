@@ -4,6 +4,7 @@
 //! hands the lock on exactly as the matching normal release would.
 
 use deadbolt_core::Acquire as _;
+use deadbolt_core::HoldGuard as _;
 use std::time::Duration;
 
 use deadbolt_core::{Client, Error, LeaseState};

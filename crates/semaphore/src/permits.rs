@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadbolt_core::primitive::{run_while_held, Error, Hold, LeaseState, Result, ScriptCall};
+use deadbolt_core::primitive::{Error, Hold, HoldGuard, LeaseState, Result, ScriptCall};
 
 use crate::scripts::SEM_RELEASE_PART;
 use crate::SemHandle;
@@ -67,15 +67,26 @@ impl Slot {
         }
     }
 
-    async fn run<F: Future>(&self, work: F) -> Result<F::Output> {
-        run_while_held(self.lost(), work).await
-    }
-
     async fn extend(&self, lease: Duration) -> Result<()> {
         match self {
             Slot::Held(h) => h.extend(lease).await,
             Slot::Ended(_) => Err(Error::NotHeld),
         }
+    }
+}
+
+/// Permits' lease is their hold's, until every permit went back.
+impl HoldGuard for Permits {
+    fn state(&self) -> LeaseState {
+        self.slot.state()
+    }
+
+    fn valid_for(&self) -> Duration {
+        self.slot.valid_for()
+    }
+
+    fn lost(&self) -> impl Future<Output = LeaseState> + Send + 'static {
+        self.slot.lost()
     }
 }
 
@@ -94,7 +105,18 @@ impl Permits {
         self.count
     }
 
-    deadbolt_core::primitive::hold_guard_methods!(slot);
+    /// Extend the lease to at least `lease` from now.
+    ///
+    /// # Errors
+    /// `InvalidArgument`, `NotHeld` (state becomes `Lost`; also once every
+    /// permit was given back), `Indeterminate` (state becomes `Unknown`),
+    /// `Unavailable`.
+    ///
+    /// # Cancel safety
+    /// If dropped, the extension may or may not have applied.
+    pub async fn extend(&self, lease: Duration) -> Result<()> {
+        self.slot.extend(lease).await
+    }
 
     /// Give the permits back and wait for the answer; the waiters they
     /// serve are granted them inside the release.

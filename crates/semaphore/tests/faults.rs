@@ -4,6 +4,7 @@
 //! restart without persistence, late replies with cancelled acquires, and
 //! the latch's edges (past zero, forged messages, cancelled waits).
 
+use deadbolt_core::HoldGuard as _;
 use std::time::{Duration, Instant};
 
 use deadbolt_core::{Client, ClientBuilder, Error, LeaseState};

@@ -3,6 +3,7 @@
 //! back part of a multi-permit hold (`Permits::release_permits`), and
 //! deleting a semaphore or a latch with holders and waiters about.
 
+use deadbolt_core::HoldGuard as _;
 use std::time::{Duration, Instant};
 
 use deadbolt_core::primitive::ScriptCall;

@@ -1,5 +1,6 @@
 //! Semaphore and CountDownLatch against real redis-server processes.
 
+use deadbolt_core::HoldGuard as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

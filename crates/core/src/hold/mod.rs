@@ -32,7 +32,7 @@ pub(crate) use lease::{HoldInner, Renewal, NEXT_HOLD};
 ///
 /// # Cancel safety
 /// Dropping this future drops `work`.
-pub async fn run_while_held<F: std::future::Future>(
+pub(crate) async fn run_while_held<F: std::future::Future>(
     lost: impl std::future::Future<Output = LeaseState>,
     work: F,
 ) -> Result<F::Output> {
