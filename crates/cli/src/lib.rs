@@ -5,10 +5,10 @@
 //!   `--kind rw`, the writer, the readers with their leases and the waiting
 //!   writers; for `--kind semaphore`, the permits set and available, the
 //!   holders with their permits and leases, and the waiters with their
-//!   demands).
+//!   demands; for `--kind election`, the leader, its term and its info).
 //! * `deadbolt force-unlock NAME --yes` deletes a lock whoever holds it
-//!   (for `--kind rw`, the writer and every read hold; a semaphore is
-//!   refused). Both refuse a key of another type at the lock's key, naming
+//!   (for `--kind rw`, the writer and every read hold; a semaphore or an
+//!   election is refused). Both refuse a key of another type at the lock's key, naming
 //!   the type found, and both reach a Redis Cluster (`--topology cluster`,
 //!   `--redis` listing seed nodes) or a master behind Sentinel (`--topology
 //!   sentinel --sentinel-master NAME`, `--redis` listing Sentinels).
@@ -30,8 +30,9 @@ mod target;
 mod watch;
 
 pub use inspect::{
-    force_unlock, inspect, ForceUnlockArgs, InspectArgs, LockState, PermitHolder, PermitWaiter,
-    PrimitiveKind, QueueEntry, ReaderEntry, RwState, SemaphoreState, Unlocked, QUEUE_LISTED,
+    force_unlock, inspect, FairState, ForceUnlockArgs, Hold, InspectArgs, Inspection, Leader,
+    PermitHolder, PermitWaiter, PrimitiveKind, PrimitiveState, QueueEntry, ReaderEntry, RwState,
+    SemaphoreState, Unlocked, QUEUE_LISTED,
 };
 pub use target::{redact, split_urls, topology_parser, Target, Topology};
 pub use watch::{describe, watch};

@@ -8,11 +8,54 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser as _;
-use deadbolt_cli::{Cli, ForceUnlockArgs, InspectArgs};
+use deadbolt_cli::{
+    Cli, FairState, ForceUnlockArgs, Hold, InspectArgs, Inspection, Leader, PrimitiveState,
+    RwState, SemaphoreState,
+};
 use deadbolt_testkit::RedisServer;
 
 /// Catches hangs, not speed.
 const HANG: Duration = Duration::from_secs(60);
+
+/// The hold of what `inspect` found, which must be a lock.
+fn lock_hold(found: &Inspection) -> &Hold {
+    match &found.state {
+        PrimitiveState::Lock(hold) => hold,
+        other => panic!("not a lock: {other:?}"),
+    }
+}
+
+/// What `inspect` found, which must be a fair lock.
+fn fair_state(found: &Inspection) -> &FairState {
+    match &found.state {
+        PrimitiveState::FairLock(fair) => fair,
+        other => panic!("not a fair lock: {other:?}"),
+    }
+}
+
+/// What `inspect` found, which must be a read-write lock.
+fn rw_state(found: &Inspection) -> &RwState {
+    match &found.state {
+        PrimitiveState::RwLock(rw) => rw,
+        other => panic!("not a read-write lock: {other:?}"),
+    }
+}
+
+/// What `inspect` found, which must be a semaphore.
+fn sem_state(found: &Inspection) -> &SemaphoreState {
+    match &found.state {
+        PrimitiveState::Semaphore(sem) => sem,
+        other => panic!("not a semaphore: {other:?}"),
+    }
+}
+
+/// The leader of what `inspect` found, which must be an election.
+fn leader(found: &Inspection) -> Option<&Leader> {
+    match &found.state {
+        PrimitiveState::Election(leader) => leader.as_ref(),
+        other => panic!("not an election: {other:?}"),
+    }
+}
 
 fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
     Cli::try_parse_from(std::iter::once("deadbolt").chain(args.iter().copied()))
@@ -57,16 +100,17 @@ async fn inspect_and_force_unlock() {
     };
 
     let free = deadbolt_cli::inspect(&inspect_args).await.unwrap();
-    assert_eq!(free.owner, None);
+    assert_eq!(lock_hold(&free).owner, None);
     assert_eq!(free.key, "it:{orders:42}:lock");
 
     let guard = lock.lock().await.unwrap();
     let held = deadbolt_cli::inspect(&inspect_args).await.unwrap();
-    assert_eq!(held.owner.as_deref(), Some(lock.owner()));
-    assert_eq!(held.hold_count, 1);
-    assert_eq!(held.token, guard.fencing_token());
-    assert_eq!(held.fence, guard.fencing_token());
-    assert!(held.ttl.is_some_and(|t| t > Duration::ZERO));
+    let hold = lock_hold(&held);
+    assert_eq!(hold.owner.as_deref(), Some(lock.owner()));
+    assert_eq!(hold.hold_count, 1);
+    assert_eq!(hold.token, guard.fencing_token());
+    assert_eq!(hold.fence, guard.fencing_token());
+    assert!(hold.ttl.is_some_and(|t| t > Duration::ZERO));
     let shown = held.to_string();
     assert!(shown.contains(lock.owner()), "{shown}");
     assert!(shown.starts_with("lock orders:42  "), "{shown}");
@@ -87,9 +131,10 @@ async fn inspect_and_force_unlock() {
     fair.kind = deadbolt_cli::PrimitiveKind::Fair;
     let f = deadbolt_cli::inspect(&fair).await.unwrap();
     assert_eq!(f.key, "it:{orders:42}:fair");
-    assert_eq!(f.owner, None);
-    assert_eq!(f.queued, 0);
-    assert!(f.queue.is_empty());
+    let fs = fair_state(&f);
+    assert_eq!(fs.hold.owner, None);
+    assert_eq!(fs.queued, 0);
+    assert!(fs.queue.is_empty());
     let shown = f.to_string();
     assert!(shown.starts_with("fair lock orders:42  "), "{shown}");
     assert!(shown.contains("queued      0"), "{shown}");
@@ -102,19 +147,20 @@ async fn inspect_and_force_unlock() {
     let (o1, o2) = (w1.owner().to_string(), w2.owner().to_string());
     let t1 = tokio::spawn(async move { w1.lock().await.unwrap().unlock().await.unwrap() });
     let mut seen = deadbolt_cli::inspect(&fair).await.unwrap();
-    while seen.queued < 1 {
+    while fair_state(&seen).queued < 1 {
         tokio::time::sleep(Duration::from_millis(5)).await;
         seen = deadbolt_cli::inspect(&fair).await.unwrap();
     }
     let t2 = tokio::spawn(async move { w2.lock().await.unwrap().unlock().await.unwrap() });
-    while seen.queued < 2 {
+    while fair_state(&seen).queued < 2 {
         tokio::time::sleep(Duration::from_millis(5)).await;
         seen = deadbolt_cli::inspect(&fair).await.unwrap();
     }
-    assert_eq!(seen.owner.as_deref(), Some(fair_holder.owner()));
-    let owners: Vec<&str> = seen.queue.iter().map(|q| q.owner.as_str()).collect();
+    let fs = fair_state(&seen);
+    assert_eq!(fs.hold.owner.as_deref(), Some(fair_holder.owner()));
+    let owners: Vec<&str> = fs.queue.iter().map(|q| q.owner.as_str()).collect();
     assert_eq!(owners, [o1.as_str(), o2.as_str()]);
-    assert!(seen.queue.iter().all(|q| q.alive_for.is_some()));
+    assert!(fs.queue.iter().all(|q| q.alive_for.is_some()));
     let shown = seen.to_string();
     assert!(shown.contains(&o2), "{shown}");
     assert!(shown.contains("queued      2"), "{shown}");
@@ -127,7 +173,7 @@ async fn inspect_and_force_unlock() {
     other.kind = deadbolt_cli::PrimitiveKind::Semaphore;
     let sem = deadbolt_cli::inspect(&other).await.unwrap();
     assert_eq!(sem.key, "it:{orders:42}:sem");
-    assert_eq!(sem.semaphore.unwrap().permits, None);
+    assert_eq!(sem_state(&sem).permits, None);
 
     let mut force = ForceUnlockArgs {
         target: inspect_args.clone(),
@@ -152,10 +198,8 @@ async fn inspect_and_force_unlock() {
         again.to_string(),
         "orders:42: was not locked; nothing deleted"
     );
-    assert_eq!(
-        deadbolt_cli::inspect(&inspect_args).await.unwrap().owner,
-        None
-    );
+    let after = deadbolt_cli::inspect(&inspect_args).await.unwrap();
+    assert_eq!(lock_hold(&after).owner, None);
     drop(guard);
     client.shutdown().await;
 }
@@ -225,8 +269,8 @@ async fn inspect_and_force_unlock_a_read_write_lock() {
     // Free.
     let free = deadbolt_cli::inspect(&target).await.unwrap();
     assert_eq!(free.key, "it:{catalog}:rw");
-    assert_eq!(free.owner, None);
-    let rw = free.rw.as_ref().expect("read-write details");
+    let rw = rw_state(&free);
+    assert_eq!(rw.writer.owner, None);
     assert_eq!((rw.readers, rw.waiting_writers), (0, 0));
     assert!(rw.reader_list.is_empty() && rw.longest_lease.is_none());
     let shown = free.to_string();
@@ -257,12 +301,13 @@ async fn inspect_and_force_unlock_a_read_write_lock() {
         assert!(Instant::now() < deadline, "the second writer never waited");
     }
     let held = deadbolt_cli::inspect(&target).await.unwrap();
-    assert_eq!(held.owner.as_deref(), Some(writer.owner()));
-    assert_eq!(held.hold_count, 1);
-    assert_eq!(held.token, guard.fencing_token());
-    assert_eq!(held.fence, guard.fencing_token());
-    assert!(held.ttl.is_some_and(|t| t > Duration::ZERO));
-    assert_eq!(held.rw.as_ref().unwrap().readers, 0);
+    let rw = rw_state(&held);
+    assert_eq!(rw.writer.owner.as_deref(), Some(writer.owner()));
+    assert_eq!(rw.writer.hold_count, 1);
+    assert_eq!(rw.writer.token, guard.fencing_token());
+    assert_eq!(rw.writer.fence, guard.fencing_token());
+    assert!(rw.writer.ttl.is_some_and(|t| t > Duration::ZERO));
+    assert_eq!(rw.readers, 0);
     let shown = held.to_string();
     for line in [
         "  state       held (writing)\n".to_string(),
@@ -293,8 +338,8 @@ async fn inspect_and_force_unlock_a_read_write_lock() {
         .await
         .unwrap();
     let reading = deadbolt_cli::inspect(&target).await.unwrap();
-    assert_eq!(reading.owner, None);
-    let rw = reading.rw.as_ref().unwrap();
+    let rw = rw_state(&reading);
+    assert_eq!(rw.writer.owner, None);
     assert_eq!(rw.readers, 2);
     let owners: Vec<&str> = rw.reader_list.iter().map(|r| r.owner.as_str()).collect();
     assert_eq!(owners, [long.owner(), short.owner()]);
@@ -376,8 +421,8 @@ async fn inspect_and_force_unlock_a_read_write_lock() {
     let printed = deadbolt_stdout(cli_args("force-unlock", &["--yes"])).await;
     assert_eq!(printed, "catalog: was not locked; nothing deleted\n");
     let after = deadbolt_cli::inspect(&target).await.unwrap();
-    assert_eq!(after.owner, None);
-    assert_eq!(after.rw.unwrap().readers, 0);
+    assert_eq!(rw_state(&after).writer.owner, None);
+    assert_eq!(rw_state(&after).readers, 0);
     client.shutdown().await;
 }
 
@@ -425,8 +470,8 @@ async fn inspect_a_semaphore() {
     // Never set.
     let never = deadbolt_cli::inspect(&target).await.unwrap();
     assert_eq!(never.key, "it:{pool}:sem");
-    assert_eq!((never.owner.as_deref(), never.rw.as_ref()), (None, None));
-    let sem = never.semaphore.as_ref().expect("semaphore details");
+    // A semaphore only: no owner, no read-write details.
+    let sem = sem_state(&never);
     assert_eq!(sem.permits, None);
     assert_eq!((sem.available, sem.holds, sem.waiting), (0, 0, 0));
     assert!(sem.holders.is_empty() && sem.waiters.is_empty());
@@ -454,7 +499,7 @@ async fn inspect_a_semaphore() {
         assert!(Instant::now() < deadline, "the waiter never queued");
     }
     let busy = deadbolt_cli::inspect(&target).await.unwrap();
-    let sem = busy.semaphore.as_ref().unwrap();
+    let sem = sem_state(&busy);
     assert_eq!(sem.permits, Some(3));
     assert_eq!((sem.available, sem.holds, sem.waiting), (0, 2, 1));
     let held: Vec<u64> = sem.holders.iter().map(|h| h.permits).collect();
@@ -507,7 +552,7 @@ async fn inspect_a_semaphore() {
     // One permit back: not enough for the waiter, which stays asleep.
     short.release().await.unwrap();
     let one_free = deadbolt_cli::inspect(&target).await.unwrap();
-    let sem = one_free.semaphore.as_ref().unwrap();
+    let sem = sem_state(&one_free);
     assert_eq!((sem.available, sem.holds, sem.waiting), (1, 1, 1));
 
     // Two more: the waiter takes its two.
@@ -515,7 +560,7 @@ async fn inspect_a_semaphore() {
     let got = tokio::time::timeout(HANG, waiting).await.unwrap().unwrap();
     assert_eq!(got.count(), 2);
     let served = deadbolt_cli::inspect(&target).await.unwrap();
-    let sem = served.semaphore.as_ref().unwrap();
+    let sem = sem_state(&served);
     assert_eq!((sem.available, sem.holds, sem.waiting), (1, 1, 0));
     assert_eq!(sem.holders[0].permits, 2);
     assert_ne!(&sem.holders[0].owner, holder_owner);
@@ -710,7 +755,7 @@ async fn inspect_an_election() {
     };
     let none = deadbolt_cli::inspect(&target).await.unwrap();
     assert_eq!(none.key, "it:{nightly}:elect");
-    assert_eq!(none.owner, None);
+    assert_eq!(leader(&none), None);
     assert_eq!(
         none.to_string(),
         "election nightly  (key it:{nightly}:elect)\n  state       no leader\n"
@@ -721,8 +766,9 @@ async fn inspect_an_election() {
         .await
         .unwrap();
     let led = deadbolt_cli::inspect(&target).await.unwrap();
-    assert_eq!(led.token, leadership.term());
-    assert_eq!(led.info.as_deref(), Some("10.0.0.9:7000"));
+    let leads = leader(&led).expect("a leader");
+    assert_eq!(leads.term, leadership.term());
+    assert_eq!(leads.info, "10.0.0.9:7000");
     let shown = led.to_string();
     for line in [
         "  state       led\n".to_string(),

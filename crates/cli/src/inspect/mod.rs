@@ -1,7 +1,6 @@
-//! `deadbolt inspect` and `deadbolt force-unlock`: lock, fair lock,
-//! read-write lock, and (inspect only) semaphore; on one server, a Redis
-//! Cluster or a master behind Sentinel (`--topology`, as `deadbolt bench`).
-
+//! `deadbolt inspect` (lock, fair lock, read-write lock, semaphore,
+//! election) and `deadbolt force-unlock` (the three locks); on one server,
+//! a Redis Cluster or a master behind Sentinel (`--topology`).
 //!
 //! `args.rs` says what is asked, `read.rs` reads it from Redis (and
 //! force-unlocks), `state.rs` holds what was found, `print.rs` prints it.
@@ -18,8 +17,8 @@ pub use args::{ForceUnlockArgs, InspectArgs, PrimitiveKind};
 pub(crate) use read::on_checked_key;
 pub use read::{force_unlock, inspect};
 pub use state::{
-    LockState, PermitHolder, PermitWaiter, QueueEntry, ReaderEntry, RwState, SemaphoreState,
-    Unlocked, QUEUE_LISTED,
+    FairState, Hold, Inspection, Leader, PermitHolder, PermitWaiter, PrimitiveState, QueueEntry,
+    ReaderEntry, RwState, SemaphoreState, Unlocked, QUEUE_LISTED,
 };
 
 #[cfg(test)]
@@ -49,18 +48,34 @@ mod tests {
         assert_eq!(entry(-1).lease, Some(Duration::from_secs(30)));
     }
 
+    fn shown(name: &str, key: &str, state: PrimitiveState) -> String {
+        Inspection {
+            name: name.into(),
+            key: key.into(),
+            state,
+        }
+        .to_string()
+    }
+
     #[test]
     fn header_names_the_kind_and_only_a_fair_lock_shows_a_queue() {
-        let state = |kind, queue: Vec<QueueEntry>| LockState {
+        let hold = Hold {
             fence: 7,
-            queued: u64::try_from(queue.len()).unwrap(),
-            queue,
-            ..LockState::empty("x", kind, "ns:{x}:k")
+            ..Hold::default()
         };
-        let lock = state(PrimitiveKind::Lock, Vec::new()).to_string();
+        let lock = shown("x", "ns:{x}:k", PrimitiveState::Lock(hold.clone()));
         assert!(lock.starts_with("lock x  (key ns:{x}:k)\n"), "{lock}");
         assert!(!lock.contains("queued"), "{lock}");
-        let fair = state(PrimitiveKind::Fair, vec![entry(2_000), entry(-3_000)]).to_string();
+        let queue = vec![entry(2_000), entry(-3_000)];
+        let fair = shown(
+            "x",
+            "ns:{x}:k",
+            PrimitiveState::FairLock(FairState {
+                hold,
+                queued: u64::try_from(queue.len()).unwrap(),
+                queue,
+            }),
+        );
         assert!(fair.starts_with("fair lock x  (key ns:{x}:k)\n"), "{fair}");
         assert!(fair.contains("  queued      2\n"), "{fair}");
         assert!(
@@ -73,37 +88,34 @@ mod tests {
         );
     }
 
-    fn rw_state(owner: Option<&str>, readers: &[(&str, u64)], count: u64) -> LockState {
-        LockState {
+    fn rw_state(owner: Option<&str>, readers: &[(&str, u64)], count: u64) -> String {
+        let writer = Hold {
             owner: owner.map(str::to_string),
             hold_count: u64::from(owner.is_some()),
             token: if owner.is_some() { 3 } else { 0 },
             ttl: owner.map(|_| Duration::from_millis(29_500)),
             fence: 3,
-            rw: Some(RwState {
-                readers: count,
-                longest_lease: readers.first().map(|(_, ms)| Duration::from_millis(*ms)),
-                reader_list: readers
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (o, ms))| ReaderEntry {
-                        attempt: format!("a{i}"),
-                        owner: (*o).to_string(),
-                        lease_left: Duration::from_millis(*ms),
-                    })
-                    .collect(),
-                waiting_writers: 1,
-            }),
-            ..LockState::empty("cat", PrimitiveKind::Rw, "ns:{cat}:rw")
-        }
+        };
+        let rw = RwState {
+            writer,
+            readers: count,
+            longest_lease: readers.first().map(|(_, ms)| Duration::from_millis(*ms)),
+            reader_list: readers
+                .iter()
+                .enumerate()
+                .map(|(i, (o, ms))| ReaderEntry {
+                    attempt: format!("a{i}"),
+                    owner: (*o).to_string(),
+                    lease_left: Duration::from_millis(*ms),
+                })
+                .collect(),
+            waiting_writers: 1,
+        };
+        shown("cat", "ns:{cat}:rw", PrimitiveState::RwLock(rw))
     }
 
     fn sem_state(sem: SemaphoreState) -> String {
-        LockState {
-            semaphore: Some(sem),
-            ..LockState::empty("pool", PrimitiveKind::Semaphore, "ns:{pool}:sem")
-        }
-        .to_string()
+        shown("pool", "ns:{pool}:sem", PrimitiveState::Semaphore(sem))
     }
 
     #[test]
@@ -180,14 +192,14 @@ mod tests {
 
     #[test]
     fn a_read_write_lock_shows_its_writer_readers_and_waiting_writers() {
-        let free = rw_state(None, &[], 0).to_string();
+        let free = rw_state(None, &[], 0);
         assert_eq!(
             free,
             "read-write lock cat  (key ns:{cat}:rw)\n  state       free\n  writer      none\n  \
              readers     0\n  waiting     1 writer\n  fence       3  (fencing counter: last \
              token handed out)\n"
         );
-        let writing = rw_state(Some("c:1"), &[], 0).to_string();
+        let writing = rw_state(Some("c:1"), &[], 0);
         for line in [
             "  state       held (writing)\n",
             "  writer      c:1\n",
@@ -198,7 +210,7 @@ mod tests {
         ] {
             assert!(writing.contains(line), "{line:?} in\n{writing}");
         }
-        let reading = rw_state(None, &[("c:2", 9_000), ("c:3", 4_000)], 3).to_string();
+        let reading = rw_state(None, &[("c:2", 9_000), ("c:3", 4_000)], 3);
         for line in [
             "  state       held (reading)\n",
             "  writer      none\n",
@@ -210,7 +222,7 @@ mod tests {
             assert!(reading.contains(line), "{line:?} in\n{reading}");
         }
         assert!(!reading.contains("hold count"), "{reading}");
-        let both = rw_state(Some("c:1"), &[("c:1", 9_000)], 1).to_string();
+        let both = rw_state(Some("c:1"), &[("c:1", 9_000)], 1);
         assert!(both.contains("held (writing and reading)"), "{both}");
     }
 

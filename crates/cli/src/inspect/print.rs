@@ -3,7 +3,10 @@
 use std::fmt;
 
 use super::args::PrimitiveKind;
-use super::state::{LockState, QueueEntry, RwState, SemaphoreState, Unlocked};
+use super::state::{
+    FairState, Hold, Inspection, Leader, PrimitiveState, QueueEntry, RwState, SemaphoreState,
+    Unlocked,
+};
 
 /// A queued waiter's liveness in words: "liveness left 4.8 s", "expired
 /// 1.2 s ago (will be skipped)".
@@ -17,7 +20,6 @@ pub(super) fn liveness(q: &QueueEntry) -> String {
     }
 }
 
-/// "1 writer", "2 writers".
 /// The line `<prefix><client name>` for `owner`, when its id carries a
 /// client name ([`deadbolt_core::holder_name`]): who holds or waits, in the
 /// words its process gave (`ClientBuilder::client_name`).
@@ -31,6 +33,7 @@ fn named(f: &mut fmt::Formatter<'_>, prefix: &str, owner: &str) -> fmt::Result {
 /// The line under an entry of a list: its client's name.
 const ENTRY_CLIENT: &str = "         client ";
 
+/// "1 writer", "2 writers".
 fn writers(n: u64) -> String {
     format!("{n} writer{}", if n == 1 { "" } else { "s" })
 }
@@ -98,7 +101,7 @@ impl SemaphoreState {
     }
 }
 
-impl LockState {
+impl Hold {
     /// The hold lines: hold count, TTL, token.
     fn fmt_hold(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "  hold count  {}", self.hold_count)?;
@@ -109,93 +112,33 @@ impl LockState {
         writeln!(f, "  token       {}", self.token)
     }
 
-    /// An election's leader: owner, client name, term, lease left, info.
-    fn fmt_election(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Some(owner) = &self.owner else {
-            return writeln!(f, "  state       no leader");
-        };
-        writeln!(f, "  state       led")?;
-        writeln!(f, "  leader      {owner}")?;
-        named(f, "  client      ", owner)?;
-        writeln!(f, "  term        {}", self.token)?;
-        if let Some(ttl) = self.ttl {
-            writeln!(f, "  lease left  {:.3} s", ttl.as_secs_f64())?;
-        }
-        writeln!(f, "  info        {}", self.info.as_deref().unwrap_or(""))
-    }
-
-    /// A read-write lock's writer, readers and waiting writers.
-    fn fmt_rw(&self, rw: &RwState, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = match (self.owner.is_some(), rw.readers > 0) {
-            (false, false) => "free",
-            (true, false) => "held (writing)",
-            (false, true) => "held (reading)",
-            // The writer's own reads (a downgrade in progress).
-            (true, true) => "held (writing and reading)",
-        };
-        writeln!(f, "  state       {state}")?;
+    /// A lock's or fair lock's state, holder and fencing counter.
+    fn fmt_lines(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.owner {
-            None => writeln!(f, "  writer      none")?,
+            None => writeln!(f, "  state       free")?,
             Some(owner) => {
-                writeln!(f, "  writer      {owner}")?;
-                named(f, "  client      ", owner)?;
-                self.fmt_hold(f)?;
-            }
-        }
-        match rw.longest_lease {
-            Some(left) if rw.readers > 0 => writeln!(
-                f,
-                "  readers     {}  (longest lease left {:.1} s)",
-                rw.readers,
-                left.as_secs_f64()
-            )?,
-            _ => writeln!(f, "  readers     {}", rw.readers)?,
-        }
-        for (i, r) in rw.reader_list.iter().enumerate() {
-            writeln!(
-                f,
-                "    {:>3}. {}  attempt {}  lease left {:.1} s",
-                i + 1,
-                r.owner,
-                r.attempt,
-                r.lease_left.as_secs_f64()
-            )?;
-            named(f, ENTRY_CLIENT, &r.owner)?;
-        }
-        fmt_more(f, rw.readers, rw.reader_list.len())?;
-        writeln!(f, "  waiting     {}", writers(rw.waiting_writers))
-    }
-}
-
-impl fmt::Display for LockState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{} {}  (key {})", self.kind.title(), self.name, self.key)?;
-        // A semaphore has no single holder and no fencing counter.
-        if let Some(sem) = &self.semaphore {
-            return sem.fmt_lines(f);
-        }
-        if self.kind == PrimitiveKind::Election {
-            return self.fmt_election(f);
-        }
-        match (&self.rw, &self.owner) {
-            (Some(rw), _) => self.fmt_rw(rw, f)?,
-            (None, None) => writeln!(f, "  state       free")?,
-            (None, Some(owner)) => {
                 writeln!(f, "  state       held")?;
                 writeln!(f, "  owner       {owner}")?;
                 named(f, "  client      ", owner)?;
                 self.fmt_hold(f)?;
             }
         }
+        self.fmt_fence(f)
+    }
+
+    fn fmt_fence(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
             "  fence       {}  (fencing counter: last token handed out)",
             self.fence
-        )?;
-        // A plain lock has no queue: its waiters wait on their own clients.
-        if self.kind != PrimitiveKind::Fair {
-            return Ok(());
-        }
+        )
+    }
+}
+
+impl FairState {
+    /// The hold, then the queue in order.
+    fn fmt_lines(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.hold.fmt_lines(f)?;
         writeln!(f, "  queued      {}", self.queued)?;
         for (i, q) in self.queue.iter().enumerate() {
             writeln!(
@@ -209,6 +152,79 @@ impl fmt::Display for LockState {
             named(f, ENTRY_CLIENT, &q.owner)?;
         }
         fmt_more(f, self.queued, self.queue.len())
+    }
+}
+
+/// An election's leader: owner, client name, term, lease left, info.
+fn fmt_election(leader: Option<&Leader>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let Some(leader) = leader else {
+        return writeln!(f, "  state       no leader");
+    };
+    writeln!(f, "  state       led")?;
+    writeln!(f, "  leader      {}", leader.owner)?;
+    named(f, "  client      ", &leader.owner)?;
+    writeln!(f, "  term        {}", leader.term)?;
+    writeln!(f, "  lease left  {:.3} s", leader.ttl.as_secs_f64())?;
+    writeln!(f, "  info        {}", leader.info)
+}
+
+impl RwState {
+    /// The writer, readers, waiting writers and fencing counter.
+    fn fmt_lines(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match (self.writer.owner.is_some(), self.readers > 0) {
+            (false, false) => "free",
+            (true, false) => "held (writing)",
+            (false, true) => "held (reading)",
+            // The writer's own reads (a downgrade in progress).
+            (true, true) => "held (writing and reading)",
+        };
+        writeln!(f, "  state       {state}")?;
+        match &self.writer.owner {
+            None => writeln!(f, "  writer      none")?,
+            Some(owner) => {
+                writeln!(f, "  writer      {owner}")?;
+                named(f, "  client      ", owner)?;
+                self.writer.fmt_hold(f)?;
+            }
+        }
+        match self.longest_lease {
+            Some(left) if self.readers > 0 => writeln!(
+                f,
+                "  readers     {}  (longest lease left {:.1} s)",
+                self.readers,
+                left.as_secs_f64()
+            )?,
+            _ => writeln!(f, "  readers     {}", self.readers)?,
+        }
+        for (i, r) in self.reader_list.iter().enumerate() {
+            writeln!(
+                f,
+                "    {:>3}. {}  attempt {}  lease left {:.1} s",
+                i + 1,
+                r.owner,
+                r.attempt,
+                r.lease_left.as_secs_f64()
+            )?;
+            named(f, ENTRY_CLIENT, &r.owner)?;
+        }
+        fmt_more(f, self.readers, self.reader_list.len())?;
+        writeln!(f, "  waiting     {}", writers(self.waiting_writers))?;
+        self.writer.fmt_fence(f)
+    }
+}
+
+impl fmt::Display for Inspection {
+    /// A header naming the kind, the name and the key, then a line a field.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let title = self.state.kind().title();
+        writeln!(f, "{title} {}  (key {})", self.name, self.key)?;
+        match &self.state {
+            PrimitiveState::Lock(hold) => hold.fmt_lines(f),
+            PrimitiveState::FairLock(fair) => fair.fmt_lines(f),
+            PrimitiveState::RwLock(rw) => rw.fmt_lines(f),
+            PrimitiveState::Semaphore(sem) => sem.fmt_lines(f),
+            PrimitiveState::Election(leader) => fmt_election(leader.as_ref(), f),
+        }
     }
 }
 

@@ -12,8 +12,8 @@ use deadbolt_semaphore::Semaphore;
 
 use super::args::{describe, ForceUnlockArgs, InspectArgs, PrimitiveKind};
 use super::state::{
-    LockState, PermitHolder, PermitWaiter, ReaderEntry, RwState, SemaphoreState, Unlocked,
-    QUEUE_LISTED,
+    FairState, Hold, Inspection, PermitHolder, PermitWaiter, PrimitiveState, ReaderEntry, RwState,
+    SemaphoreState, Unlocked, QUEUE_LISTED,
 };
 use crate::target::{redact, Target};
 
@@ -144,7 +144,8 @@ async fn connect(target: &Target, namespace: &str) -> anyhow::Result<Client> {
         .with_context(|| format!("connecting to {}", describe(target)))
 }
 
-/// Read the state of a lock, fair lock, read-write lock or semaphore.
+/// Read the state of a lock, fair lock, read-write lock, semaphore or
+/// election.
 ///
 /// # Errors
 /// Flags that do not go together (`--sentinel-master` without `--topology
@@ -157,12 +158,22 @@ async fn connect(target: &Target, namespace: &str) -> anyhow::Result<Client> {
 /// # Cancel safety
 /// Cancel safe: it only reads (a semaphore's inspect gives back ended
 /// leases first, which is due anyway).
-pub async fn inspect(args: &InspectArgs) -> anyhow::Result<LockState> {
-    on_checked_key(args, async |client| match args.kind {
-        PrimitiveKind::Rw => read_rw(client, &args.name).await,
-        PrimitiveKind::Semaphore => read_semaphore(client, &args.name).await,
-        PrimitiveKind::Election => read_election(client, &args.name).await,
-        kind => read_lock(client, kind, &args.name).await,
+pub async fn inspect(args: &InspectArgs) -> anyhow::Result<Inspection> {
+    on_checked_key(args, async |client| {
+        let name = args.name.as_str();
+        let key = client.keys(args.kind.key_kind(), name)?.main().to_string();
+        let state = match args.kind {
+            PrimitiveKind::Lock => read_lock(client, name, &key).await,
+            PrimitiveKind::Fair => read_fair(client, name, &key).await,
+            PrimitiveKind::Rw => read_rw(client, name, &key).await,
+            PrimitiveKind::Semaphore => read_semaphore(client, name, &key).await,
+            PrimitiveKind::Election => read_election(client, name, &key).await,
+        }?;
+        Ok(Inspection {
+            name: name.to_string(),
+            key,
+            state,
+        })
     })
     .await
 }
@@ -192,111 +203,89 @@ pub(crate) async fn on_checked_key<T>(
     result
 }
 
-/// What `read` (the library's inspect of `name` as `kind`) found, with the
-/// state it starts from: nothing held yet, at the kind's main key (a
-/// failure is "reading KEY").
-async fn read_info<T, E>(
-    client: &Client,
-    kind: PrimitiveKind,
-    name: &str,
-    read: impl Future<Output = Result<T, E>>,
-) -> anyhow::Result<(LockState, T)>
+/// What `read` (the library's inspect of the primitive at `key`) found; a
+/// failure is "reading KEY".
+async fn read_at<T, E>(key: &str, read: impl Future<Output = Result<T, E>>) -> anyhow::Result<T>
 where
     E: std::error::Error + Send + Sync + 'static,
 {
-    let keys = client.keys(kind.key_kind(), name)?;
-    let info = read
-        .await
-        .with_context(|| format!("reading {}", keys.main()))?;
-    Ok((LockState::empty(name, kind, keys.main()), info))
+    read.await.with_context(|| format!("reading {key}"))
 }
 
-async fn read_lock(client: &Client, kind: PrimitiveKind, name: &str) -> anyhow::Result<LockState> {
-    let (state, info) = read_info(client, kind, name, async {
-        match kind {
-            PrimitiveKind::Fair => deadbolt_fair::FairLock::new(client, name).inspect().await,
-            _ => deadbolt_lock::Lock::new(client, name).inspect().await,
-        }
-    })
-    .await?;
-    // The fair lock reads its own queue (a `Lock` has none: empty).
-    let queue = if kind == PrimitiveKind::Fair && info.queued > 0 {
-        deadbolt_fair::FairLock::new(client, name)
-            .queue(QUEUE_LISTED)
+async fn read_lock(client: &Client, name: &str, key: &str) -> anyhow::Result<PrimitiveState> {
+    let info = read_at(key, deadbolt_lock::Lock::new(client, name).inspect()).await?;
+    Ok(PrimitiveState::Lock(Hold::read(
+        info.holder,
+        info.hold_count,
+        info.token,
+        info.ttl,
+        info.fence,
+    )))
+}
+
+/// A fair lock: its hold, and the head of its queue when anyone waits.
+async fn read_fair(client: &Client, name: &str, key: &str) -> anyhow::Result<PrimitiveState> {
+    let fair = deadbolt_fair::FairLock::new(client, name);
+    let info = read_at(key, fair.inspect()).await?;
+    let queue = if info.queued > 0 {
+        fair.queue(QUEUE_LISTED)
             .await
-            .with_context(|| format!("reading the queue of {}", state.key))?
+            .with_context(|| format!("reading the queue of {key}"))?
     } else {
         Vec::new()
     };
-    Ok(LockState {
-        queued: info.queued,
-        queue,
-        ..state.with_hold(
+    Ok(PrimitiveState::FairLock(FairState {
+        hold: Hold::read(
             info.holder,
             info.hold_count,
             info.token,
             info.ttl,
             info.fence,
-        )
-    })
+        ),
+        queued: info.queued,
+        queue,
+    }))
 }
 
-/// An election: the leader in the hold fields (its term as the token), its
-/// info in `info`.
-async fn read_election(client: &Client, name: &str) -> anyhow::Result<LockState> {
-    let kind = PrimitiveKind::Election;
+/// An election: its leader, if any.
+async fn read_election(client: &Client, name: &str, key: &str) -> anyhow::Result<PrimitiveState> {
     let election = deadbolt_election::Election::new(client, name);
-    let (state, leader) = read_info(client, kind, name, election.leader()).await?;
-    Ok(match leader {
-        None => state,
-        Some(l) => LockState {
-            info: Some(l.info),
-            ..state.with_hold(Some(l.owner), 1, Some(l.term), Some(l.ttl), Some(l.term))
-        },
-    })
+    let leader = read_at(key, election.leader()).await?;
+    Ok(PrimitiveState::Election(leader))
 }
 
-/// A read-write lock: the writer in the hold fields, the rest in `rw`.
-async fn read_rw(client: &Client, name: &str) -> anyhow::Result<LockState> {
-    let kind = PrimitiveKind::Rw;
-    let (state, info) = read_info(client, kind, name, RwLock::new(client, name).inspect()).await?;
-    Ok(LockState {
-        rw: Some(RwState {
-            readers: info.readers,
-            longest_lease: info.read_ttl,
-            reader_list: info
-                .reader_list
-                .into_iter()
-                .map(ReaderEntry::from)
-                .collect(),
-            waiting_writers: info.waiting_writers,
-        }),
-        ..state.with_hold(
+/// A read-write lock: the writer's hold, the readers, the waiting writers.
+async fn read_rw(client: &Client, name: &str, key: &str) -> anyhow::Result<PrimitiveState> {
+    let info = read_at(key, RwLock::new(client, name).inspect()).await?;
+    Ok(PrimitiveState::RwLock(RwState {
+        writer: Hold::read(
             info.writer,
             info.write_holds,
             info.token,
             info.write_ttl,
             info.fence,
-        )
-    })
+        ),
+        readers: info.readers,
+        longest_lease: info.read_ttl,
+        reader_list: info
+            .reader_list
+            .into_iter()
+            .map(ReaderEntry::from)
+            .collect(),
+        waiting_writers: info.waiting_writers,
+    }))
 }
 
-/// A semaphore: everything in `semaphore`.
-async fn read_semaphore(client: &Client, name: &str) -> anyhow::Result<LockState> {
-    let kind = PrimitiveKind::Semaphore;
-    let (state, info) =
-        read_info(client, kind, name, Semaphore::new(client, name).inspect()).await?;
-    Ok(LockState {
-        semaphore: Some(SemaphoreState {
-            permits: info.permits,
-            available: info.available,
-            holds: info.holds,
-            waiting: info.waiting,
-            holders: info.holders.into_iter().map(PermitHolder::from).collect(),
-            waiters: info.waiters.into_iter().map(PermitWaiter::from).collect(),
-        }),
-        ..state
-    })
+async fn read_semaphore(client: &Client, name: &str, key: &str) -> anyhow::Result<PrimitiveState> {
+    let info = read_at(key, Semaphore::new(client, name).inspect()).await?;
+    Ok(PrimitiveState::Semaphore(SemaphoreState {
+        permits: info.permits,
+        available: info.available,
+        holds: info.holds,
+        waiting: info.waiting,
+        holders: info.holders.into_iter().map(PermitHolder::from).collect(),
+        waiters: info.waiters.into_iter().map(PermitWaiter::from).collect(),
+    }))
 }
 
 /// Delete a lock whoever holds it and wake its waiters (one per client for

@@ -1,29 +1,50 @@
-//! What `deadbolt inspect` found and what `deadbolt force-unlock`
+//! What `deadbolt inspect` found (an [`Inspection`]: the name, its key and
+//! a [`PrimitiveState`] variant per kind) and what `deadbolt force-unlock`
 //! removed, as values (printed by `print.rs`).
 
 use std::time::Duration;
 
 use super::args::PrimitiveKind;
 
-/// What `deadbolt inspect` found for one lock, read in one atomic script.
-///
-/// For a read-write lock (`--kind rw`) the hold fields (`owner`,
-/// `hold_count`, `token`, `ttl`) describe the writer, and [`LockState::rw`]
-/// the readers and waiting writers. For a semaphore (`--kind semaphore`)
-/// [`LockState::semaphore`] holds everything; the hold fields stay empty
-/// (no owner, counts 0: permits carry no fencing token).
+/// What `deadbolt inspect` found under one name, read in one atomic script
+/// (a fair lock's queue in a second read).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct LockState {
-    /// The lock's name.
+pub struct Inspection {
+    /// The primitive's name.
     pub name: String,
-    /// Which kind of lock it is.
-    pub kind: PrimitiveKind,
-    /// The hold hash, `<ns>:{<name>}:lock` (or `:fair`, or `:rw` for the
-    /// writer's hold of a read-write lock).
+    /// Its main key, `<ns>:{<name>}:<kind>` (`lock`, `fair`, `rw`, `sem`,
+    /// `elect`).
     pub key: String,
-    /// Owner id `<client id>:<handle id>` of the holder (the writer, for a
-    /// read-write lock); `None` when nobody holds it (writes).
+    /// What the name is, and its state.
+    pub state: PrimitiveState,
+}
+
+/// What a name is, as `deadbolt inspect --kind` was asked to read it, and
+/// what was found there: one variant per kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PrimitiveState {
+    /// A reentrant `Lock`: its hold (its waiters wait on their own clients,
+    /// so there is no queue to show).
+    Lock(Hold),
+    /// A strict-FIFO `FairLock`: its hold and its queue.
+    FairLock(FairState),
+    /// A read-write `RwLock`: its writer, readers and waiting writers.
+    RwLock(RwState),
+    /// A leased semaphore: permits, holders and waiters (no single holder,
+    /// no fencing counter).
+    Semaphore(SemaphoreState),
+    /// A leader election: who leads it, `None` when nobody does.
+    Election(Option<Leader>),
+}
+
+/// The exclusive hold of a lock, a fair lock or a read-write lock's writer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Hold {
+    /// Owner id `<client id>:<handle id>` of the holder; `None` when free
+    /// (then `hold_count` and `token` are 0 and `ttl` is `None`).
     pub owner: Option<String>,
     /// How many times the holder holds it (re-entries count).
     pub hold_count: u64,
@@ -34,22 +55,18 @@ pub struct LockState {
     /// The fencing counter: the last token handed out for this name (0 when
     /// the counter key is absent).
     pub fence: u64,
-    /// Waiters queued (fair lock; always 0 for a `Lock`, which has no queue
-    /// and does not print this line).
+}
+
+/// A fair lock as `deadbolt inspect --kind fair` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FairState {
+    /// Its hold.
+    pub hold: Hold,
+    /// Waiters queued.
     pub queued: u64,
-    /// The head of the fair lock's queue, in order (at most
-    /// [`QUEUE_LISTED`] entries; empty for a `Lock`).
+    /// The head of the queue, in order (at most [`QUEUE_LISTED`] entries).
     pub queue: Vec<QueueEntry>,
-    /// Readers and waiting writers of a read-write lock; `None` for the
-    /// other kinds.
-    pub rw: Option<RwState>,
-    /// Permits, holders and waiters of a semaphore; `None` for the other
-    /// kinds.
-    pub semaphore: Option<SemaphoreState>,
-    /// The leader's info (what it campaigned with), for an election (the
-    /// hold fields are the leader's: `owner`, `token` is its term, `ttl`);
-    /// `None` for the other kinds and when nobody leads.
-    pub info: Option<String>,
 }
 
 /// A semaphore as `deadbolt inspect --kind semaphore` shows it.
@@ -99,11 +116,12 @@ pub struct PermitWaiter {
     pub permits: u64,
 }
 
-/// The read side of a read-write lock, as `deadbolt inspect --kind rw`
-/// shows it (the writer is in [`LockState`]'s hold fields).
+/// A read-write lock as `deadbolt inspect --kind rw` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RwState {
+    /// The writer's hold (its `fence` is the lock's fencing counter).
+    pub writer: Hold,
     /// Live read holds (re-entries count: each hold has its own lease).
     pub readers: u64,
     /// Until the longest read lease ends; `None` without readers.
@@ -133,6 +151,9 @@ pub const QUEUE_LISTED: usize = 20;
 
 /// One waiter in a fair lock's queue: core's own record of it.
 pub use deadbolt_core::QueuedWaiter as QueueEntry;
+
+/// Who leads an election: the election crate's own record of it.
+pub use deadbolt_election::Leader;
 
 impl From<deadbolt_semaphore::HolderInfo> for PermitHolder {
     fn from(h: deadbolt_semaphore::HolderInfo) -> PermitHolder {
@@ -165,46 +186,36 @@ impl From<deadbolt_rwlock::ReaderInfo> for ReaderEntry {
     }
 }
 
-impl LockState {
-    /// `name` of `kind` at `key` with nothing held, queued or counted: what
-    /// each kind's reader (and each test) fills in.
-    pub(super) fn empty(name: &str, kind: PrimitiveKind, key: &str) -> LockState {
-        LockState {
-            name: name.to_string(),
-            kind,
-            key: key.to_string(),
-            owner: None,
-            hold_count: 0,
-            token: 0,
-            ttl: None,
-            fence: 0,
-            queued: 0,
-            queue: Vec::new(),
-            rw: None,
-            semaphore: None,
-            info: None,
+impl PrimitiveState {
+    /// Which kind of primitive this is.
+    pub fn kind(&self) -> PrimitiveKind {
+        match self {
+            PrimitiveState::Lock(_) => PrimitiveKind::Lock,
+            PrimitiveState::FairLock(_) => PrimitiveKind::Fair,
+            PrimitiveState::RwLock(_) => PrimitiveKind::Rw,
+            PrimitiveState::Semaphore(_) => PrimitiveKind::Semaphore,
+            PrimitiveState::Election(_) => PrimitiveKind::Election,
         }
     }
+}
 
-    /// The hold fields (the writer's, for a read-write lock) as the library
-    /// read them: a TTL only while held, and a missing token or fence shown
-    /// as 0 (a fence of `None` is a counter the acquire would refuse,
-    /// BADVALUE).
-    pub(super) fn with_hold(
-        self,
+impl Hold {
+    /// The hold as the library read it: a TTL only while held, and a
+    /// missing token or fence shown as 0 (a fence of `None` is a counter
+    /// the acquire would refuse, BADVALUE).
+    pub(super) fn read(
         owner: Option<String>,
         hold_count: u64,
         token: Option<u64>,
         ttl: Option<Duration>,
         fence: Option<u64>,
-    ) -> LockState {
-        LockState {
+    ) -> Hold {
+        Hold {
             ttl: owner.as_ref().and(ttl),
             owner,
             hold_count,
             token: token.unwrap_or(0),
             fence: fence.unwrap_or(0),
-            ..self
         }
     }
 }
