@@ -31,8 +31,8 @@
 //!
 //! Its modules are layered, each importing only those below it: `model`
 //! (the shared data: kinds, flags, report rows; a leaf), then `stats`,
-//! `progress`, `table`, `contender`, `site`, `scenario` (the `Scenario`
-//! trait and the machinery the runs share), `scenarios` (one file each, and
+//! `progress`, `table`, `contender`, `site`, `scenarios` (the `Scenario`
+//! trait and the machinery the runs share, the scenarios one file each, and
 //! the registry), `plot`, and at the top `plan` and `output`, which with
 //! this file are the only ones that look scenarios up in the registry.
 //! [`Topology`] comes from deadbolt-testkit, shared there with deadbolt-cli.
@@ -47,7 +47,6 @@ mod output;
 mod plan;
 mod plot;
 mod progress;
-mod scenario;
 mod scenarios;
 mod site;
 mod stats;
@@ -78,7 +77,7 @@ pub use model::{
 use model::{plural, REDLOCK_SERVERS};
 use plan::Plan;
 use progress::Progress;
-use scenario::Env;
+use scenarios::Env;
 use site::{cleanup, Embedded, Site};
 use stats::stats_connection;
 

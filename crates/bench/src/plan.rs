@@ -13,8 +13,8 @@ use crate::contender::{self, Contender, ContenderOptions};
 use crate::model::{
     BenchArgs, ContenderKind, ScenarioKind, Settings, Skipped, Work, REDLOCK_SERVERS,
 };
-use crate::scenario::{Scenario, FLOOR_RUN};
 use crate::scenarios;
+use crate::scenarios::{Scenario, FLOOR_RUN};
 
 impl ScenarioKind {
     /// Whether this scenario measures `contender`: the read-mostly scenario

@@ -4,7 +4,7 @@
 //! many waiters take one name.
 
 use crate::model::{ContenderKind, Latency, Report, RunResult, Work};
-use crate::scenario::Scenario;
+use crate::scenarios::Scenario;
 use crate::table::{fmt_lat, fmt_rate, fmt_us, Table};
 
 /// Which figure of a [`Latency`] a cell shows, with its multiple of PING.

@@ -10,8 +10,8 @@ use super::legend::{Legend, COST, REDISSON, THROUGHPUT, WAITERS};
 use super::many_waiters::many_waiters;
 use crate::contender::Contender;
 use crate::model::{plural, BenchArgs, Report, RunResult, SweepPoint};
-use crate::scenario::Env;
-use crate::scenario::{kind_and_run, Rows, Scenario};
+use crate::scenarios::Env;
+use crate::scenarios::{kind_and_run, Rows, Scenario};
 
 /// `--waiters` waiters over `--clients` clients on one name, holding it
 /// `--hold`.

@@ -11,8 +11,8 @@ use tokio::time::Instant;
 
 use crate::contender::{Contender, LockHandle};
 use crate::model::{float, Commands, ContenderKind, RunResult, ScenarioKind, Tally};
-use crate::scenario::Scenario;
-use crate::scenario::{acquire_bounded, lat_summary, Env};
+use crate::scenarios::Scenario;
+use crate::scenarios::{acquire_bounded, lat_summary, Env};
 use crate::stats::{histogram, record, summarize};
 use crate::table::fmt_rate;
 

@@ -13,8 +13,8 @@ use super::cells::{cmds, p50_p99_max, ping, table};
 use super::legend::{Legend, CMDS_ACQ, HAND_OFF, PING_P50, X_PING};
 use crate::contender::{Contender, LockHandle};
 use crate::model::{Commands, ContenderKind, Report, RunResult, ScenarioKind, Tally};
-use crate::scenario::{kind_and_run, Scenario};
-use crate::scenario::{lat_summary, Env, Exclusion, EVENT_JITTER, HANG};
+use crate::scenarios::{kind_and_run, Scenario};
+use crate::scenarios::{lat_summary, Env, Exclusion, EVENT_JITTER, HANG};
 use crate::stats::{histogram, record, summarize};
 
 /// The holder holds at least this long after the waiter started, so the

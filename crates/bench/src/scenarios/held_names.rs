@@ -53,7 +53,7 @@ use crate::contender::Contender;
 use crate::model::{
     float, BenchArgs, ContenderKind, HeldNamesStats, Report, RunResult, ScenarioKind, Tally,
 };
-use crate::scenario::{commands, commands_named, kind_and_run, Env, Exclusion, Scenario, HANG};
+use crate::scenarios::{commands, commands_named, kind_and_run, Env, Exclusion, Scenario, HANG};
 use crate::stats::{histogram, record, summarize, Snapshot};
 use crate::table::fmt_rate;
 use nodes::{field, ConnId, Nodes};

@@ -14,7 +14,7 @@ use super::cells::table;
 use super::legend::{entries, Legend};
 use crate::contender::{Contender, LockHandle};
 use crate::model::{float, BenchArgs, Report, RunResult, Tally};
-use crate::scenario::{
+use crate::scenarios::{
     join_all, kind_and_run, shutdown, spawn_each, spread, Env, Exclusion, Scenario, HANG,
 };
 use crate::stats;

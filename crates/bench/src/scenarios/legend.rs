@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use crate::scenario::Scenario;
+use crate::scenarios::Scenario;
 pub(crate) use crate::table::{Entry, Legend};
 
 /// Declares legend entries, each `NAME = rank, "term", "text";` a constant

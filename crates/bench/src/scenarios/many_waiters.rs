@@ -11,8 +11,8 @@ use tokio::time::Instant;
 
 use crate::contender::{Contender, LockHandle};
 use crate::model::{float, RunResult, Tally, Work};
-use crate::scenario::Scenario;
-use crate::scenario::{acquire_bounded, fairness, spread, Env};
+use crate::scenarios::Scenario;
+use crate::scenarios::{acquire_bounded, fairness, spread, Env};
 use crate::stats::{histogram, record, summarize};
 use crate::table::fmt_rate;
 

@@ -1,5 +1,5 @@
 //! The scenarios, one file each behind the [`Scenario`] trait (defined
-//! with the machinery they share in `crate::scenario`), the runs several
+//! with the machinery they share in `scenario.rs`), the runs several
 //! of them make (`distinct`, `many_waiters`, `handoff`'s rounds), and the
 //! registry of them ([`all`], [`get`]). Only the top of the bench (`lib`,
 //! `plan`, `output`) looks scenarios up here; everything below is handed
@@ -14,7 +14,13 @@
 //! every variant and that the names agree).
 
 use crate::model::ScenarioKind;
-pub(crate) use crate::scenario::Scenario;
+
+mod scenario;
+pub(crate) use scenario::{
+    acquire_bounded, commands, commands_named, fairness, general, join_all, kind_and_run,
+    lat_summary, shutdown, spawn_each, spread, Env, Exclusion, Rows, Scenario, EVENT_JITTER,
+    FLOOR_RUN, HANG,
+};
 
 mod cells;
 pub(crate) mod contended;

@@ -7,7 +7,7 @@ use super::cells::{p50, p50_p99_max, p99, push_line, rate, skipped_in, tail_tabl
 use super::distinct::distinct_names;
 use super::legend::{entries, Legend, COST, LOCK_UNLOCK, THROUGHPUT};
 use crate::model::{ContenderKind, Report, RunResult, MULTI_PARTS, REDLOCK_SERVERS};
-use crate::scenario::{kind_and_run, Scenario};
+use crate::scenarios::{kind_and_run, Scenario};
 
 /// `--tasks` tasks lock and unlock distinct names for `--duration`, as in
 /// the uncontended scenario, each name a lock over many keys or servers.

@@ -12,7 +12,7 @@ use super::cells::{client_cpu, cmds, rate, redis_cpu, table};
 use super::legend::{entries, Legend, ACQ_S, CMDS_ACQ, COST};
 use crate::contender::Contender;
 use crate::model::{float, BenchArgs, Left, Report, RunResult, ScenarioKind, Tally};
-use crate::scenario::{acquire_bounded, join_all, kind_and_run, shutdown, Env, Scenario};
+use crate::scenarios::{acquire_bounded, join_all, kind_and_run, shutdown, Env, Scenario};
 use crate::stats;
 use crate::table::fmt_rate;
 

@@ -14,7 +14,7 @@ use super::cells::{lat, p50, p99, per_work, push_line, rate, tail_table, Versus}
 use super::legend::{entries, Legend, COST, PING_P50, X_PING};
 use crate::contender::{Contender, LockHandle};
 use crate::model::{float, ContenderKind, Latency, ReadWrite, Report, RunResult, Tally, Work};
-use crate::scenario::{
+use crate::scenarios::{
     acquire_bounded, fairness, kind_and_run, spread, Env, Exclusion, Rows, Scenario,
 };
 use crate::stats::{histogram, record, summarize};

@@ -8,8 +8,8 @@ use super::legend::{entries, Legend, COST, THROUGHPUT, WAITERS};
 use super::many_waiters::many_waiters;
 use crate::contender::Contender;
 use crate::model::{ContenderKind, Report, RunResult, Settings};
-use crate::scenario::Env;
-use crate::scenario::{kind_and_run, Rows, Scenario};
+use crate::scenarios::Env;
+use crate::scenarios::{kind_and_run, Rows, Scenario};
 
 /// A semaphore of `--permits` permits, `--waiters` waiters over `--clients`
 /// clients each taking one, holding it `--hold` and giving it back.

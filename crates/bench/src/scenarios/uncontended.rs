@@ -9,7 +9,7 @@ use super::cells::{lat, p50, p50_p99_max, p99, rate, tail_table};
 use super::distinct::distinct_names;
 use super::legend::{Legend, COST, LOCK_GUARDED, LOCK_INCR, LOCK_UNLOCK, REDISSON, THROUGHPUT};
 use crate::model::{ContenderKind, Report, RunResult};
-use crate::scenario::{kind_and_run, Scenario};
+use crate::scenarios::{kind_and_run, Scenario};
 
 /// `--tasks` tasks lock and unlock distinct names for `--duration`.
 #[derive(Debug)]
@@ -21,7 +21,7 @@ impl Scenario for Uncontended {
     /// The general contenders, and the `Lock` with a write under each hold.
     fn measures(&self, contender: ContenderKind) -> bool {
         use ContenderKind::{LockGuarded, LockIncr};
-        crate::scenario::general(contender) || matches!(contender, LockIncr | LockGuarded)
+        crate::scenarios::general(contender) || matches!(contender, LockIncr | LockGuarded)
     }
 
     fn section(&self, report: &Report, rows: &[&RunResult]) -> String {

@@ -17,7 +17,7 @@ use deadbolt_core::deployment::Topology;
 use redis::aio::MultiplexedConnection;
 
 use crate::contender::DEADBOLT_TOPOLOGY_COMMANDS;
-use crate::scenario::Env;
+use crate::scenarios::Env;
 use crate::site::{Master, Site};
 use crate::stats::{self, Snapshot};
 

@@ -16,8 +16,8 @@ use crate::model::{
     plural, BenchArgs, ContenderKind, Report, RunResult, ScenarioKind, TopologyMeasure,
     VsStandalone, TOPOLOGY_NAMES_PER_TASK,
 };
-use crate::scenario::Env;
-use crate::scenario::Scenario;
+use crate::scenarios::Env;
+use crate::scenarios::Scenario;
 use crate::stats;
 use deadbolt_core::deployment::Topology;
 

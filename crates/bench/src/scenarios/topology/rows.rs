@@ -26,9 +26,9 @@ use crate::model::{
     VsStandalone, TOPOLOGY_NAMES_PER_TASK,
 };
 use crate::progress::Bar;
-use crate::scenario::{join_all, lat_summary, shutdown, Env, Exclusion, EVENT_JITTER};
 use crate::scenarios::distinct::{lock_unlock, LockUnlock};
 use crate::scenarios::handoff::handoff_rounds;
+use crate::scenarios::{join_all, lat_summary, shutdown, Env, Exclusion, EVENT_JITTER};
 use crate::site::{Master, Site};
 use crate::stats::{self, Pinger};
 use crate::table::fmt_rate;

@@ -1,8 +1,7 @@
-//! The machinery the scenarios (`crate::scenarios`) share: the run's
+//! The machinery the scenarios share (re-exported by `scenarios`): the
 //! [`Scenario`] trait, the run's [`Env`], exclusion checks, bounded
-//! acquires, command counts. The runs
-//! themselves (distinct names, many waiters on one name, hand-off rounds)
-//! are in `scenarios/`, each in its own file.
+//! acquires, command counts. The runs themselves (distinct names, many
+//! waiters on one name, hand-off rounds) are in the files beside this one.
 //!
 //! Every run opens its own clients, takes an `INFO commandstats` snapshot
 //! before and after its window (the multi scenario: of every server, added
@@ -355,7 +354,7 @@ macro_rules! kind_and_run {
 
         fn run_one<'a>(
             &'a self,
-            env: &'a mut $crate::scenario::Env<'_>,
+            env: &'a mut $crate::scenarios::Env<'_>,
             c: &'a dyn $crate::contender::Contender,
         ) -> ::futures::future::BoxFuture<'a, ::anyhow::Result<$crate::model::RunResult>> {
             Box::pin($run(env, c $(, $arg)*))
