@@ -8,12 +8,13 @@ mod common;
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use deadbolt_bench::BenchCli;
 use deadbolt_testkit::support::{port_closed, port_of};
 use deadbolt_testkit::RedisServer;
+use serde_json::Value;
 
 use common::{bench_args, temp_path, HANG};
 
@@ -289,8 +290,44 @@ async fn embedded_server_is_stopped_after_a_run_and_after_an_error() {
     );
 }
 
-#[tokio::test]
-async fn every_scenario_with_every_contender_and_the_json_schema() {
+/// One bench of every scenario with every contender (the default
+/// selection, tiny sizes), its JSON report and SVG plot written and read
+/// back: the file's longest run, which the checks below share.
+struct FullRun {
+    report: deadbolt_bench::Report,
+    /// The report as `write_json` wrote it.
+    json: Value,
+    /// The plot as `write_plot` wrote it.
+    plot: String,
+}
+
+/// The shared run, made by the first test that asks for it while the
+/// others wait; a failed run fails each of them with its message.
+///
+/// libtest starts tests in name order, so the run starts with the file's
+/// first test ([`a_plot_other_than_svg_is_refused_and_leaves_no_file`]),
+/// the other tests run beside it, and the checks in
+/// [`the_run_of_every_scenario`], named to come after the slow ones, find
+/// it done instead of holding a test thread while they wait. The order only
+/// saves time: any order gives the same verdicts.
+fn full_run() -> &'static FullRun {
+    static RUN: OnceLock<Result<FullRun, String>> = OnceLock::new();
+    let run = RUN.get_or_init(|| {
+        std::panic::catch_unwind(run_every_scenario).map_err(|panic| {
+            panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_string()))
+                .unwrap_or_default()
+        })
+    });
+    match run {
+        Ok(run) => run,
+        Err(panic) => panic!("the run of every scenario failed: {panic}"),
+    }
+}
+
+fn run_every_scenario() -> FullRun {
     let json = temp_path("report.json");
     let svg = temp_path("plot.svg");
     let args = bench_args(
@@ -313,18 +350,32 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         ]
         .concat(),
     );
-    let report = tokio::time::timeout(HANG * 2, deadbolt_bench::bench(&args))
-        .await
+    // Its own runtime: the tests that share the run each have their own
+    // thread, and any of them may be the one that makes it.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let report = runtime
+        .block_on(async { tokio::time::timeout(HANG * 2, deadbolt_bench::bench(&args)).await })
         .expect("hang")
         .expect("bench");
     report.write_json(&json).unwrap();
     report.write_plot(&svg).unwrap();
-    let png = temp_path("plot.png");
-    let err = report.write_plot(&png).unwrap_err();
-    assert!(format!("{err:#}").contains("only SVG"), "{err:#}");
-    assert!(!png.exists(), "a refused plot left a file");
+    let v = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    std::fs::remove_file(&json).ok();
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    std::fs::remove_file(&svg).ok();
+    FullRun {
+        report,
+        json: v,
+        plot,
+    }
+}
 
-    let contenders: &[&str] = if cfg!(feature = "peers") {
+/// The contenders of the general scenarios, in run order.
+fn contenders() -> &'static [&'static str] {
+    if cfg!(feature = "peers") {
         &[
             "lock",
             "fair",
@@ -335,521 +386,633 @@ async fn every_scenario_with_every_contender_and_the_json_schema() {
         ]
     } else {
         &["lock", "fair", "raw-poll", "redisson", "redisson-fair"]
-    };
-    let scenarios = ["uncontended", "contended", "handoff", "idle"];
-    // The Lock with a write under each hold: the uncontended scenario only.
-    let with_write = ["lock-incr", "lock-guarded"];
-    // The read-mostly scenario measures the read-write lock beside the Lock,
-    // the semaphore scenario the two semaphores.
-    let read_mostly = ["lock", "rw"];
-    let semaphores = ["sem", "sem-poll"];
-    // The multi scenario: the Lock beside the MultiLock and the two Redlocks
-    // over 3 embedded servers.
-    let multi_only: &[&str] = if cfg!(feature = "peers") {
+    }
+}
+
+/// The general scenarios.
+const SCENARIOS: [&str; 4] = ["uncontended", "contended", "handoff", "idle"];
+/// The Lock with a write under each hold: the uncontended scenario only.
+const WITH_WRITE: [&str; 2] = ["lock-incr", "lock-guarded"];
+/// The read-mostly scenario measures the read-write lock beside the Lock,
+const READ_MOSTLY: [&str; 2] = ["lock", "rw"];
+/// the semaphore scenario the two semaphores.
+const SEMAPHORES: [&str; 2] = ["sem", "sem-poll"];
+
+/// The multi scenario's contenders besides the Lock: the MultiLock and the
+/// two Redlocks over 3 embedded servers.
+fn multi_only() -> &'static [&'static str] {
+    if cfg!(feature = "peers") {
         &["multi", "redlock", "rslock-3"]
     } else {
         &["multi", "redlock"]
-    };
-    let multi = [&["lock"], multi_only].concat();
-    let runs = scenarios
-        .iter()
-        .flat_map(|s| contenders.iter().map(move |c| (*s, *c)))
-        .chain(with_write.iter().map(|c| ("uncontended", *c)))
-        .chain(read_mostly.iter().map(|c| ("read-mostly", *c)))
-        .chain(semaphores.iter().map(|c| ("semaphore", *c)))
-        .chain(multi.iter().map(|c| ("multi", *c)));
+    }
+}
 
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    std::fs::remove_file(&json).ok();
-    for key in [
-        "schema",
-        "deadbolt_version",
-        "elapsed_s",
-        "interrupted",
-        "redis",
-        "host",
-        "settings",
-        "ping",
-        "results",
-        "sweep",
-        "skipped",
-        "handoff_floor_us",
-    ] {
-        assert!(v.get(key).is_some(), "report lacks {key}");
-    }
-    assert_eq!(v["schema"], deadbolt_bench::REPORT_SCHEMA);
-    assert_eq!(v["interrupted"], false);
-    assert_eq!(v["redis"]["embedded"], true);
-    assert!(v["redis"]["version"]
-        .as_str()
-        .unwrap()
-        .starts_with(|c: char| c.is_ascii_digit()));
-    assert!(v["ping"]["p50_us"].as_f64().unwrap() > 0.0);
-    for key in [
-        "duration_s",
-        "tasks",
-        "waiters",
-        "clients",
-        "hold_ms",
-        "think_ms",
-        "service",
-        "write_ratio",
-        "permits",
-        "rounds",
-        "idle_waiters",
-        "idle_s",
-        "poll_interval_ms",
-        "lease_ms",
-        "plot_waiters",
-        "scenarios",
-        "contenders",
-    ] {
-        assert!(v["settings"].get(key).is_some(), "settings lack {key}");
-    }
-    assert!(v["skipped"].is_array());
-    // The two more servers of the Redlock rows were started, and stopped
-    // with the first one.
-    let redlock_urls: Vec<&str> = v["redis"]["redlock_urls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|u| u.as_str().unwrap())
-        .collect();
-    assert_eq!(redlock_urls.len(), 2, "{:#}", v["redis"]);
-    for url in redlock_urls
-        .iter()
-        .chain([&v["redis"]["url"].as_str().unwrap()])
-    {
-        let port = port_of(url);
-        assert!(
-            port_closed(port),
-            "redis-server still listens on {port} after the run"
-        );
-    }
-    assert_eq!(v["settings"]["write_ratio"], 0.5);
-    assert_eq!(v["settings"]["permits"], 2);
-    let listed: Vec<&str> = v["settings"]["contenders"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_str().unwrap())
-        .collect();
-    assert_eq!(
-        listed,
-        [
-            &contenders[..1],
-            &with_write,
-            &contenders[1..],
-            &["rw"],
-            &semaphores,
-            multi_only
-        ]
-        .concat()
-    );
-    let ran: Vec<&str> = v["settings"]["scenarios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_str().unwrap())
-        .collect();
-    assert_eq!(
-        ran,
-        [
-            &scenarios[..],
-            &["read-mostly", "semaphore", "multi", "names"]
-        ]
-        .concat()
-    );
+/// The multi scenario's contenders.
+fn multi() -> Vec<&'static str> {
+    [&["lock"], multi_only()].concat()
+}
 
-    let results = v["results"].as_array().unwrap();
-    // Contended, read-mostly and semaphore run each contender twice: at
-    // --hold and --think, then in the service rows.
-    assert_eq!(
-        results.len(),
-        (scenarios.len() + 1) * contenders.len()
-            + with_write.len()
-            + 2 * read_mostly.len()
-            + 2 * semaphores.len()
-            + multi.len()
-            + contenders.len()
+/// Every (scenario, contender) run but the names scenario's.
+fn runs() -> Vec<(&'static str, &'static str)> {
+    SCENARIOS
+        .iter()
+        .flat_map(|s| contenders().iter().map(move |c| (*s, *c)))
+        .chain(WITH_WRITE.iter().map(|c| ("uncontended", *c)))
+        .chain(READ_MOSTLY.iter().map(|c| ("read-mostly", *c)))
+        .chain(SEMAPHORES.iter().map(|c| ("semaphore", *c)))
+        .chain(multi().into_iter().map(|c| ("multi", c)))
+        .collect()
+}
+
+/// The report's result rows.
+fn results() -> &'static [Value] {
+    full_run().json["results"].as_array().unwrap()
+}
+
+/// The first row of `s` / `c` (the flags' row, where a service row follows
+/// it), and what to call it in a failure.
+fn row(s: &str, c: &str) -> (&'static Value, String) {
+    let r = results()
+        .iter()
+        .find(|r| r["scenario"] == s && r["contender"] == c)
+        .unwrap_or_else(|| panic!("no result for {s} / {c}"));
+    (r, format!("{s} / {c}: {r:#}"))
+}
+
+/// Each run of scenario `s`: its contender, and its [`row`].
+fn rows_of(s: &str) -> Vec<(&'static str, &'static Value, String)> {
+    runs()
+        .into_iter()
+        .filter(|(scenario, _)| *scenario == s)
+        .map(|(s, c)| {
+            let (r, what) = row(s, c);
+            (c, r, what)
+        })
+        .collect()
+}
+
+/// A latency summary with every field, its median under its maximum.
+fn latency(l: &Value, what: &str) {
+    for key in [
+        "samples",
+        "p50_us",
+        "p99_us",
+        "max_us",
+        "mean_us",
+        "p50_x_ping",
+        "p99_x_ping",
+        "max_x_ping",
+    ] {
+        assert!(l.get(key).is_some(), "{what} latency lacks {key}");
+    }
+    assert!(
+        l["p50_us"].as_f64().unwrap() <= l["max_us"].as_f64().unwrap(),
+        "{what}"
     );
-    for r in results.iter().filter(|r| r["scenario"] == "names") {
-        // 40 names, each locked and released once, on an emptied server:
-        // deadbolt leaves its slots' fencing counters (at most one per name
-        // here), the SET NX locks nothing.
-        let what = format!("names / {}", r["contender"]);
-        let left = &r["left"];
-        assert_eq!(left["names"], 40, "{what}");
-        assert_eq!(left["emptied"], true, "{what}");
-        assert_eq!(r["acquisitions"], 40, "{what}");
-        let keys = left["keys"].as_i64().unwrap();
-        if r["contender"] == "lock" || r["contender"] == "fair" {
-            assert!((1..=40).contains(&keys), "{what}: {keys} keys left");
-        } else {
-            assert_eq!(keys, 0, "{what}");
+    assert!(l["p50_x_ping"].as_f64().unwrap() > 0.0, "{what}");
+}
+
+#[test]
+fn a_plot_other_than_svg_is_refused_and_leaves_no_file() {
+    let png = temp_path("plot.png");
+    let err = full_run().report.write_plot(&png).unwrap_err();
+    assert!(format!("{err:#}").contains("only SVG"), "{err:#}");
+    assert!(!png.exists(), "a refused plot left a file");
+}
+
+/// The checks of the shared run ([`full_run`]).
+mod the_run_of_every_scenario {
+    use super::*;
+
+    #[test]
+    fn writes_a_json_report_with_every_field() {
+        let v = &full_run().json;
+        for key in [
+            "schema",
+            "deadbolt_version",
+            "elapsed_s",
+            "interrupted",
+            "redis",
+            "host",
+            "settings",
+            "ping",
+            "results",
+            "sweep",
+            "skipped",
+            "handoff_floor_us",
+        ] {
+            assert!(v.get(key).is_some(), "report lacks {key}");
+        }
+        assert_eq!(v["schema"], deadbolt_bench::REPORT_SCHEMA);
+        assert_eq!(v["interrupted"], false);
+        assert_eq!(v["redis"]["embedded"], true);
+        assert!(v["redis"]["version"]
+            .as_str()
+            .unwrap()
+            .starts_with(|c: char| c.is_ascii_digit()));
+        assert!(v["ping"]["p50_us"].as_f64().unwrap() > 0.0);
+        for key in [
+            "duration_s",
+            "tasks",
+            "waiters",
+            "clients",
+            "hold_ms",
+            "think_ms",
+            "service",
+            "write_ratio",
+            "permits",
+            "rounds",
+            "idle_waiters",
+            "idle_s",
+            "poll_interval_ms",
+            "lease_ms",
+            "plot_waiters",
+            "scenarios",
+            "contenders",
+        ] {
+            assert!(v["settings"].get(key).is_some(), "settings lack {key}");
+        }
+        assert!(v["skipped"].is_array());
+        assert_eq!(v["settings"]["write_ratio"], 0.5);
+        assert_eq!(v["settings"]["permits"], 2);
+    }
+
+    /// The two more servers of the Redlock rows were started, and stopped
+    /// with the first one.
+    #[test]
+    fn stops_every_server_it_started() {
+        let redis = &full_run().json["redis"];
+        let redlock_urls: Vec<&str> = redis["redlock_urls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| u.as_str().unwrap())
+            .collect();
+        assert_eq!(redlock_urls.len(), 2, "{redis:#}");
+        for url in redlock_urls.iter().chain([&redis["url"].as_str().unwrap()]) {
+            let port = port_of(url);
+            assert!(
+                port_closed(port),
+                "redis-server still listens on {port} after the run"
+            );
         }
     }
-    let floor = v["handoff_floor_us"].as_f64().unwrap();
-    assert!(floor > 0.0, "the hand-off floor was measured");
-    for r in results {
-        let what = format!("{} / {}", r["scenario"], r["contender"]);
-        let scenario = r["scenario"].as_str().unwrap();
-        if r["acquisitions_per_s"].is_number() {
-            // Every throughput row has its cost, from the embedded
-            // server's own counters and this process's rusage.
-            let cmds = &r["commands"];
-            assert_eq!(cmds["redis_cpu_source"], "server", "{what}");
+
+    #[test]
+    fn lists_every_contender_and_scenario_in_run_order() {
+        let settings = &full_run().json["settings"];
+        let names = |key: &str| -> Vec<&str> {
+            settings[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_str().unwrap())
+                .collect()
+        };
+        let contenders = contenders();
+        assert_eq!(
+            names("contenders"),
+            [
+                &contenders[..1],
+                &WITH_WRITE,
+                &contenders[1..],
+                &["rw"],
+                &SEMAPHORES,
+                multi_only()
+            ]
+            .concat()
+        );
+        assert_eq!(
+            names("scenarios"),
+            [
+                &SCENARIOS[..],
+                &["read-mostly", "semaphore", "multi", "names"]
+            ]
+            .concat()
+        );
+    }
+
+    #[test]
+    fn has_a_row_with_every_field_and_no_error_for_each_run() {
+        // Contended, read-mostly and semaphore run each contender twice: at
+        // --hold and --think, then in the service rows.
+        let contenders = contenders().len();
+        assert_eq!(
+            results().len(),
+            (SCENARIOS.len() + 1) * contenders
+                + WITH_WRITE.len()
+                + 2 * READ_MOSTLY.len()
+                + 2 * SEMAPHORES.len()
+                + multi().len()
+                + contenders
+        );
+        for (s, c) in runs() {
+            let (r, what) = row(s, c);
             for key in [
+                "workers",
+                "clients",
+                "elapsed_s",
+                "acquisitions",
+                "acquisitions_per_s",
+                "rounds",
+                "errors",
+                "first_error",
+                "exclusion_violations",
+                "ping_p50_us",
+                "acquire",
+                "acquire_release",
+                "handoff",
+                "fairness",
+                "read_write",
+                "commands",
+            ] {
+                assert!(r.get(key).is_some(), "{what} lacks {key}");
+            }
+            for key in [
+                "counted",
+                "per_acquisition",
+                "per_waiter_per_s",
+                "counted_names",
+                "by_command",
+                "redis_cpu_us",
+                "redis_cpu_source",
+                "client_cpu_us",
                 "redis_cpu_us_per_acquisition",
                 "client_cpu_us_per_acquisition",
             ] {
-                assert!(cmds[key].as_f64().unwrap() > 0.0, "{what}: {key}");
-            }
-        }
-        if ["contended", "semaphore", "read-mostly"].contains(&scenario) {
-            let work = &r["work"];
-            let service = work["service"].as_bool().unwrap();
-            let (hold, think) = if service { (1.0, 2.0) } else { (0.0, 0.0) };
-            assert_eq!(work["hold_ms"].as_f64(), Some(hold), "{what}");
-            assert_eq!(work["think_ms"].as_f64(), Some(think), "{what}");
-        }
-        if ["contended", "semaphore"].contains(&scenario) {
-            // The ceiling is limit / (the hold as measured + the floor).
-            let held = r["work"]["held_us"].as_f64().unwrap();
-            if r["work"]["service"] == true {
-                assert!(held >= 1000.0, "{what}: a 1 ms hold lasted {held} µs");
-            }
-            let limit = if scenario == "semaphore" { 2.0 } else { 1.0 };
-            let ceiling = r["ceiling_per_s"].as_f64().unwrap();
-            assert!(
-                (ceiling - limit * 1e6 / (held + floor)).abs() < 1e-6 * ceiling,
-                "{what}"
-            );
-            let share = r["of_ceiling"].as_f64().unwrap();
-            let rate = r["acquisitions_per_s"].as_f64().unwrap();
-            assert!((share - rate / ceiling).abs() < 1e-9, "{what}");
-        }
-    }
-    for s in ["contended", "read-mostly", "semaphore"] {
-        assert!(
-            results
-                .iter()
-                .any(|r| r["scenario"] == s && r["work"]["service"] == true),
-            "{s} has service rows"
-        );
-    }
-    for (s, c) in runs {
-        let r = results
-            .iter()
-            .find(|r| r["scenario"] == s && r["contender"] == c)
-            .unwrap_or_else(|| panic!("no result for {s} / {c}"));
-        let what = format!("{s} / {c}: {r:#}");
-        for key in [
-            "workers",
-            "clients",
-            "elapsed_s",
-            "acquisitions",
-            "acquisitions_per_s",
-            "rounds",
-            "errors",
-            "first_error",
-            "exclusion_violations",
-            "ping_p50_us",
-            "acquire",
-            "acquire_release",
-            "handoff",
-            "fairness",
-            "read_write",
-            "commands",
-        ] {
-            assert!(r.get(key).is_some(), "{what} lacks {key}");
-        }
-        for key in [
-            "counted",
-            "per_acquisition",
-            "per_waiter_per_s",
-            "counted_names",
-            "by_command",
-            "redis_cpu_us",
-            "redis_cpu_source",
-            "client_cpu_us",
-            "redis_cpu_us_per_acquisition",
-            "client_cpu_us_per_acquisition",
-        ] {
-            assert!(
-                r["commands"].get(key).is_some(),
-                "{what} lacks commands.{key}"
-            );
-        }
-        assert_eq!(r["errors"], 0, "{what}");
-        assert_eq!(r["exclusion_violations"], 0, "{what}");
-        let latency = |l: &serde_json::Value| {
-            for key in [
-                "samples",
-                "p50_us",
-                "p99_us",
-                "max_us",
-                "mean_us",
-                "p50_x_ping",
-                "p99_x_ping",
-                "max_x_ping",
-            ] {
-                assert!(l.get(key).is_some(), "{what} latency lacks {key}");
-            }
-            assert!(
-                l["p50_us"].as_f64().unwrap() <= l["max_us"].as_f64().unwrap(),
-                "{what}"
-            );
-            assert!(l["p50_x_ping"].as_f64().unwrap() > 0.0, "{what}");
-        };
-        match s {
-            "uncontended" => {
-                assert!(r["acquisitions"].as_u64().unwrap() > 0, "{what}");
-                assert!(r["acquisitions_per_s"].as_f64().unwrap() > 0.0, "{what}");
-                latency(&r["acquire"]);
-                latency(&r["acquire_release"]);
-                // One round trip to acquire and one to release, uncontended,
-                // and one more for a write under the hold; the SET NX locks
-                // load their release script on first use.
-                let per = r["commands"]["per_acquisition"].as_f64().unwrap();
-                if c == "lock" {
-                    assert_eq!(per, 2.0, "{what}");
-                } else if with_write.contains(&c) {
-                    assert_eq!(per, 3.0, "{what}");
-                } else {
-                    assert!((2.0..2.5).contains(&per), "{what}");
-                }
-            }
-            "semaphore" => {
-                assert_eq!(
-                    (r["workers"].as_u64(), r["clients"].as_u64()),
-                    (Some(3), Some(2))
-                );
-                assert!(r["acquisitions"].as_u64().unwrap() > 0, "{what}");
-                assert!(r["acquisitions_per_s"].as_f64().unwrap() > 0.0, "{what}");
-                latency(&r["acquire"]);
-                assert_eq!(r["acquire"]["samples"], r["acquisitions"], "{what}");
                 assert!(
-                    r["read_write"].is_null() && r["handoff"].is_null(),
+                    r["commands"].get(key).is_some(),
+                    "{what} lacks commands.{key}"
+                );
+            }
+            assert_eq!(r["errors"], 0, "{what}");
+            assert_eq!(r["exclusion_violations"], 0, "{what}");
+        }
+    }
+
+    /// 40 names, each locked and released once, on an emptied server:
+    /// deadbolt leaves its slots' fencing counters (at most one per name
+    /// here), the SET NX locks nothing.
+    #[test]
+    fn names_leave_only_deadbolts_fencing_counters() {
+        for r in results().iter().filter(|r| r["scenario"] == "names") {
+            let what = format!("names / {}", r["contender"]);
+            let left = &r["left"];
+            assert_eq!(left["names"], 40, "{what}");
+            assert_eq!(left["emptied"], true, "{what}");
+            assert_eq!(r["acquisitions"], 40, "{what}");
+            let keys = left["keys"].as_i64().unwrap();
+            if r["contender"] == "lock" || r["contender"] == "fair" {
+                assert!((1..=40).contains(&keys), "{what}: {keys} keys left");
+            } else {
+                assert_eq!(keys, 0, "{what}");
+            }
+        }
+    }
+
+    /// Every throughput row has its cost, from the embedded server's own
+    /// counters and this process's rusage.
+    #[test]
+    fn prices_every_throughput_row_in_redis_and_client_cpu() {
+        for r in results() {
+            let what = format!("{} / {}", r["scenario"], r["contender"]);
+            if r["acquisitions_per_s"].is_number() {
+                let cmds = &r["commands"];
+                assert_eq!(cmds["redis_cpu_source"], "server", "{what}");
+                for key in [
+                    "redis_cpu_us_per_acquisition",
+                    "client_cpu_us_per_acquisition",
+                ] {
+                    assert!(cmds[key].as_f64().unwrap() > 0.0, "{what}: {key}");
+                }
+            }
+        }
+    }
+
+    /// The many-waiter scenarios run the flags' rows (no hold, no think
+    /// here), then service rows (1 ms hold, 2 ms think); the ceiling is
+    /// limit / (the hold as measured + the hand-off floor).
+    #[test]
+    fn runs_service_rows_with_their_ceilings() {
+        let floor = full_run().json["handoff_floor_us"].as_f64().unwrap();
+        assert!(floor > 0.0, "the hand-off floor was measured");
+        for r in results() {
+            let what = format!("{} / {}", r["scenario"], r["contender"]);
+            let scenario = r["scenario"].as_str().unwrap();
+            if ["contended", "semaphore", "read-mostly"].contains(&scenario) {
+                let work = &r["work"];
+                let service = work["service"].as_bool().unwrap();
+                let (hold, think) = if service { (1.0, 2.0) } else { (0.0, 0.0) };
+                assert_eq!(work["hold_ms"].as_f64(), Some(hold), "{what}");
+                assert_eq!(work["think_ms"].as_f64(), Some(think), "{what}");
+            }
+            if ["contended", "semaphore"].contains(&scenario) {
+                let held = r["work"]["held_us"].as_f64().unwrap();
+                if r["work"]["service"] == true {
+                    assert!(held >= 1000.0, "{what}: a 1 ms hold lasted {held} µs");
+                }
+                let limit = if scenario == "semaphore" { 2.0 } else { 1.0 };
+                let ceiling = r["ceiling_per_s"].as_f64().unwrap();
+                assert!(
+                    (ceiling - limit * 1e6 / (held + floor)).abs() < 1e-6 * ceiling,
                     "{what}"
                 );
-                let f = &r["fairness"];
-                let per_worker: Vec<u64> = f["per_worker"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|n| n.as_u64().unwrap())
-                    .collect();
-                assert_eq!(per_worker.len(), 3, "{what}");
-                assert_eq!(
-                    per_worker.iter().sum::<u64>(),
-                    r["acquisitions"].as_u64().unwrap(),
-                    "{what}"
-                );
-                let jain = f["jain_index"].as_f64().unwrap();
-                assert!((1.0 / 3.0 - 1e-9..=1.0 + 1e-9).contains(&jain), "{what}");
-                assert!(f["longest_wait_us"].as_f64().unwrap() > 0.0, "{what}");
-                // One call at least (a Lock's local hand-off is a release
-                // and an acquire in one script), and no SCRIPT LOAD: both
-                // load their scripts at connect.
-                let per = r["commands"]["per_acquisition"].as_f64().unwrap();
-                assert!(per >= 1.0, "{what}");
-                let by_command = &r["commands"]["by_command"];
-                assert!(by_command.get("script|load").is_none(), "{what}");
-                if c == "sem-poll" {
-                    // One ZREM per release, none inside the script.
-                    assert_eq!(by_command["zrem"], r["acquisitions"], "{what}");
-                }
-            }
-            "multi" => {
-                assert_eq!(
-                    (r["workers"].as_u64(), r["clients"].as_u64()),
-                    (Some(2), Some(1)),
-                    "{what}"
-                );
-                let acquisitions = r["acquisitions"].as_u64().unwrap();
-                assert!(acquisitions > 0, "{what}");
-                assert!(r["acquisitions_per_s"].as_f64().unwrap() > 0.0, "{what}");
-                latency(&r["acquire"]);
-                latency(&r["acquire_release"]);
-                assert_eq!(r["acquire_release"]["samples"], acquisitions, "{what}");
-                // Each sample's acquire is part of its acquire+release.
-                for q in ["p50_us", "p99_us", "max_us"] {
-                    assert!(
-                        r["acquire"][q].as_f64().unwrap()
-                            <= r["acquire_release"][q].as_f64().unwrap(),
-                        "{what}"
-                    );
-                }
-                assert!(r["fairness"].is_null() && r["handoff"].is_null(), "{what}");
-                // An acquire and a release per key or server, over every
-                // server of the run: 1 key for the Lock, 3 servers for the
-                // Redlocks; the MultiLock takes its 3 plain locks in one
-                // script and releases each. deadbolt's scripts were loaded
-                // at connect; rslock loads its release script on first use
-                // on each server.
-                let per = r["commands"]["per_acquisition"].as_f64().unwrap();
-                let by_command = &r["commands"]["by_command"];
-                match c {
-                    "lock" => assert_eq!(per, 2.0, "{what}"),
-                    "multi" => assert_eq!(per, 4.0, "{what}"),
-                    "redlock" => assert_eq!(per, 6.0, "{what}"),
-                    _ => assert!((6.0..6.5).contains(&per), "{what}"),
-                }
-                if c == "rslock-3" {
-                    // One SET NX PX per server per acquisition.
-                    assert_eq!(by_command["set"], 3 * acquisitions, "{what}");
-                } else {
-                    assert!(by_command.get("script|load").is_none(), "{what}");
-                    let scripts = match c {
-                        "lock" => 2,
-                        "multi" => 4,
-                        _ => 6,
-                    };
-                    assert_eq!(by_command["evalsha"], scripts * acquisitions, "{what}");
-                }
-            }
-            "contended" => {
-                assert!(r["acquisitions"].as_u64().unwrap() > 0, "{what}");
-                latency(&r["acquire"]);
-                let f = &r["fairness"];
-                assert_eq!(f["per_worker"].as_array().unwrap().len(), 3, "{what}");
-                let jain = f["jain_index"].as_f64().unwrap();
-                assert!((1.0 / 3.0 - 1e-9..=1.0 + 1e-9).contains(&jain), "{what}");
-                assert!(f["longest_wait_us"].as_f64().unwrap() > 0.0, "{what}");
-            }
-            "handoff" => {
-                assert!(r["rounds"].as_u64().unwrap() >= 1, "{what}");
-                latency(&r["handoff"]);
-            }
-            "read-mostly" => {
-                let ops = r["acquisitions"].as_u64().unwrap();
-                let m = &r["read_write"];
-                let (reads, writes) = (m["reads"].as_u64().unwrap(), m["writes"].as_u64().unwrap());
-                assert!(reads > 0 && writes > 0, "{what}");
-                assert_eq!(reads + writes, ops, "{what}");
-                let per_s = |key: &str| m[key].as_f64().unwrap();
+                let share = r["of_ceiling"].as_f64().unwrap();
                 let rate = r["acquisitions_per_s"].as_f64().unwrap();
-                assert!(rate > 0.0, "{what}");
-                assert!(
-                    (per_s("reads_per_s") + per_s("writes_per_s") - rate).abs() < 1e-6 * rate,
-                    "{what}"
-                );
-                latency(&r["acquire"]);
-                latency(&m["read_acquire"]);
-                latency(&m["write_acquire"]);
-                assert_eq!(m["read_acquire"]["samples"], reads, "{what}");
-                assert_eq!(m["write_acquire"]["samples"], writes, "{what}");
-                assert_eq!(r["acquire"]["samples"], ops, "{what}");
-                // At least one call per operation (a Lock's local hand-off
-                // is a release and the next acquire in one script), and no
-                // SCRIPT LOAD: the scripts were loaded at connect.
-                let per = r["commands"]["per_acquisition"].as_f64().unwrap();
-                assert!(per >= 1.0, "{what}");
-                assert!(
-                    r["commands"]["by_command"].get("script|load").is_none(),
-                    "{what}"
-                );
-                let f = &r["fairness"];
-                assert_eq!(f["per_worker"].as_array().unwrap().len(), 3, "{what}");
+                assert!((share - rate / ceiling).abs() < 1e-9, "{what}");
             }
-            _ => {
-                assert!(r["read_write"].is_null(), "{what}");
-                assert!(r["acquisitions_per_s"].is_null(), "{what}");
-                assert!(
-                    r["commands"]["per_waiter_per_s"].as_f64().unwrap() >= 0.0,
-                    "{what}"
-                );
-                assert_eq!(r["acquisitions"], 0, "{what}");
+        }
+        for s in ["contended", "read-mostly", "semaphore"] {
+            assert!(
+                results()
+                    .iter()
+                    .any(|r| r["scenario"] == s && r["work"]["service"] == true),
+                "{s} has service rows"
+            );
+        }
+    }
+
+    /// One round trip to acquire and one to release, uncontended, and one
+    /// more for a write under the hold; the SET NX locks load their release
+    /// script on first use.
+    #[test]
+    fn measures_uncontended_round_trips() {
+        for (c, r, what) in rows_of("uncontended") {
+            assert!(r["acquisitions"].as_u64().unwrap() > 0, "{what}");
+            assert!(r["acquisitions_per_s"].as_f64().unwrap() > 0.0, "{what}");
+            latency(&r["acquire"], &what);
+            latency(&r["acquire_release"], &what);
+            let per = r["commands"]["per_acquisition"].as_f64().unwrap();
+            if c == "lock" {
+                assert_eq!(per, 2.0, "{what}");
+            } else if WITH_WRITE.contains(&c) {
+                assert_eq!(per, 3.0, "{what}");
+            } else {
+                assert!((2.0..2.5).contains(&per), "{what}");
             }
         }
     }
-    let sweep = v["sweep"].as_array().unwrap();
-    // --plot-waiters 1,2 with --clients 2: every waiter has its own client
-    // already, so there is no second sweep.
-    assert_eq!(sweep.len(), 2 * contenders.len());
-    assert!(sweep
-        .iter()
-        .all(|p| p["acquisitions_per_s"].as_f64().unwrap() > 0.0 && p["clients"] == p["waiters"]));
 
-    let plot = std::fs::read_to_string(&svg).unwrap();
-    std::fs::remove_file(&svg).ok();
-    assert!(plot.starts_with("<svg"), "not an SVG");
-    // The second panel: what each contender's throughput costs in fairness.
-    assert!(
-        plot.contains("least / most"),
-        "the plot has no least/most panel"
-    );
-    for c in contenders {
-        assert!(
-            plot.contains(&format!(">\n{c}\n<")),
-            "the plot has no legend entry for {c}"
-        );
+    #[test]
+    fn measures_semaphore_permits_shared_by_every_waiter() {
+        for (c, r, what) in rows_of("semaphore") {
+            assert_eq!(
+                (r["workers"].as_u64(), r["clients"].as_u64()),
+                (Some(3), Some(2))
+            );
+            assert!(r["acquisitions"].as_u64().unwrap() > 0, "{what}");
+            assert!(r["acquisitions_per_s"].as_f64().unwrap() > 0.0, "{what}");
+            latency(&r["acquire"], &what);
+            assert_eq!(r["acquire"]["samples"], r["acquisitions"], "{what}");
+            assert!(
+                r["read_write"].is_null() && r["handoff"].is_null(),
+                "{what}"
+            );
+            let f = &r["fairness"];
+            let per_worker: Vec<u64> = f["per_worker"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n.as_u64().unwrap())
+                .collect();
+            assert_eq!(per_worker.len(), 3, "{what}");
+            assert_eq!(
+                per_worker.iter().sum::<u64>(),
+                r["acquisitions"].as_u64().unwrap(),
+                "{what}"
+            );
+            let jain = f["jain_index"].as_f64().unwrap();
+            assert!((1.0 / 3.0 - 1e-9..=1.0 + 1e-9).contains(&jain), "{what}");
+            assert!(f["longest_wait_us"].as_f64().unwrap() > 0.0, "{what}");
+            // One call at least (a Lock's local hand-off is a release and
+            // an acquire in one script), and no SCRIPT LOAD: both load
+            // their scripts at connect.
+            let per = r["commands"]["per_acquisition"].as_f64().unwrap();
+            assert!(per >= 1.0, "{what}");
+            let by_command = &r["commands"]["by_command"];
+            assert!(by_command.get("script|load").is_none(), "{what}");
+            if c == "sem-poll" {
+                // One ZREM per release, none inside the script.
+                assert_eq!(by_command["zrem"], r["acquisitions"], "{what}");
+            }
+        }
     }
 
-    for c in [
-        "rw",
-        "multi",
-        "redlock",
-        "rslock-3",
-        "lock-incr",
-        "lock-guarded",
-    ] {
-        assert!(
-            !plot.contains(&format!(">\n{c}\n<")),
-            "{c} is not in the contended sweep"
-        );
+    #[test]
+    fn measures_multi_locks_over_every_key_and_server() {
+        for (c, r, what) in rows_of("multi") {
+            assert_eq!(
+                (r["workers"].as_u64(), r["clients"].as_u64()),
+                (Some(2), Some(1)),
+                "{what}"
+            );
+            let acquisitions = r["acquisitions"].as_u64().unwrap();
+            assert!(acquisitions > 0, "{what}");
+            assert!(r["acquisitions_per_s"].as_f64().unwrap() > 0.0, "{what}");
+            latency(&r["acquire"], &what);
+            latency(&r["acquire_release"], &what);
+            assert_eq!(r["acquire_release"]["samples"], acquisitions, "{what}");
+            // Each sample's acquire is part of its acquire+release.
+            for q in ["p50_us", "p99_us", "max_us"] {
+                assert!(
+                    r["acquire"][q].as_f64().unwrap() <= r["acquire_release"][q].as_f64().unwrap(),
+                    "{what}"
+                );
+            }
+            assert!(r["fairness"].is_null() && r["handoff"].is_null(), "{what}");
+            // An acquire and a release per key or server, over every server
+            // of the run: 1 key for the Lock, 3 servers for the Redlocks;
+            // the MultiLock takes its 3 plain locks in one script and
+            // releases each. deadbolt's scripts were loaded at connect;
+            // rslock loads its release script on first use on each server.
+            let per = r["commands"]["per_acquisition"].as_f64().unwrap();
+            let by_command = &r["commands"]["by_command"];
+            match c {
+                "lock" => assert_eq!(per, 2.0, "{what}"),
+                "multi" => assert_eq!(per, 4.0, "{what}"),
+                "redlock" => assert_eq!(per, 6.0, "{what}"),
+                _ => assert!((6.0..6.5).contains(&per), "{what}"),
+            }
+            if c == "rslock-3" {
+                // One SET NX PX per server per acquisition.
+                assert_eq!(by_command["set"], 3 * acquisitions, "{what}");
+            } else {
+                assert!(by_command.get("script|load").is_none(), "{what}");
+                let scripts = match c {
+                    "lock" => 2,
+                    "multi" => 4,
+                    _ => 6,
+                };
+                assert_eq!(by_command["evalsha"], scripts * acquisitions, "{what}");
+            }
+        }
     }
-    assert!(!plot.contains("dashed:"), "a dashed sweep without its runs");
 
-    let table = report.table();
-    for s in scenarios
-        .iter()
-        .chain(&["read-mostly", "semaphore", "multi"])
-    {
+    #[test]
+    fn measures_contended_fairness_over_every_waiter() {
+        for (_, r, what) in rows_of("contended") {
+            assert!(r["acquisitions"].as_u64().unwrap() > 0, "{what}");
+            latency(&r["acquire"], &what);
+            let f = &r["fairness"];
+            assert_eq!(f["per_worker"].as_array().unwrap().len(), 3, "{what}");
+            let jain = f["jain_index"].as_f64().unwrap();
+            assert!((1.0 / 3.0 - 1e-9..=1.0 + 1e-9).contains(&jain), "{what}");
+            assert!(f["longest_wait_us"].as_f64().unwrap() > 0.0, "{what}");
+        }
+    }
+
+    #[test]
+    fn measures_each_handoff() {
+        for (_, r, what) in rows_of("handoff") {
+            assert!(r["rounds"].as_u64().unwrap() >= 1, "{what}");
+            latency(&r["handoff"], &what);
+        }
+    }
+
+    #[test]
+    fn measures_reads_and_writes_apart_in_read_mostly() {
+        for (_, r, what) in rows_of("read-mostly") {
+            let ops = r["acquisitions"].as_u64().unwrap();
+            let m = &r["read_write"];
+            let (reads, writes) = (m["reads"].as_u64().unwrap(), m["writes"].as_u64().unwrap());
+            assert!(reads > 0 && writes > 0, "{what}");
+            assert_eq!(reads + writes, ops, "{what}");
+            let per_s = |key: &str| m[key].as_f64().unwrap();
+            let rate = r["acquisitions_per_s"].as_f64().unwrap();
+            assert!(rate > 0.0, "{what}");
+            assert!(
+                (per_s("reads_per_s") + per_s("writes_per_s") - rate).abs() < 1e-6 * rate,
+                "{what}"
+            );
+            latency(&r["acquire"], &what);
+            latency(&m["read_acquire"], &what);
+            latency(&m["write_acquire"], &what);
+            assert_eq!(m["read_acquire"]["samples"], reads, "{what}");
+            assert_eq!(m["write_acquire"]["samples"], writes, "{what}");
+            assert_eq!(r["acquire"]["samples"], ops, "{what}");
+            // At least one call per operation (a Lock's local hand-off is
+            // a release and the next acquire in one script), and no SCRIPT
+            // LOAD: the scripts were loaded at connect.
+            let per = r["commands"]["per_acquisition"].as_f64().unwrap();
+            assert!(per >= 1.0, "{what}");
+            assert!(
+                r["commands"]["by_command"].get("script|load").is_none(),
+                "{what}"
+            );
+            let f = &r["fairness"];
+            assert_eq!(f["per_worker"].as_array().unwrap().len(), 3, "{what}");
+        }
+    }
+
+    #[test]
+    fn counts_idle_commands_without_acquisitions() {
+        for (_, r, what) in rows_of("idle") {
+            assert!(r["read_write"].is_null(), "{what}");
+            assert!(r["acquisitions_per_s"].is_null(), "{what}");
+            assert!(
+                r["commands"]["per_waiter_per_s"].as_f64().unwrap() >= 0.0,
+                "{what}"
+            );
+            assert_eq!(r["acquisitions"], 0, "{what}");
+        }
+    }
+
+    /// --plot-waiters 1,2 with --clients 2: every waiter has its own client
+    /// already, so there is no second sweep.
+    #[test]
+    fn sweeps_once_when_every_waiter_has_its_own_client() {
+        let sweep = full_run().json["sweep"].as_array().unwrap();
+        assert_eq!(sweep.len(), 2 * contenders().len());
+        assert!(sweep.iter().all(|p| {
+            p["acquisitions_per_s"].as_f64().unwrap() > 0.0 && p["clients"] == p["waiters"]
+        }));
+    }
+
+    #[test]
+    fn plots_each_swept_contender_and_no_other() {
+        let plot = &full_run().plot;
+        assert!(plot.starts_with("<svg"), "not an SVG");
+        // The second panel: what each contender's throughput costs in
+        // fairness.
         assert!(
-            table.contains(&format!("\n{s}:")),
-            "table lacks {s}:\n{table}"
+            plot.contains("least / most"),
+            "the plot has no least/most panel"
         );
+        for c in contenders() {
+            assert!(
+                plot.contains(&format!(">\n{c}\n<")),
+                "the plot has no legend entry for {c}"
+            );
+        }
+        for c in [
+            "rw",
+            "multi",
+            "redlock",
+            "rslock-3",
+            "lock-incr",
+            "lock-guarded",
+        ] {
+            assert!(
+                !plot.contains(&format!(">\n{c}\n<")),
+                "{c} is not in the contended sweep"
+            );
+        }
+        assert!(!plot.contains("dashed:"), "a dashed sweep without its runs");
     }
-    assert!(
-        table.contains("read-mostly: 3 waiters over 2 clients on one name, 50% writes"),
-        "{table}"
-    );
-    assert!(table.contains("\nrw / lock: "), "{table}");
-    assert!(
-        table.contains("semaphore: 2 permits, 3 waiters over 2 clients taking one each, hold 0 ms"),
-        "{table}"
-    );
-    assert!(table.contains("\nsem / sem-poll: "), "{table}");
-    assert!(
-        table.contains(
-            "\n  lock: one Lock, multi: a MultiLock over 3 names, both on server 1; redlock, \
-             rslock-3: one name on 3 servers (redis://127.0.0.1:"
-        ),
-        "{table}"
-    );
-    if cfg!(feature = "peers") {
-        assert!(table.contains("\nredlock / rslock-3: "), "{table}");
-    }
-    if cfg!(feature = "peers") {
-        assert!(!table.contains("skipped"), "{table}");
-    }
-    assert!(table.contains("PING p50"), "{table}");
-    assert!(table.contains("How to read it:"), "{table}");
-    for term in [
-        "Jain",
-        "least/most",
-        "cmds/acq",
-        "N.N×",
-        "lock-incr",
-        "lock-guarded",
-    ] {
+
+    #[test]
+    fn tables_every_scenario_with_its_legend() {
+        let table = full_run().report.table();
+        for s in SCENARIOS
+            .iter()
+            .chain(&["read-mostly", "semaphore", "multi"])
+        {
+            assert!(
+                table.contains(&format!("\n{s}:")),
+                "table lacks {s}:\n{table}"
+            );
+        }
         assert!(
-            table.contains(&format!("\n  {term}")),
-            "legend lacks {term}:\n{table}"
+            table.contains("read-mostly: 3 waiters over 2 clients on one name, 50% writes"),
+            "{table}"
         );
+        assert!(table.contains("\nrw / lock: "), "{table}");
+        assert!(
+            table.contains(
+                "semaphore: 2 permits, 3 waiters over 2 clients taking one each, hold 0 ms"
+            ),
+            "{table}"
+        );
+        assert!(table.contains("\nsem / sem-poll: "), "{table}");
+        assert!(
+            table.contains(
+                "\n  lock: one Lock, multi: a MultiLock over 3 names, both on server 1; redlock, \
+                 rslock-3: one name on 3 servers (redis://127.0.0.1:"
+            ),
+            "{table}"
+        );
+        if cfg!(feature = "peers") {
+            assert!(table.contains("\nredlock / rslock-3: "), "{table}");
+        }
+        if cfg!(feature = "peers") {
+            assert!(!table.contains("skipped"), "{table}");
+        }
+        assert!(table.contains("PING p50"), "{table}");
+        assert!(table.contains("How to read it:"), "{table}");
+        for term in [
+            "Jain",
+            "least/most",
+            "cmds/acq",
+            "N.N×",
+            "lock-incr",
+            "lock-guarded",
+        ] {
+            assert!(
+                table.contains(&format!("\n  {term}")),
+                "legend lacks {term}:\n{table}"
+            );
+        }
     }
 }
 
