@@ -343,10 +343,10 @@ impl<K: ExclusiveKind> Exclusive<K> {
         let parts = self.inner.parts().map(|p| {
             (
                 vec![p.spec.key.clone()],
-                crate::watch::hold_watch_call(&p.keys, None),
+                crate::watch::hold_watch_call(p.keys.main(), vec![], vec![]),
             )
         });
-        crate::watch::watch_or_fail(self.inner.client(), parts)
+        crate::watch::watch(self.inner.client(), parts)
     }
 
     /// Take the lock, run `work` with the fencing token, and unlock.

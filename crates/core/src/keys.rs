@@ -60,6 +60,13 @@ impl Keys {
         format!("{}:{suffix}", self.prefix)
     }
 
+    /// Where a force-unlock records the token of the hold it removed, for
+    /// the watches (`<prefix>:forced`): the last key of every force-unlock
+    /// script.
+    pub fn forced(&self) -> String {
+        crate::watch::forced_key(&self.prefix)
+    }
+
     /// The fencing counter of the name's hash slot in the namespace,
     /// `<ns>:{<slot tag>}:fence` (see the module docs): shared by every name
     /// (of every kind) whose keys are in that slot, so that tokens keep

@@ -33,6 +33,6 @@ pub use crate::keys::Keys;
 pub use crate::lockable::Lockable;
 pub use crate::lua_scripts;
 pub use crate::observe::{observe, CATCH_UP};
-pub use crate::scripts::{ScriptCall, HOLD_RENEW, HOLD_WATCH};
+pub use crate::scripts::{ScriptCall, HOLD_RENEW};
 pub use crate::wake::{WakeAll, WakeAsTold};
-pub use crate::watch::{forced_key, hold_watch_call, watch, watch_or_fail, HoldEvent};
+pub use crate::watch::{hold_watch_call, watch, HoldEvent};

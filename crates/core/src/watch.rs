@@ -90,16 +90,18 @@ pub fn forced_channel(hold_key: &str) -> String {
 /// A watch reads it beside the hold, so that it tells a force-unlock from a
 /// release whatever the order in which its read and the announcement on
 /// [`forced_channel`] arrive (two connections).
-pub fn forced_key(hold_key: &str) -> String {
+pub(crate) fn forced_key(hold_key: &str) -> String {
     format!("{hold_key}:forced")
 }
 
-/// The call a watch of a hold-hash primitive reads with: its hold hash,
-/// its force-unlock record and, optionally, the ZSET of its shared holds.
-pub fn hold_watch_call(keys: &crate::Keys, shared: Option<String>) -> ScriptCall {
-    let mut k = vec![keys.main().to_string(), forced_key(keys.main())];
-    k.extend(shared);
-    ScriptCall::new(&crate::scripts::HOLD_WATCH, k, vec![])
+/// The call a watch reads with (`hold_watch.lua`): `hold_key` (the hold
+/// hash, or a hash standing in for it), its force-unlock record, then
+/// `more` keys and `args` as that script's header says (the ZSET of shared
+/// holds; a semaphore's holds and their permits).
+pub fn hold_watch_call(hold_key: &str, more: Vec<String>, args: Vec<String>) -> ScriptCall {
+    let mut k = vec![hold_key.to_string(), forced_key(hold_key)];
+    k.extend(more);
+    ScriptCall::new(&crate::scripts::HOLD_WATCH, k, args)
 }
 
 /// A subscription of its own on some channels: any message on any of
@@ -272,17 +274,8 @@ fn diff(prev: Option<&Snapshot>, now: &Snapshot, read_at: Instant) -> Vec<HoldEv
     out
 }
 
-/// A stream of the changes of one primitive: `read` is its watch script
-/// (reply as `hold_watch.lua`'s), `keys` the keys whose keyspace
-/// notifications wake the watch (see the module notes for the bounds
-/// without them), the first the hold hash, whose force-unlocks are heard
-/// on its [`forced_channel`]. The first items say what holds it when the watch
-/// starts ([`HoldEvent::Held`] or [`HoldEvent::Free`], then
-/// [`HoldEvent::Shared`] when there are shared holds).
-///
-/// # Cancel safety
-/// Dropping the stream stops it; it records nothing on the server.
-pub fn watch(
+/// [`watch`] of a valid handle.
+fn watch_keys(
     client: &Client,
     keys: &[String],
     read: ScriptCall,
@@ -347,19 +340,25 @@ pub fn watch(
         .flatten()
 }
 
-/// [`watch`] of what `parts` names (the keys whose notifications wake it,
-/// the hold hash first, and the read), or, when the primitive's handle is
-/// invalid (an empty name), a stream of that error, once per
-/// [`CATCH_UP`]: what every primitive's `watch()` returns.
+/// A stream of the changes of one primitive: what every primitive's
+/// `watch()` returns. `parts` are the keys whose keyspace notifications
+/// wake the watch (see the module notes for the bounds without them), the
+/// first the hold hash, whose force-unlocks are heard on its
+/// [`forced_channel`], and the read ([`hold_watch_call`]); or, when the
+/// primitive's handle is invalid (an empty name), that error, which the
+/// stream then yields once per [`CATCH_UP`]. The first items say what
+/// holds it when the watch starts ([`HoldEvent::Held`] or
+/// [`HoldEvent::Free`], then [`HoldEvent::Shared`] when there are shared
+/// holds).
 ///
 /// # Cancel safety
 /// Dropping the stream stops it; it records nothing on the server.
-pub fn watch_or_fail(
+pub fn watch(
     client: &Client,
     parts: Result<(Vec<String>, ScriptCall)>,
 ) -> impl Stream<Item = Result<HoldEvent>> + Send + 'static {
     match parts {
-        Ok((keys, read)) => watch(client, &keys, read).left_stream(),
+        Ok((keys, read)) => watch_keys(client, &keys, read).left_stream(),
         Err(e) => failing(e).right_stream(),
     }
 }

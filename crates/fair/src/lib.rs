@@ -22,8 +22,7 @@
 //! ```
 
 use deadbolt_core::primitive::{
-    forced_key, AcquireSpec, Client, Exclusive, ExclusiveKind, HeartbeatSpec, Keys, ScriptCall,
-    WakeAsTold,
+    AcquireSpec, Client, Exclusive, ExclusiveKind, HeartbeatSpec, Keys, ScriptCall, WakeAsTold,
 };
 
 /// The fair lock's Lua scripts (files in this crate's `lua/`; the queue
@@ -99,7 +98,7 @@ impl ExclusiveKind for Fifo {
     fn force_unlock(client: &Client, k: &Keys) -> ScriptCall {
         ScriptCall::new(
             &FAIR_FORCE_UNLOCK,
-            [fair_keys(k), vec![forced_key(k.main())]].concat(),
+            [fair_keys(k), vec![k.forced()]].concat(),
             vec![waiter_timeout_ms(client)],
         )
     }

@@ -18,7 +18,7 @@
 //! ```
 
 use deadbolt_core::primitive::{
-    forced_key, AcquireSpec, Client, Exclusive, ExclusiveKind, Keys, ScriptCall, WakeAsTold,
+    AcquireSpec, Client, Exclusive, ExclusiveKind, Keys, ScriptCall, WakeAsTold,
 };
 
 /// The lock's Lua scripts (files in this crate's `lua/`).
@@ -93,7 +93,7 @@ impl ExclusiveKind for Reentrant {
     fn force_unlock(_client: &Client, k: &Keys) -> ScriptCall {
         ScriptCall::new(
             &LOCK_FORCE_UNLOCK,
-            vec![k.main().to_string(), forced_key(k.main())],
+            vec![k.main().to_string(), k.forced()],
             vec![k.channel()],
         )
     }

@@ -121,7 +121,7 @@ impl Parts {
     /// The keys of a force-unlock: the six.
     fn forcing_keys(&self) -> Vec<String> {
         let mut k = self.keys.clone();
-        k.push(deadbolt_core::primitive::forced_key(&self.keys[0]));
+        k.push(self.names.forced());
         k
     }
 }
@@ -448,10 +448,14 @@ impl RwLock {
         let parts = self.parts().map(|p| {
             (
                 vec![p.keys[0].clone(), p.keys[2].clone()],
-                deadbolt_core::primitive::hold_watch_call(&p.names, Some(p.keys[2].clone())),
+                deadbolt_core::primitive::hold_watch_call(
+                    p.names.main(),
+                    vec![p.keys[2].clone()],
+                    vec![],
+                ),
             )
         });
-        deadbolt_core::primitive::watch_or_fail(self.inner.client(), parts)
+        deadbolt_core::primitive::watch(self.inner.client(), parts)
     }
 
     /// Remove every hold, write and read, whoever holds it, and wake every

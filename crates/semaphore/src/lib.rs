@@ -486,19 +486,14 @@ impl Semaphore {
         // No exclusive holder: the configuration hash stands in for the
         // hold hash (it has no owner field).
         let parts = self.parts().map(|(keys, _)| {
-            let read = ScriptCall::new(
-                &deadbolt_core::primitive::HOLD_WATCH,
-                vec![
-                    keys[0].clone(),
-                    deadbolt_core::primitive::forced_key(&keys[0]),
-                    keys[1].clone(),
-                    keys[2].clone(),
-                ],
+            let read = deadbolt_core::primitive::hold_watch_call(
+                &keys[0],
+                vec![keys[1].clone(), keys[2].clone()],
                 vec!["permits".to_string()],
             );
             (vec![keys[1].clone(), keys[2].clone()], read)
         });
-        deadbolt_core::primitive::watch_or_fail(self.inner.client(), parts)
+        deadbolt_core::primitive::watch(self.inner.client(), parts)
     }
 
     /// Delete the semaphore: its permit count, holds and queue. Returns
