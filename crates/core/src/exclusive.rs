@@ -33,6 +33,15 @@ pub trait ExclusiveKind: Send + Sync + 'static {
         None
     }
 
+    /// The key that exists on the server while a waiter of the name is
+    /// recorded there (registered for a grant, or queued): tools that
+    /// check that a waiter is parked read it. The queue of a kind that has
+    /// one (the default); a kind that records its waiters elsewhere says
+    /// where.
+    fn waiters_key(keys: &Keys) -> Option<String> {
+        Self::queue_key(keys)
+    }
+
     /// For kinds with a queue: the read-only call that lists its head, at
     /// most `limit` entries in queue order, each replied as
     /// `{attempt, owner, lease ms or -1, liveness ms}` (liveness: how long

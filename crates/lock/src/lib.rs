@@ -57,6 +57,11 @@ pub type Lock = Exclusive<Reentrant>;
 /// One hold of a [`Lock`].
 pub type LockGuard = deadbolt_core::primitive::ExclusiveGuard;
 
+/// The ZSET of the clients waiting for the lock (`lock_acquire.lua`).
+fn waiting_clients(k: &Keys) -> String {
+    k.sub("waiters")
+}
+
 impl ExclusiveKind for Reentrant {
     const KIND: &'static str = KIND;
     const PLAIN: bool = true;
@@ -70,7 +75,7 @@ impl ExclusiveKind for Reentrant {
             .keys(vec![
                 k.main().to_string(),
                 k.fence().to_string(),
-                k.sub("waiters"),
+                waiting_clients(k),
             ])
             .extra_args(vec![client.config().claim_ms().to_string()])
             // Grants and sleep bounds name their waiter on the lock's
@@ -79,7 +84,7 @@ impl ExclusiveKind for Reentrant {
             .release_with(
                 vec![
                     k.main().to_string(),
-                    k.sub("waiters"),
+                    waiting_clients(k),
                     k.fence().to_string(),
                 ],
                 vec![k.channel(), client.id().to_string()],
@@ -88,6 +93,11 @@ impl ExclusiveKind for Reentrant {
             // client in one call, within the client's budget.
             .pass(&LOCK_PASS)
             .build()
+    }
+
+    /// The waiting clients' ZSET, which exists while a client waits.
+    fn waiters_key(k: &Keys) -> Option<String> {
+        Some(waiting_clients(k))
     }
 
     fn force_unlock(_client: &Client, k: &Keys) -> ScriptCall {

@@ -629,12 +629,12 @@ fn park<K: ExclusiveKind>(
         .collect()
 }
 
-/// The key a waiter of `K` on `name` registers in with its failed try: the
-/// queue of a kind that has one (the `FairLock`'s), else the `Lock`'s
-/// waiting clients (`<ns>:{name}:lock:waiters`).
+/// The key a waiter of `K` on `name` is recorded in with its failed try,
+/// as the kind says ([`ExclusiveKind::waiters_key`]).
 fn waiter_key<K: ExclusiveKind>(namespace: &str, name: &str) -> anyhow::Result<String> {
     let keys = Keys::new(namespace, K::KIND, name)?;
-    Ok(K::queue_key(&keys).unwrap_or_else(|| keys.sub("waiters")))
+    K::waiters_key(&keys)
+        .ok_or_else(|| anyhow::anyhow!("a {} records no waiters on the server", K::KIND))
 }
 
 /// Wait until the waiter of every name of `names` (all starting with
