@@ -87,7 +87,7 @@ impl ExclusiveKind for Fifo {
             .release_with(keys.clone(), vec![wt])
             // One channel per (client, name); hand-offs name the attempt.
             .channel(format!("{}:ch:{}", k.main(), client.id()))
-            .tagged()
+            .grants_by_name_only()
             .heartbeat(HeartbeatSpec {
                 script: &FAIR_HEARTBEAT,
                 keys,

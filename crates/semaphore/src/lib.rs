@@ -221,7 +221,7 @@ impl Semaphore {
                     .renew(&SEM_RENEW, keys[..3].to_vec())
                     // One channel per (client, semaphore); wakes name the waiter.
                     .channel(format!("{}:ch:{}", k.main(), client.id()))
-                    .tagged()
+                    .grants_by_name_only()
                     .heartbeat(HeartbeatSpec {
                         script: &SEM_HEARTBEAT,
                         keys: keys.clone(),

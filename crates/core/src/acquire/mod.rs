@@ -34,7 +34,7 @@ use attempt::release_call;
 pub use attempt::{attempt_seq, new_attempt_id};
 use reply::Granted;
 pub use spec::{AcquireBuilder, AcquireSpec, ConditionBuilder, ConditionSpec, WaitMode};
-use wait_loop::{First, Loop};
+use wait_loop::{First, WaitLoop};
 
 impl Client {
     /// Acquire a hold as described by `spec` for `owner` (a primitive's
@@ -141,7 +141,7 @@ async fn acquire_past_own_holds(
     let mut orphan_pause = Duration::ZERO;
     loop {
         let attempt_id = new_attempt_id();
-        let ask = Ask {
+        let ask = AcquireCall {
             spec,
             owner,
             ms,
@@ -274,7 +274,7 @@ pub(crate) async fn wait_until(
     let attempt_id = new_attempt_id();
     let got = run_acquire(
         client,
-        Ask {
+        AcquireCall {
             spec: &spec.0,
             owner,
             ms: 1,
@@ -289,7 +289,7 @@ pub(crate) async fn wait_until(
 
 /// One acquire call's parameters, as the loop's steps read them.
 #[derive(Clone, Copy)]
-struct Ask<'a> {
+struct AcquireCall<'a> {
     spec: &'a AcquireSpec,
     owner: &'a str,
     /// The lease in ms.
@@ -301,7 +301,7 @@ struct Ask<'a> {
     records: bool,
 }
 
-async fn run_acquire(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>> {
+async fn run_acquire(client: &Client, ask: AcquireCall<'_>) -> Result<Option<Granted>> {
     client.check_open()?;
     // Counted while running, so shutdown can wait for woken waiters to
     // leave (dropped after the attempt, which hands over its release).
@@ -326,9 +326,9 @@ async fn run_acquire(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>> {
 /// The acquire loop: the first try (after joining the channel when this
 /// client listens on it already), the subscription when that try failed,
 /// then waits and tries until granted or out of time. Each step is a
-/// method of [`Loop`].
-async fn acquire_inner(client: &Client, ask: Ask<'_>) -> Result<Option<Granted>> {
-    let (mut run, waiter) = Loop::new(client, ask);
+/// method of [`WaitLoop`].
+async fn acquire_inner(client: &Client, ask: AcquireCall<'_>) -> Result<Option<Granted>> {
+    let (mut run, waiter) = WaitLoop::new(client, ask);
     let next_wait = match run.first_try().await? {
         First::Done(got) => return Ok(got),
         First::Wait(next_wait) => next_wait,

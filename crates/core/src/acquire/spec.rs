@@ -41,7 +41,7 @@ pub enum WaitMode {
 /// `{1, token, pttl}` granted, `{0, pttl}` busy (nothing recorded),
 /// `{2, pttl, fresh, secret}` queued (the attempt is recorded and must be
 /// released when the caller gives up; `secret` identifies the queue entry).
-/// Specs with hand-off by name ([`AcquireBuilder::tagged`]) send as `secret`
+/// Specs with hand-off by name ([`AcquireBuilder::grants_by_name_only`]) send as `secret`
 /// a fresh random one per call, stored with the
 /// queue entry the call creates and echoed by a hand-off message for that
 /// entry. A hand-off is accepted only when it carries the secret of the
@@ -118,7 +118,7 @@ pub struct AcquireSpec {
 }
 
 /// How the grants of an acquire reach its waiter: the three ways the
-/// builder offers ([`AcquireBuilder::tagged`],
+/// builder offers ([`AcquireBuilder::grants_by_name_only`],
 /// [`AcquireBuilder::grants_by_name`], or neither), and no other.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Grants {
@@ -151,7 +151,7 @@ impl AcquireSpec {
     /// channel. Defaults, each changed by a method below: both scripts take
     /// the main key alone and no extra ARGV; holds are renewed by core's
     /// `hold_renew.lua` on the main key; waiters wait on `keys.channel()`;
-    /// one class of waiter; no queue (no heartbeat, no tagged hand-off); no
+    /// one class of waiter; no queue (no heartbeat, no hand-off by name); no
     /// local hand-off; no per-handle hold set.
     pub fn builder(
         kind: &'static str,
@@ -259,7 +259,7 @@ impl AcquireBuilder {
     /// Hand-off by name: `t:<attempt>` / `g:<attempt> ...` messages wake
     /// this waiter (and only it), and each acquire call carries a fresh
     /// entry secret as `ARGV[5]` (see the module docs).
-    pub fn tagged(mut self) -> Self {
+    pub fn grants_by_name_only(mut self) -> Self {
         self.0.grants = Grants::Named;
         self
     }
@@ -267,7 +267,7 @@ impl AcquireBuilder {
     /// Hand-off by name beside the unnamed wake-ups, for primitives
     /// without a server-side queue whose release grants to waiters that
     /// registered on their failed tries: each acquire call carries a fresh
-    /// entry secret as `ARGV[5]` (as [`tagged`]); a reply `{2, pttl, fresh,
+    /// entry secret as `ARGV[5]` (as [`grants_by_name_only`]); a reply `{2, pttl, fresh,
     /// secret}` says the attempt is a registered waiter (the attempt is
     /// armed then: its release must clear the registration when it gives
     /// up), `{0, pttl}` that it is not. The grants, one line per waiter
@@ -278,7 +278,7 @@ impl AcquireBuilder {
     /// hears them, and only the named waiters act on them. Unnamed
     /// messages (`1`, `*`) wake these waiters as any others.
     ///
-    /// [`tagged`]: AcquireBuilder::tagged
+    /// [`grants_by_name_only`]: AcquireBuilder::grants_by_name_only
     pub fn grants_by_name(mut self) -> Self {
         self.0.grants = Grants::NamedShared;
         self

@@ -1,6 +1,6 @@
 //! The waiting loop of one acquire: the first try, the subscription when
 //! it failed, then sleeps until a message, the holder's TTL or the
-//! deadline, and tries again. Each step is a method of [`Loop`].
+//! deadline, and tries again. Each step is a method of [`WaitLoop`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::attempt::{new_secret, release_call, try_once, Attempt};
 use super::reply::{take_named_grant, Granted, Reply};
-use super::{AcquireSpec, Ask, WaitMode};
+use super::{AcquireCall, AcquireSpec, WaitMode};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::heartbeat::HeartbeatReg;
@@ -70,14 +70,14 @@ pub(super) enum First {
 /// (the subscription first, the attempt last): no local hand-off may claim
 /// the waiter once its attempt's release may run, and a heartbeat stops
 /// before the release of its entry is handed over.
-pub(super) struct Loop<'a> {
+pub(super) struct WaitLoop<'a> {
     /// The subscription to the primitive's channel (joined before the
     /// first try when this client listens there already).
     pub(super) sub: Option<Subscription>,
     queue: QueueState,
     attempt: Attempt<'a>,
     client: &'a Client,
-    ask: Ask<'a>,
+    ask: AcquireCall<'a>,
     deadline: Option<Instant>,
     /// The last retryable error, returned if the time runs out with it.
     last_err: Option<Error>,
@@ -85,13 +85,13 @@ pub(super) struct Loop<'a> {
     refused: i64,
 }
 
-impl<'a> Loop<'a> {
+impl<'a> WaitLoop<'a> {
     /// The attempt, and the waiter it sleeps as. A channel this client
     /// already listens on (another local waiter, or one lingering after a
     /// recent wait) costs nothing to join: it is joined before the first
     /// try, and the try after subscribing is not needed, since no release
     /// can fall between the two.
-    pub(super) fn new(client: &'a Client, ask: Ask<'a>) -> (Loop<'a>, Waiter) {
+    pub(super) fn new(client: &'a Client, ask: AcquireCall<'a>) -> (WaitLoop<'a>, Waiter) {
         let spec = ask.spec;
         let release = release_call(spec, ask.attempt_id);
         let local = (ask.records && spec.pass.is_some() && ask.wait != WaitMode::Try).then(|| {
@@ -122,7 +122,7 @@ impl<'a> Loop<'a> {
             WaitMode::Try => None,
             _ => engine.subscribe_if_confirmed(&spec.channel, waiter.clone()),
         };
-        let run = Loop {
+        let run = WaitLoop {
             sub,
             queue: QueueState::new(Instant::now()),
             attempt,
@@ -138,7 +138,7 @@ impl<'a> Loop<'a> {
     /// The acquire call in `mode` (`try`, `wait` or `again`), with a fresh
     /// entry secret when grants come by name.
     fn call(&self, mode: &str) -> ScriptCall {
-        let Ask {
+        let AcquireCall {
             spec,
             owner,
             ms,
@@ -362,7 +362,7 @@ impl<'a> Loop<'a> {
     /// the next local waiter woken, to register anew (its drop would wake
     /// it before, to find the registration still there).
     async fn time_out(self) -> Result<Option<Granted>> {
-        let Loop {
+        let WaitLoop {
             sub,
             queue,
             mut attempt,

@@ -501,8 +501,8 @@ impl Drop for Seat {
             return;
         }
         let registered = self.slot.registered.load(Ordering::SeqCst);
-        // A waiter that holds a registration for a grant by name (tagged
-        // and wakeable: `grants_by_name`) and leaves without
+        // A waiter that holds a registration for a grant by name (and is
+        // wakeable unnamed too: `grants_by_name`) and leaves without
         // the lock: its attempt's release clears the registration and then
         // wakes the next local waiter, which registers anew (woken now, its
         // try would find the registration still there).
