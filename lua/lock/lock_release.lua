@@ -44,7 +44,7 @@
 -- a replica, or at a former master after a failover, hears the grant
 -- through replication and takes it. A client that died while registered
 -- holds the lock for the claim its registration carries, no longer; the
--- client queued next hears when the claim ends (h:) and tries then.
+-- client queued next hears when the claim ends (t:) and tries then.
 --
 -- O(log n) in the waiting clients.
 
@@ -55,9 +55,9 @@ if r ~= 2 then
   if r == 0 and ARGV[3] then
     -- An attempt that leaves without the lock takes its client's
     -- registration with it, or the next release would grant to nobody,
-    -- and its client's place in the queue: the client's other waiters
-    -- do not listen where a grant's hint (h:) would reach them; the next
-    -- of them queues and registers anew on its try.
+    -- and its client's place in the queue: a release's hint (t:) names
+    -- the registered attempt, which the client's other waiters ignore;
+    -- the next of them queues and registers anew on its try.
     if reg_drop(KEYS[1], 'd:' .. ARGV[3], ARGV[1]) and KEYS[2] then
       redis.pcall('ZREM', KEYS[2], ARGV[3])
     end
