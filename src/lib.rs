@@ -258,8 +258,8 @@ impl Client {
         self.core.is_shutdown()
     }
 
-    /// This client's id, `<encoded client name>@<uuid>`: the first half of
-    /// the owner id of every handle made from it.
+    /// This client's id, `<encoded client name>@<random id>` (16 hex digits): the
+    /// first half of the owner id of every handle made from it.
     pub fn id(&self) -> &str {
         self.core.id()
     }
