@@ -7,9 +7,8 @@ use std::time::Duration;
 use crate::hold::run_while_held;
 use crate::{Hold, LeaseState, Result};
 
-/// What every guard tells of the lease it keeps (a lock's, a read hold's,
-/// permits', a multi-lock's, a leadership's): where it stands, how long it
-/// is known valid, a future that resolves when it can no longer be counted
+/// What every guard tells of the lease it keeps (over one hold or
+/// several): where it stands, how long it is known valid, a future that resolves when it can no longer be counted
 /// on, and work run under it. Import it (it is in `deadbolt::prelude`) to
 /// call these on a guard.
 ///

@@ -64,7 +64,7 @@ impl Keys {
     /// the watches (`<prefix>:forced`): the last key of every force-unlock
     /// script.
     pub fn forced(&self) -> String {
-        crate::watch::forced_key(&self.prefix)
+        forced_key(&self.prefix)
     }
 
     /// The fencing counter of the name's hash slot in the namespace,
@@ -151,6 +151,15 @@ pub fn hash_slot(key: &str) -> u16 {
     });
     // The crc16 crate is the one redis-rs computes slots with.
     crc16::State::<crc16::XMODEM>::calculate(tagged.unwrap_or(b)) % 16384
+}
+
+/// Where a force-unlock script records the token of the hold it removed,
+/// for 10 s: `<hold key>:forced` (`hold_forced` in `lua/hold_lib.lua`).
+/// A watch reads it beside the hold, so that it tells a force-unlock from
+/// a release whatever the order in which its read and the announcement on
+/// the hold's watch channel arrive (two connections).
+pub(crate) fn forced_key(hold_key: &str) -> String {
+    format!("{hold_key}:forced")
 }
 
 #[cfg(test)]

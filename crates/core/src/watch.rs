@@ -70,7 +70,7 @@ pub enum HoldEvent {
     Expired(Holder),
     /// The hold was removed by `force_unlock`.
     ForceUnlocked(Holder),
-    /// The number of shared holds changed (read holds, permits in use);
+    /// The number of shared holds changed;
     /// also reported by the first read when it is not 0.
     Shared {
         /// How many there are now.
@@ -85,21 +85,12 @@ pub fn forced_channel(hold_key: &str) -> String {
     format!("{hold_key}:watch")
 }
 
-/// Where a force-unlock script records the token of the hold it removed,
-/// for 10 s: `<hold key>:forced` (`hold_forced` in `lua/hold_lib.lua`).
-/// A watch reads it beside the hold, so that it tells a force-unlock from a
-/// release whatever the order in which its read and the announcement on
-/// [`forced_channel`] arrive (two connections).
-pub(crate) fn forced_key(hold_key: &str) -> String {
-    format!("{hold_key}:forced")
-}
-
 /// The call a watch reads with (`hold_watch.lua`): `hold_key` (the hold
 /// hash, or a hash standing in for it), its force-unlock record, then
-/// `more` keys and `args` as that script's header says (the ZSET of shared
-/// holds; a semaphore's holds and their permits).
+/// `more` keys and `args` as that script's header says (where its shared
+/// holds are kept, and how they are counted).
 pub fn hold_watch_call(hold_key: &str, more: Vec<String>, args: Vec<String>) -> ScriptCall {
-    let mut k = vec![hold_key.to_string(), forced_key(hold_key)];
+    let mut k = vec![hold_key.to_string(), crate::keys::forced_key(hold_key)];
     k.extend(more);
     ScriptCall::new(&crate::scripts::HOLD_WATCH, k, args)
 }
