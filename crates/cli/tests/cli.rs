@@ -83,11 +83,7 @@ async fn argument_errors() {
 #[tokio::test]
 async fn inspect_and_force_unlock() {
     let server = RedisServer::start().expect("redis-server (apt-get install -y redis-server)");
-    let client = deadbolt_core::Client::builder(&server.url())
-        .namespace("it")
-        .build()
-        .await
-        .unwrap();
+    let client = deadbolt_testkit::client_with(&server.url(), |b| b.namespace("it")).await;
     let lock = deadbolt_lock::Lock::new(&client, "orders:42");
     let inspect_args = InspectArgs {
         name: "orders:42".into(),
@@ -235,11 +231,7 @@ async fn inspect_and_force_unlock_a_read_write_lock() {
     use deadbolt_rwlock::RwLock;
 
     let server = RedisServer::start().expect("redis-server (apt-get install -y redis-server)");
-    let client = deadbolt_core::Client::builder(&server.url())
-        .namespace("it")
-        .build()
-        .await
-        .unwrap();
+    let client = deadbolt_testkit::client_with(&server.url(), |b| b.namespace("it")).await;
     let target = InspectArgs {
         name: "catalog".into(),
         kind: PrimitiveKind::Rw,
@@ -436,11 +428,7 @@ async fn inspect_a_semaphore() {
     use deadbolt_semaphore::Semaphore;
 
     let server = RedisServer::start().expect("redis-server (apt-get install -y redis-server)");
-    let client = deadbolt_core::Client::builder(&server.url())
-        .namespace("it")
-        .build()
-        .await
-        .unwrap();
+    let client = deadbolt_testkit::client_with(&server.url(), |b| b.namespace("it")).await;
     let target = InspectArgs {
         name: "pool".into(),
         kind: PrimitiveKind::Semaphore,
@@ -738,12 +726,9 @@ async fn inspect_an_election() {
     use deadbolt_cli::PrimitiveKind;
 
     let server = RedisServer::start().expect("redis-server (apt-get install -y redis-server)");
-    let client = deadbolt_core::Client::builder(&server.url())
-        .namespace("it")
-        .client_name("sched-1")
-        .build()
-        .await
-        .unwrap();
+    let client =
+        deadbolt_testkit::client_with(&server.url(), |b| b.namespace("it").client_name("sched-1"))
+            .await;
     let target = InspectArgs {
         name: "nightly".into(),
         kind: PrimitiveKind::Election,
@@ -828,11 +813,7 @@ async fn inspect_watch_prints_each_change() {
     });
     let line = || rx.recv_timeout(HANG).expect("a line from inspect --watch");
     assert!(line().ends_with(" free"));
-    let client = deadbolt_core::Client::builder(&server.url())
-        .client_name("billing")
-        .build()
-        .await
-        .unwrap();
+    let client = deadbolt_testkit::client_with(&server.url(), |b| b.client_name("billing")).await;
     let g = deadbolt_lock::Lock::new(&client, "jobs")
         .lock()
         .await
@@ -852,7 +833,7 @@ async fn inspect_watch_prints_each_change() {
 #[tokio::test]
 async fn inspect_of_another_kind_names_the_kind() {
     let server = RedisServer::start().expect("redis-server");
-    let client = deadbolt_core::Client::connect(&server.url()).await.unwrap();
+    let client = deadbolt_testkit::client(&server.url()).await;
     let guard = deadbolt_fair::FairLock::new(&client, "f")
         .lock()
         .await

@@ -17,13 +17,12 @@ use tokio::time::{timeout, Instant};
 const HANG: Duration = Duration::from_secs(15);
 
 async fn client(url: &str, name: &str, lease: Duration) -> Client {
-    Client::builder(url)
-        .client_name(name)
-        .watchdog_timeout(lease)
-        .command_timeout(Duration::from_millis(500))
-        .build()
-        .await
-        .unwrap()
+    deadbolt_testkit::client_with(url, |b| {
+        b.client_name(name)
+            .watchdog_timeout(lease)
+            .command_timeout(Duration::from_millis(500))
+    })
+    .await
 }
 
 async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {

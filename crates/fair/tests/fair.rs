@@ -12,11 +12,7 @@ use deadbolt_testkit::{FaultProxy, RedisServer};
 use parking_lot::Mutex;
 
 async fn client(url: &str, wt: Duration) -> Client {
-    Client::builder(url)
-        .waiter_timeout(wt)
-        .build()
-        .await
-        .expect("connect")
+    deadbolt_testkit::client_with(url, |b| b.waiter_timeout(wt)).await
 }
 
 async fn queue_len(srv: &RedisServer, lock: &FairLock) -> i64 {

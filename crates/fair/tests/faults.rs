@@ -12,11 +12,7 @@ use deadbolt_testkit::support::{cmd, fill_memory, server, until, within};
 use deadbolt_testkit::{FaultProxy, RedisServer};
 
 async fn client(url: &str, wt: Duration) -> Client {
-    Client::builder(url)
-        .waiter_timeout(wt)
-        .build()
-        .await
-        .expect("connect")
+    deadbolt_testkit::client_with(url, |b| b.waiter_timeout(wt)).await
 }
 
 async fn queue(srv: &RedisServer, lock: &FairLock) -> Vec<String> {

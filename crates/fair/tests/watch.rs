@@ -6,7 +6,6 @@ use deadbolt_core::Acquire as _;
 use std::time::Duration;
 
 use deadbolt_core::watch::HoldEvent;
-use deadbolt_core::Client;
 use deadbolt_fair::FairLock;
 use deadbolt_testkit::support::within;
 use deadbolt_testkit::RedisServer;
@@ -18,8 +17,8 @@ async fn a_watch_sees_a_force_unlock_hand_the_lock_to_the_head() {
         .arg("notify-keyspace-events", "Kghx")
         .start()
         .unwrap();
-    let a = Client::builder(&srv.url()).build().await.unwrap();
-    let b = Client::builder(&srv.url()).build().await.unwrap();
+    let a = deadbolt_testkit::client(&srv.url()).await;
+    let b = deadbolt_testkit::client(&srv.url()).await;
     let mut seen = Box::pin(FairLock::new(&a, "fw").watch());
     assert_eq!(
         within("first", seen.next()).await.unwrap().unwrap(),

@@ -214,12 +214,11 @@ async fn paused_server_makes_waiting_lock_ride_it_out() {
 async fn failing_renewals_mark_the_hold_lost_when_validity_runs_out() {
     let srv = server();
     let proxy = proxied(&srv).await;
-    let c = Client::builder(&proxy.url())
-        .watchdog_timeout(Duration::from_millis(600))
-        .command_timeout(Duration::from_millis(200))
-        .build()
-        .await
-        .unwrap();
+    let c = deadbolt_testkit::client_with(&proxy.url(), |b| {
+        b.watchdog_timeout(Duration::from_millis(600))
+            .command_timeout(Duration::from_millis(200))
+    })
+    .await;
     let lock = Lock::new(&c, "silent");
     let g = lock.lock().await.unwrap();
     let lost = g.lost();
@@ -416,12 +415,11 @@ async fn every_key_of_a_lock_shares_one_slot() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_durations_do_not_panic() {
     let srv = server();
-    let c = Client::builder(&srv.url())
-        .release_timeout(Duration::MAX)
-        .command_timeout(Duration::MAX)
-        .build()
-        .await
-        .unwrap();
+    let c = deadbolt_testkit::client_with(&srv.url(), |b| {
+        b.release_timeout(Duration::MAX)
+            .command_timeout(Duration::MAX)
+    })
+    .await;
     let a = Lock::new(&c, "max");
     let g = a.try_lock_for(Duration::MAX).await.unwrap().unwrap();
     let b = Lock::new(&c, "max");

@@ -43,11 +43,7 @@ async fn a_release_grants_to_the_longest_waiting_client_in_one_hop() {
     let srv = server();
     // Scripts loaded at connect: a first EVALSHA would meet NOSCRIPT and
     // count twice.
-    let h = Client::builder(&srv.url())
-        .preload(deadbolt_lock::SCRIPTS)
-        .build()
-        .await
-        .unwrap();
+    let h = deadbolt_testkit::client_with(&srv.url(), |b| b.preload(deadbolt_lock::SCRIPTS)).await;
     let a = client(&srv.url()).await;
     let b = client(&srv.url()).await;
     let g = Lock::new(&h, "hop").lock().await.unwrap();

@@ -13,11 +13,7 @@ use deadbolt_core::{Client, Error};
 use deadbolt_lock::Lock;
 
 async fn client_budget(url: &str, budget: u32) -> Client {
-    Client::builder(url)
-        .local_handoffs(budget)
-        .build()
-        .await
-        .expect("connect")
+    deadbolt_testkit::client_with(url, |b| b.local_handoffs(budget)).await
 }
 
 /// The ids of the clients queued on a lock, longest waiting first.
@@ -122,11 +118,7 @@ async fn local_hand_offs_stop_at_the_budget_while_another_client_waits() {
 async fn a_local_hand_off_shows_the_new_holder() {
     let srv = server();
     // Scripts loaded up front: a first call would add a NOSCRIPT round.
-    let c = Client::builder(&srv.url())
-        .preload(deadbolt_lock::SCRIPTS)
-        .build()
-        .await
-        .unwrap();
+    let c = deadbolt_testkit::client_with(&srv.url(), |b| b.preload(deadbolt_lock::SCRIPTS)).await;
     let a = Lock::new(&c, "shown");
     let b = Lock::new(&c, "shown");
     let ga = a.lock().await.unwrap();
@@ -249,12 +241,11 @@ async fn a_hand_off_whose_unlock_gave_up_is_not_left_with_a_waiter_that_left() {
         let proxy = FaultProxy::start(srv.addr()).await.expect("proxy");
         // Scripts loaded at connect: a first EVALSHA would meet NOSCRIPT
         // late, past the command timeout.
-        let c = Client::builder(&proxy.url())
-            .command_timeout(Duration::from_millis(400))
-            .preload(deadbolt_lock::SCRIPTS)
-            .build()
-            .await
-            .expect("connect");
+        let c = deadbolt_testkit::client_with(&proxy.url(), |b| {
+            b.command_timeout(Duration::from_millis(400))
+                .preload(deadbolt_lock::SCRIPTS)
+        })
+        .await;
         let name = "uncertain";
         let key = format!("deadbolt:{{{name}}}:lock");
         let (a, b) = (Lock::new(&c, name), Lock::new(&c, name));

@@ -27,23 +27,22 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
-fn builder(url: &str) -> ClientBuilder {
-    Client::builder(url)
-        .preload(deadbolt_multilock::SCRIPTS)
+fn preloaded(b: ClientBuilder) -> ClientBuilder {
+    b.preload(deadbolt_multilock::SCRIPTS)
         .preload(deadbolt_lock::SCRIPTS)
 }
 
 async fn client(url: &str) -> Client {
-    builder(url).build().await.expect("connect")
+    deadbolt_testkit::client_with(url, preloaded).await
 }
 
 async fn client_with(url: &str, watchdog: Duration, command: Duration) -> Client {
-    builder(url)
-        .watchdog_timeout(watchdog)
-        .command_timeout(command)
-        .build()
-        .await
-        .expect("connect")
+    deadbolt_testkit::client_with(url, |b| {
+        preloaded(b)
+            .watchdog_timeout(watchdog)
+            .command_timeout(command)
+    })
+    .await
 }
 
 /// The kinds of lock a multi-lock can hold.
@@ -620,18 +619,17 @@ async fn acquires_cancelled_at_random_points_under_late_replies_leave_no_part_he
     let proxy = FaultProxy::start(srv.addr()).await.unwrap();
     // Leases and queue places far longer than the test: only the releases
     // can free what the cancelled acquires took.
-    let slow = builder(&proxy.url())
-        .command_timeout(Duration::from_millis(150))
-        .watchdog_timeout(Duration::from_secs(120))
-        .waiter_timeout(Duration::from_secs(60))
-        .build()
-        .await
-        .unwrap();
-    let fast = builder(&srv.url())
-        .watchdog_timeout(Duration::from_secs(120))
-        .build()
-        .await
-        .unwrap();
+    let slow = deadbolt_testkit::client_with(&proxy.url(), |b| {
+        preloaded(b)
+            .command_timeout(Duration::from_millis(150))
+            .watchdog_timeout(Duration::from_secs(120))
+            .waiter_timeout(Duration::from_secs(60))
+    })
+    .await;
+    let fast = deadbolt_testkit::client_with(&srv.url(), |b| {
+        preloaded(b).watchdog_timeout(Duration::from_secs(120))
+    })
+    .await;
     let blocker = client(&srv.url()).await;
 
     proxy.set_reply_delay(Duration::from_millis(250));
@@ -674,11 +672,10 @@ async fn acquires_cancelled_at_random_points_under_late_replies_leave_no_part_he
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlock_after_a_part_was_lost_is_not_held_and_releases_the_rest() {
     let srv = server();
-    let c = builder(&srv.url())
-        .watchdog_timeout(Duration::from_millis(900))
-        .build()
-        .await
-        .unwrap();
+    let c = deadbolt_testkit::client_with(&srv.url(), |b| {
+        preloaded(b).watchdog_timeout(Duration::from_millis(900))
+    })
+    .await;
     let other = client(&srv.url()).await;
     for mixed_kinds in [false, true] {
         for pos in 0..3 {

@@ -11,20 +11,12 @@ use deadbolt_fair::FairLock;
 use deadbolt_lock::Lock;
 use deadbolt_multilock::{MultiLock, Redlock};
 use deadbolt_rwlock::RwLock;
+use deadbolt_testkit::client;
 use deadbolt_testkit::support::{cmd, server, until, within, HANG};
 use deadbolt_testkit::RedisServer;
 
-async fn client(url: &str) -> Client {
-    Client::builder(url).build().await.expect("connect")
-}
-
 async fn client_with(url: &str, wd: Duration, command: Duration) -> Client {
-    Client::builder(url)
-        .watchdog_timeout(wd)
-        .command_timeout(command)
-        .build()
-        .await
-        .expect("connect")
+    deadbolt_testkit::client_with(url, |b| b.watchdog_timeout(wd).command_timeout(command)).await
 }
 
 fn mixed(c: &Client) -> MultiLock {
@@ -287,12 +279,11 @@ async fn redlock_lost_never_resolves_for_a_release() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_locks_of_one_client_are_taken_in_one_script() {
     let srv = server();
-    let c = Client::builder(&srv.url())
-        .preload(deadbolt_multilock::SCRIPTS)
-        .preload(deadbolt_lock::SCRIPTS)
-        .build()
-        .await
-        .unwrap();
+    let c = deadbolt_testkit::client_with(&srv.url(), |b| {
+        b.preload(deadbolt_multilock::SCRIPTS)
+            .preload(deadbolt_lock::SCRIPTS)
+    })
+    .await;
     let other = client(&srv.url()).await;
     let m = MultiLock::of_locks(&c, &["s1", "s2", "s3"]);
     srv.reset_stats().await;

@@ -16,11 +16,7 @@ use deadbolt_testkit::RedisServer;
 /// A client whose scripts are loaded at connect (a first EVALSHA would
 /// meet NOSCRIPT and count twice).
 async fn client(srv: &RedisServer) -> Client {
-    Client::builder(&srv.url())
-        .preload(deadbolt_rwlock::SCRIPTS)
-        .build()
-        .await
-        .expect("connect")
+    deadbolt_testkit::client_with(&srv.url(), |b| b.preload(deadbolt_rwlock::SCRIPTS)).await
 }
 
 fn main_key(name: &str) -> String {
@@ -49,12 +45,11 @@ async fn a_writers_release_admits_every_registered_reader_in_one_message() {
     // Claims of 2 × 150 ms: short enough to see the readers outlive them.
     let mut cs = Vec::new();
     for _ in 0..3 {
-        let c = Client::builder(&srv.url())
-            .preload(deadbolt_rwlock::SCRIPTS)
-            .command_timeout(Duration::from_millis(150))
-            .build()
-            .await
-            .unwrap();
+        let c = deadbolt_testkit::client_with(&srv.url(), |b| {
+            b.preload(deadbolt_rwlock::SCRIPTS)
+                .command_timeout(Duration::from_millis(150))
+        })
+        .await;
         cs.push(c);
     }
     let w = RwLock::new(&h, "admit").write_lock().lock().await.unwrap();
@@ -312,11 +307,10 @@ async fn a_dead_processes_registered_reader_keeps_a_writer_out_no_longer_than_it
             .unwrap();
         rt.block_on(async move {
             // Claims of 2 × 150 ms.
-            let c = Client::builder(&url)
-                .command_timeout(Duration::from_millis(150))
-                .build()
-                .await
-                .unwrap();
+            let c = deadbolt_testkit::client_with(&url, |b| {
+                b.command_timeout(Duration::from_millis(150))
+            })
+            .await;
             let l = RwLock::new(&c, "dead");
             tokio::spawn(async move { l.read_lock().lock().await });
             let _ = die_rx.await;

@@ -18,12 +18,12 @@ use deadbolt_testkit::support::{
 };
 use deadbolt_testkit::{FaultProxy, RedisServer};
 
-fn builder(url: &str) -> ClientBuilder {
-    Client::builder(url).preload(SCRIPTS)
+fn preloaded(b: ClientBuilder) -> ClientBuilder {
+    b.preload(SCRIPTS)
 }
 
 async fn client(url: &str) -> Client {
-    builder(url).build().await.expect("connect")
+    deadbolt_testkit::client_with(url, preloaded).await
 }
 
 /// The six keys of read-write lock `name`, in the scripts' order: w, fence,
@@ -177,11 +177,10 @@ async fn a_key_of_another_type_is_refused_by_name_by_every_call_and_nothing_is_w
     let srv = server();
     let c = client(&srv.url()).await;
     // The waiters' client: a heartbeat every 100 ms.
-    let w = builder(&srv.url())
-        .waiter_timeout(Duration::from_millis(300))
-        .build()
-        .await
-        .unwrap();
+    let w = deadbolt_testkit::client_with(&srv.url(), |b| {
+        preloaded(b).waiter_timeout(Duration::from_millis(300))
+    })
+    .await;
     // Fixed leases: nothing renews them while the key is bad.
     let lease = Duration::from_secs(120);
     for (i, suffix) in ["w", "fence", "r", "ro", "ww", "alive"].iter().enumerate() {
@@ -415,11 +414,10 @@ async fn extending_a_read_hold_over_a_key_of_another_type_says_so_and_keeps_the_
         g.unlock().await.unwrap();
     }
 
-    let wd = builder(&srv.url())
-        .watchdog_timeout(Duration::from_millis(900))
-        .build()
-        .await
-        .unwrap();
+    let wd = deadbolt_testkit::client_with(&srv.url(), |b| {
+        preloaded(b).watchdog_timeout(Duration::from_millis(900))
+    })
+    .await;
     let gx = RwLock::new(&wd, "renew-x")
         .read_lock()
         .lock()
@@ -474,11 +472,10 @@ async fn extending_a_write_hold_over_a_key_of_another_type_says_so_and_keeps_the
     g.extend(Duration::from_secs(90)).await.unwrap();
     g.unlock().await.unwrap();
 
-    let wd = builder(&srv.url())
-        .watchdog_timeout(Duration::from_millis(900))
-        .build()
-        .await
-        .unwrap();
+    let wd = deadbolt_testkit::client_with(&srv.url(), |b| {
+        preloaded(b).watchdog_timeout(Duration::from_millis(900))
+    })
+    .await;
     let gx = RwLock::new(&wd, "renew-wx")
         .write_lock()
         .lock()
@@ -504,8 +501,8 @@ async fn extending_a_write_hold_over_a_key_of_another_type_says_so_and_keeps_the
     gy.unlock().await.unwrap();
 }
 
-fn fast(url: &str) -> ClientBuilder {
-    builder(url).command_timeout(Duration::from_millis(300))
+fn fast(b: ClientBuilder) -> ClientBuilder {
+    preloaded(b).command_timeout(Duration::from_millis(300))
 }
 
 /// The server is frozen (SIGSTOP) for longer than the command timeout and a
@@ -519,18 +516,16 @@ fn fast(url: &str) -> ClientBuilder {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pause_longer_than_the_command_timeout_loses_no_hold_no_preference_and_no_wake_up() {
     let srv = server();
-    let hc = fast(&srv.url())
-        .watchdog_timeout(Duration::from_secs(6))
-        .build()
-        .await
-        .unwrap();
+    let hc = deadbolt_testkit::client_with(&srv.url(), |b| {
+        fast(b).watchdog_timeout(Duration::from_secs(6))
+    })
+    .await;
     // Readers behind its waiting writer sleep up to that writer's liveness.
-    let wc = fast(&srv.url())
-        .waiter_timeout(Duration::from_secs(20))
-        .build()
-        .await
-        .unwrap();
-    let rc = fast(&srv.url()).build().await.unwrap();
+    let wc = deadbolt_testkit::client_with(&srv.url(), |b| {
+        fast(b).waiter_timeout(Duration::from_secs(20))
+    })
+    .await;
+    let rc = deadbolt_testkit::client_with(&srv.url(), fast).await;
     let name = "pause";
     let holder = RwLock::new(&hc, name);
     let w1 = holder
@@ -677,11 +672,10 @@ async fn a_message_that_falls_while_the_subscriber_is_down_still_wakes_the_waite
     let srv = server();
     let proxy = FaultProxy::start(srv.addr()).await.unwrap();
     let hc = client(&srv.url()).await;
-    let wc = builder(&proxy.url())
-        .waiter_timeout(Duration::from_secs(20))
-        .build()
-        .await
-        .unwrap();
+    let wc = deadbolt_testkit::client_with(&proxy.url(), |b| {
+        preloaded(b).waiter_timeout(Duration::from_secs(20))
+    })
+    .await;
     let bound = Duration::from_secs(3);
     for round in 0..6 {
         let name = format!("gap-{round}");
@@ -786,11 +780,10 @@ async fn script_flush(srv: &RedisServer) {
 async fn script_flush_between_and_during_calls_is_transparent() {
     let srv = server();
     let c = client(&srv.url()).await;
-    let w = builder(&srv.url())
-        .waiter_timeout(Duration::from_millis(600))
-        .build()
-        .await
-        .unwrap();
+    let w = deadbolt_testkit::client_with(&srv.url(), |b| {
+        preloaded(b).waiter_timeout(Duration::from_millis(600))
+    })
+    .await;
     let name = "flush";
     let alive = keys_of(&c, name)[5].clone();
     let a = RwLock::new(&c, name);
@@ -916,11 +909,10 @@ async fn script_flush_between_and_during_calls_is_transparent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_without_persistence_lets_waiters_through_and_old_guards_learn_it() {
     let mut srv = server();
-    let hc = builder(&srv.url())
-        .watchdog_timeout(Duration::from_secs(3))
-        .build()
-        .await
-        .unwrap();
+    let hc = deadbolt_testkit::client_with(&srv.url(), |b| {
+        preloaded(b).watchdog_timeout(Duration::from_secs(3))
+    })
+    .await;
     let wc = client(&srv.url()).await;
     let holder = RwLock::new(&hc, "restart");
     let w1 = holder.write_lock().lock().await.unwrap();
@@ -993,13 +985,13 @@ async fn acquires_cut_short_by_late_replies_leave_nothing_held() {
     let direct = client(&srv.url()).await;
     // Leases and marks far longer than any bound here: only the releases
     // can clear them in time.
-    let slow = builder(&proxy.url())
-        .command_timeout(Duration::from_millis(200))
-        .watchdog_timeout(Duration::from_secs(120))
-        .waiter_timeout(Duration::from_secs(60))
-        .build()
-        .await
-        .unwrap();
+    let slow = deadbolt_testkit::client_with(&proxy.url(), |b| {
+        preloaded(b)
+            .command_timeout(Duration::from_millis(200))
+            .watchdog_timeout(Duration::from_secs(120))
+            .waiter_timeout(Duration::from_secs(60))
+    })
+    .await;
     let name = "late";
     let probe = RwLock::new(&direct, name);
     let free = || async {
@@ -1130,11 +1122,10 @@ async fn a_downgraded_writer_whose_write_lease_ends_keeps_reading_and_the_waitin
     let srv = server();
     let c = client(&srv.url()).await;
     // Readers behind its mark sleep up to its liveness: 20 s.
-    let wc = builder(&srv.url())
-        .waiter_timeout(Duration::from_secs(20))
-        .build()
-        .await
-        .unwrap();
+    let wc = deadbolt_testkit::client_with(&srv.url(), |b| {
+        preloaded(b).waiter_timeout(Duration::from_secs(20))
+    })
+    .await;
     let name = "downgrade";
     let a = RwLock::new(&c, name);
     let aw = a
@@ -1238,12 +1229,10 @@ impl Doomed {
                 .build()
                 .unwrap();
             rt.block_on(async move {
-                let c = builder(&url)
-                    .watchdog_timeout(lease)
-                    .waiter_timeout(wt)
-                    .build()
-                    .await
-                    .unwrap();
+                let c = deadbolt_testkit::client_with(&url, |b| {
+                    preloaded(b).watchdog_timeout(lease).waiter_timeout(wt)
+                })
+                .await;
                 let mut held = Vec::new();
                 for n in &reads {
                     held.push(RwLock::new(&c, n).read_lock().lock().await.unwrap());
@@ -1328,11 +1317,10 @@ async fn readers_behind_a_dead_processes_waiting_writers_get_in_within_waiter_ti
     let srv = server();
     // The readers' own bound, were they to oversleep: 10 s (busy replies
     // with pttl 0 once made them sleep this long).
-    let live = builder(&srv.url())
-        .watchdog_timeout(Duration::from_secs(10))
-        .build()
-        .await
-        .unwrap();
+    let live = deadbolt_testkit::client_with(&srv.url(), |b| {
+        preloaded(b).watchdog_timeout(Duration::from_secs(10))
+    })
+    .await;
     let wt = Duration::from_millis(1000);
     for round in 0..3 {
         let names: Vec<String> = (0..12).map(|i| format!("dead-mark-{round}-{i}")).collect();
@@ -1395,11 +1383,10 @@ async fn waiters_get_in_when_an_unreleased_write_lease_ends() {
     let c = client(&srv.url()).await;
     // The waiters' own bound, were they to oversleep: 10 s (busy replies
     // with pttl 0 once made them sleep this long).
-    let wc = builder(&srv.url())
-        .watchdog_timeout(Duration::from_secs(10))
-        .build()
-        .await
-        .unwrap();
+    let wc = deadbolt_testkit::client_with(&srv.url(), |b| {
+        preloaded(b).watchdog_timeout(Duration::from_secs(10))
+    })
+    .await;
     let lease = Duration::from_millis(300);
     for round in 0..3 {
         let mut waiters = Vec::new();
@@ -1436,7 +1423,7 @@ async fn waiters_get_in_when_an_unreleased_write_lease_ends() {
 async fn unlocks_whose_reply_is_lost_still_wake_the_waiters() {
     let srv = server();
     let proxy = FaultProxy::start(srv.addr()).await.unwrap();
-    let pc = fast(&proxy.url()).build().await.unwrap();
+    let pc = deadbolt_testkit::client_with(&proxy.url(), fast).await;
     let wc = client(&srv.url()).await;
     let name = "unconfirmed";
     let probe = RwLock::new(&wc, name);

@@ -17,21 +17,16 @@ use deadbolt_testkit::RedisServer;
 /// A client whose scripts are loaded at connect (a first EVALSHA would
 /// meet NOSCRIPT and count twice).
 async fn client(srv: &RedisServer) -> Client {
-    Client::builder(&srv.url())
-        .preload(SCRIPTS)
-        .build()
-        .await
-        .expect("connect")
+    deadbolt_testkit::client_with(&srv.url(), |b| b.preload(SCRIPTS)).await
 }
 
 /// As [`client`], renewing every 200 ms: a forced-out guard learns it soon.
 async fn watched(srv: &RedisServer) -> Client {
-    Client::builder(&srv.url())
-        .preload(SCRIPTS)
-        .watchdog_timeout(Duration::from_millis(600))
-        .build()
-        .await
-        .expect("connect")
+    deadbolt_testkit::client_with(&srv.url(), |b| {
+        b.preload(SCRIPTS)
+            .watchdog_timeout(Duration::from_millis(600))
+    })
+    .await
 }
 
 fn main_key(name: &str) -> String {

@@ -12,20 +12,11 @@ use deadbolt_testkit::support::{cmd, pttls, server, until, within, HANG};
 use deadbolt_testkit::{FaultProxy, RedisServer};
 
 async fn client(url: &str) -> Client {
-    Client::builder(url)
-        .preload(deadbolt_rwlock::SCRIPTS)
-        .build()
-        .await
-        .expect("connect")
+    deadbolt_testkit::client_with(url, |b| b.preload(deadbolt_rwlock::SCRIPTS)).await
 }
 
 async fn client_with(url: &str, watchdog: Duration, wt: Duration) -> Client {
-    Client::builder(url)
-        .watchdog_timeout(watchdog)
-        .waiter_timeout(wt)
-        .build()
-        .await
-        .expect("connect")
+    deadbolt_testkit::client_with(url, |b| b.watchdog_timeout(watchdog).waiter_timeout(wt)).await
 }
 
 async fn keys(srv: &RedisServer) -> Vec<String> {

@@ -4,7 +4,6 @@
 use deadbolt_core::Acquire as _;
 
 use deadbolt_core::watch::HoldEvent;
-use deadbolt_core::Client;
 use deadbolt_rwlock::RwLock;
 use deadbolt_testkit::support::within;
 use deadbolt_testkit::RedisServer;
@@ -16,7 +15,7 @@ async fn a_watch_sees_writers_and_the_number_of_readers() {
         .arg("notify-keyspace-events", "Kghzx")
         .start()
         .unwrap();
-    let c = Client::builder(&srv.url()).build().await.unwrap();
+    let c = deadbolt_testkit::client(&srv.url()).await;
     let mut seen = Box::pin(RwLock::new(&c, "rww").watch());
     let mut next = async || within("a change", seen.next()).await.unwrap().unwrap();
     assert_eq!(next().await, HoldEvent::Free);

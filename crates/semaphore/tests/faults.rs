@@ -17,12 +17,12 @@ use deadbolt_testkit::support::{
 use deadbolt_testkit::{FaultProxy, RedisServer};
 use futures::StreamExt;
 
-fn builder(url: &str) -> ClientBuilder {
-    Client::builder(url).preload(SCRIPTS)
+fn preloaded(b: ClientBuilder) -> ClientBuilder {
+    b.preload(SCRIPTS)
 }
 
 async fn client(url: &str) -> Client {
-    builder(url).build().await.expect("connect")
+    deadbolt_testkit::client_with(url, preloaded).await
 }
 
 /// The six keys of semaphore `name`, in the scripts' order: s, h, hn, q,
@@ -92,11 +92,10 @@ async fn semaphore_keys_of_another_type_are_refused_by_name_and_nothing_is_writt
     // The waiter's client: its liveness record lapses 1 s after its waiter
     // ended, so the queue entry the failed waiter leaves (its release is
     // refused too while the key is bad) reserves nothing for long.
-    let w = builder(&srv.url())
-        .waiter_timeout(Duration::from_secs(1))
-        .build()
-        .await
-        .unwrap();
+    let w = deadbolt_testkit::client_with(&srv.url(), |b| {
+        preloaded(b).waiter_timeout(Duration::from_secs(1))
+    })
+    .await;
     for (i, suffix) in ["s", "h", "hn", "q", "qo", "alive"].iter().enumerate() {
         let name = format!("wrong-{suffix}");
         let keys = sem_keys(&c, &name);
@@ -417,11 +416,10 @@ async fn out_of_memory_is_reported_as_it_is_and_nothing_is_half_written() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pause_shorter_than_the_lease_leaves_holder_and_waiter_intact() {
     let srv = server();
-    let hc = builder(&srv.url())
-        .watchdog_timeout(Duration::from_secs(9))
-        .build()
-        .await
-        .unwrap();
+    let hc = deadbolt_testkit::client_with(&srv.url(), |b| {
+        preloaded(b).watchdog_timeout(Duration::from_secs(9))
+    })
+    .await;
     let wc = client(&srv.url()).await;
     let hs = Semaphore::new(&hc, "pause");
     assert!(hs.try_set_permits(1).await.unwrap());
@@ -571,11 +569,10 @@ async fn script_flush(srv: &RedisServer) {
 async fn script_flush_is_transparent() {
     let srv = server();
     let c = client(&srv.url()).await;
-    let w = builder(&srv.url())
-        .waiter_timeout(Duration::from_millis(600))
-        .build()
-        .await
-        .unwrap();
+    let w = deadbolt_testkit::client_with(&srv.url(), |b| {
+        preloaded(b).waiter_timeout(Duration::from_millis(600))
+    })
+    .await;
     let s = Semaphore::new(&c, "flush");
     let l = CountDownLatch::new(&c, "flush");
     let alive = sem_keys(&c, "flush")[5].clone();
@@ -697,11 +694,10 @@ async fn script_flush_is_transparent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_without_persistence_forgets_the_permits_and_waiters_survive_it() {
     let mut srv = server();
-    let hc = builder(&srv.url())
-        .watchdog_timeout(Duration::from_secs(3))
-        .build()
-        .await
-        .unwrap();
+    let hc = deadbolt_testkit::client_with(&srv.url(), |b| {
+        preloaded(b).watchdog_timeout(Duration::from_secs(3))
+    })
+    .await;
     let wc = client(&srv.url()).await;
     let hs = Semaphore::new(&hc, "restart");
     assert!(hs.try_set_permits(2).await.unwrap());
@@ -774,13 +770,13 @@ async fn acquires_cancelled_under_late_replies_leave_no_permit_taken() {
     let direct = client(&srv.url()).await;
     // Leases (and queue entries) far longer than any bound here: only the
     // releases can give the permits back in time.
-    let slow = builder(&proxy.url())
-        .command_timeout(Duration::from_millis(200))
-        .watchdog_timeout(Duration::from_secs(120))
-        .waiter_timeout(Duration::from_secs(60))
-        .build()
-        .await
-        .unwrap();
+    let slow = deadbolt_testkit::client_with(&proxy.url(), |b| {
+        preloaded(b)
+            .command_timeout(Duration::from_millis(200))
+            .watchdog_timeout(Duration::from_secs(120))
+            .waiter_timeout(Duration::from_secs(60))
+    })
+    .await;
     let s = Semaphore::new(&direct, "late");
     assert!(s.try_set_permits(3).await.unwrap());
     proxy.set_reply_delay(Duration::from_millis(500));

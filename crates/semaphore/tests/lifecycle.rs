@@ -18,23 +18,18 @@ use deadbolt_testkit::RedisServer;
 /// A client with a 600 ms watchdog (renewals every 200 ms) and a 1 s
 /// waiter timeout.
 async fn client(url: &str) -> Client {
-    Client::builder(url)
-        .preload(deadbolt_semaphore::SCRIPTS)
-        .watchdog_timeout(Duration::from_millis(600))
-        .waiter_timeout(Duration::from_secs(1))
-        .build()
-        .await
-        .expect("connect")
+    deadbolt_testkit::client_with(url, |b| {
+        b.preload(deadbolt_semaphore::SCRIPTS)
+            .watchdog_timeout(Duration::from_millis(600))
+            .waiter_timeout(Duration::from_secs(1))
+    })
+    .await
 }
 
 /// A client with the default timers (watchdog rounds every 10 s,
 /// heartbeats every 1.7 s): for counting the scripts a call runs.
 async fn quiet_client(url: &str) -> Client {
-    Client::builder(url)
-        .preload(deadbolt_semaphore::SCRIPTS)
-        .build()
-        .await
-        .expect("connect")
+    deadbolt_testkit::client_with(url, |b| b.preload(deadbolt_semaphore::SCRIPTS)).await
 }
 
 async fn dbsize(srv: &RedisServer) -> i64 {
@@ -328,13 +323,12 @@ async fn deleting_a_semaphore_leaves_holders_lost_and_waiters_waiting_for_a_new_
     // Holds with a 6 s watchdog lease (renewed every 2 s) and a fixed
     // 60 s one: a waiter's sleep bound (the earliest lease end) is 6 s, so
     // only the delete's message wakes them sooner.
-    let c = Client::builder(&srv.url())
-        .preload(deadbolt_semaphore::SCRIPTS)
-        .watchdog_timeout(Duration::from_secs(6))
-        .waiter_timeout(Duration::from_secs(1))
-        .build()
-        .await
-        .unwrap();
+    let c = deadbolt_testkit::client_with(&srv.url(), |b| {
+        b.preload(deadbolt_semaphore::SCRIPTS)
+            .watchdog_timeout(Duration::from_secs(6))
+            .waiter_timeout(Duration::from_secs(1))
+    })
+    .await;
     let w = client(&srv.url()).await;
     let s = Semaphore::new(&c, "del");
     assert!(!s.delete().await.unwrap(), "nothing there");

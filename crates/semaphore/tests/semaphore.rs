@@ -10,21 +10,16 @@ use deadbolt_testkit::support::{cmd, pttls, server, until, within, HANG};
 use deadbolt_testkit::{FaultProxy, RedisServer};
 
 async fn client(url: &str) -> Client {
-    Client::builder(url)
-        .preload(deadbolt_semaphore::SCRIPTS)
-        .build()
-        .await
-        .expect("connect")
+    deadbolt_testkit::client_with(url, |b| b.preload(deadbolt_semaphore::SCRIPTS)).await
 }
 
 async fn client_with(url: &str, watchdog: Duration) -> Client {
-    Client::builder(url)
-        .preload(deadbolt_semaphore::SCRIPTS)
-        .watchdog_timeout(watchdog)
-        .waiter_timeout(Duration::from_secs(1))
-        .build()
-        .await
-        .expect("connect")
+    deadbolt_testkit::client_with(url, |b| {
+        b.preload(deadbolt_semaphore::SCRIPTS)
+            .watchdog_timeout(watchdog)
+            .waiter_timeout(Duration::from_secs(1))
+    })
+    .await
 }
 
 async fn keys_left(srv: &RedisServer) -> Vec<String> {
@@ -480,12 +475,11 @@ async fn a_release_hands_its_permits_to_the_waiters_that_fit_in_one_hop() {
 
     let h = client(&srv.url()).await;
     // A waiter_timeout of 300 ms: the claim of a grant to its waiters.
-    let w = Client::builder(&srv.url())
-        .preload(deadbolt_semaphore::SCRIPTS)
-        .waiter_timeout(Duration::from_millis(300))
-        .build()
-        .await
-        .unwrap();
+    let w = deadbolt_testkit::client_with(&srv.url(), |b| {
+        b.preload(deadbolt_semaphore::SCRIPTS)
+            .waiter_timeout(Duration::from_millis(300))
+    })
+    .await;
     let s = Semaphore::new(&h, "hop");
     s.try_set_permits(3).await.unwrap();
     let three = s.acquire(3).await.unwrap();

@@ -2,7 +2,6 @@
 //! notifications.
 
 use deadbolt_core::watch::HoldEvent;
-use deadbolt_core::Client;
 use deadbolt_semaphore::Semaphore;
 use deadbolt_testkit::support::within;
 use deadbolt_testkit::RedisServer;
@@ -14,7 +13,7 @@ async fn a_watch_sees_the_permits_in_use() {
         .arg("notify-keyspace-events", "Kghzx")
         .start()
         .unwrap();
-    let c = Client::builder(&srv.url()).build().await.unwrap();
+    let c = deadbolt_testkit::client(&srv.url()).await;
     let s = Semaphore::new(&c, "sw");
     assert!(s.try_set_permits(5).await.unwrap());
     let mut seen = Box::pin(Semaphore::new(&c, "sw").watch());
@@ -37,7 +36,7 @@ async fn an_ended_lease_stops_counting_at_its_end() {
             .arg("notify-keyspace-events", notify)
             .start()
             .unwrap();
-        let c = Client::builder(&srv.url()).build().await.unwrap();
+        let c = deadbolt_testkit::client(&srv.url()).await;
         let s = Semaphore::new(&c, "ended");
         assert!(s.try_set_permits(5).await.unwrap());
         let mut seen = Box::pin(Semaphore::new(&c, "ended").watch());

@@ -15,7 +15,15 @@
 //! The `tls` feature adds `RedisServerBuilder::tls`: a TLS listener with a CA
 //! and certificates generated at start (`TlsCerts`; needs a redis-server
 //! built with TLS, as Debian's is).
+//!
+//! The `client` feature adds [`client`] and [`client_with`]: the one way a
+//! deadbolt test makes a connected `deadbolt_core::Client` (deadbolt's
+//! crates enable it for their tests; the published crates drop that
+//! dev-dependency, so the cycle through deadbolt-core never reaches a
+//! registry).
 
+#[cfg(feature = "client")]
+mod client;
 mod cluster;
 pub mod floor;
 mod proxy;
@@ -27,6 +35,8 @@ pub mod support;
 mod tls;
 mod topology;
 
+#[cfg(feature = "client")]
+pub use client::{client, client_with};
 pub use cluster::{RedisCluster, SlotMigration};
 pub use proxy::FaultProxy;
 pub use sentinel::RedisSentinelSet;

@@ -4,29 +4,21 @@
 use std::time::Duration;
 
 use deadbolt_core::Client;
+pub use deadbolt_testkit::client;
 pub use deadbolt_testkit::{FaultProxy, RedisServer};
 
 pub use deadbolt_testkit::support::{cmd, server, until, within, HANG};
 
-pub async fn client(url: &str) -> Client {
-    Client::builder(url).build().await.expect("connect")
-}
-
 pub async fn client_with(url: &str, watchdog: Duration) -> Client {
-    Client::builder(url)
-        .watchdog_timeout(watchdog)
-        .build()
-        .await
-        .expect("connect")
+    deadbolt_testkit::client_with(url, |b| b.watchdog_timeout(watchdog)).await
 }
 
 /// A client with a short command timeout (fault tests wait out timeouts).
 pub async fn fast_client(url: &str, command_timeout_ms: u64) -> Client {
-    Client::builder(url)
-        .command_timeout(Duration::from_millis(command_timeout_ms))
-        .build()
-        .await
-        .expect("connect")
+    deadbolt_testkit::client_with(url, |b| {
+        b.command_timeout(Duration::from_millis(command_timeout_ms))
+    })
+    .await
 }
 
 pub async fn exists(srv: &RedisServer, key: &str) -> bool {
