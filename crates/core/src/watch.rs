@@ -2,16 +2,6 @@
 //! acquired it, whether its hold was released, expired or force-unlocked,
 //! how many shared holds it has), the same for every primitive.
 //!
-//! # Implementation notes
-//! A watch listens on the keyspace-notification channels of the
-//! primitive's keys (`__keyspace@<db>__:<key>`), its own [`Listener`]: no
-//! waiter of the primitive shares them, so a watch never takes a wake-up a
-//! waiter needs. Each wake-up (or the catch-up bound, [`CATCH_UP`], or the
-//! end of the hold's lease, whichever comes first) reads the primitive's
-//! state in one script and reports the difference from the last read. The
-//! listener is marked before each read, so a change between a read and the
-//! next wait ends that wait at once.
-//!
 //! Keyspace notifications are off by default in Redis: with
 //! `notify-keyspace-events` holding `K`, `g`, `h`, `x` and `z` (e.g.
 //! `Kghzx`), every change wakes a watch at once, and an idle watch reads
@@ -265,7 +255,14 @@ fn diff(prev: Option<&Snapshot>, now: &Snapshot, read_at: Instant) -> Vec<HoldEv
     out
 }
 
-/// [`watch`] of a valid handle.
+/// [`watch`] of a valid handle. The watch listens on the keyspace
+/// notification channels of the primitive's keys
+/// (`__keyspace@<db>__:<key>`) with a [`Listener`] of its own: no waiter
+/// shares them, so a watch never takes a wake-up a waiter needs. Each
+/// wake-up (or [`CATCH_UP`], or the end of the hold's lease, whichever
+/// comes first) reads the state in one script and reports the difference
+/// from the last read. The listener is marked before each read, so a
+/// change between a read and the next wait ends that wait at once.
 fn watch_keys(
     client: &Client,
     keys: &[String],

@@ -1,30 +1,18 @@
 //! loom tests of the real notifier: the slots, the delivery of a release's
-//! message ([`Shared::deliver`]), a waiter's tries and waits and its
-//! leaving ([`Seat`]), and the local hand-off's claim ([`Shared::claim`],
-//! [`Claim`]), run with loom's atomics, mutexes and threads through the
-//! sync shim (`wait/sync.rs`), every interleaving up to the preemption
-//! bound. Run (as `scripts/test` does):
+//! message ([`Shared::deliver`]), a waiter's tries, waits and leaving
+//! ([`Seat`]) and the local hand-off's claim ([`Shared::claim`],
+//! [`Claim`]), every interleaving up to the preemption bound (the command
+//! is in `wait/sync.rs`).
 //!
-//! ```text
-//! RUSTFLAGS="--cfg deadbolt_loom" LOOM_MAX_PREEMPTIONS=3 \
-//!   cargo test -p deadbolt-core --lib --target-dir target/loom -- wait::loom
-//! ```
+//! The server is one word under a mutex (who holds): Redis runs one script
+//! at a time, so a try or a release is one step under it. A release's
+//! message reaches the engine after its script, as a call of
+//! [`Shared::deliver`]; a waiter runs the acquire loop's steps around the
+//! notifier as `acquire/wait_loop.rs` does.
 //!
-//! What stands in for the rest: the server is one word under a mutex
-//! (who holds the lock). Redis runs one script at a time and a reply
-//! comes after its script ran, so a try or a release is one step under
-//! that mutex, ordered with every other as on the server (a loom atomic
-//! would order less: loom models `SeqCst` as acquire/release). A
-//! release's `PUBLISH` reaches the engine after its script, as a call of
-//! [`Shared::deliver`] with the message a `Lock` release sends (`1`,
-//! decoded by `WakeAsTold`). A waiter runs the acquire loop's steps
-//! around the notifier as `acquire/wait_loop.rs` does (`begin_try`, the try,
-//! `set_registered`, `mark_acquired` or `tried`, `wait`, `local_wake`).
-//!
-//! The property: a waiter that must get the lock gets it. Under loom a
-//! wait has no deadline ([`notified_or_until`](super::sync) never times
-//! out), so a lost wake-up leaves that waiter asleep for ever, which loom
-//! reports as a deadlock: the test fails with the schedule that lost it.
+//! The property: a waiter that must get the lock gets it. Under loom a wait
+//! has no deadline, so a lost wake-up is a deadlock loom reports, with the
+//! schedule that lost it.
 
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};

@@ -2,46 +2,15 @@
 //! std's atomics, parking_lot's `Mutex` and tokio's `Notify` in every
 //! build, loom's (and a `Notify` of loom's parts) in the loom build.
 //!
-//! Every atomic, mutex and notification that the wake-up protocol goes
-//! through (a [`Slot`](super::slot::Slot)'s flags, hints and grant, the
-//! channel table, a local waiter's state in [`super::local`]) is one of the
-//! types here, so that the loom tests (`wait/loom.rs`) run the real slot,
-//! delivery, pass-on and hand-off code, not a restatement of it.
+//! Invariant: every atomic, mutex and notification the wake-up protocol
+//! goes through (a [`Slot`](super::slot::Slot)'s flags, hints and grant,
+//! the channel table, a local waiter's state) is a type of this module, so
+//! the loom tests (`wait/loom.rs`) run the real code, not a restatement.
 //!
-//! # The loom build
-//!
-//! The loom build is selected by `--cfg deadbolt_loom`, not by the usual
-//! `--cfg loom`: the cfg goes in `RUSTFLAGS`, which every crate of the
-//! dependency tree is compiled with, and tokio (and others) switch their
-//! own internals to loom under `cfg(loom)`, which breaks them outside their
-//! own test suites. `deadbolt_loom` only changes this shim:
-//!
-//! ```text
-//! RUSTFLAGS="--cfg deadbolt_loom" LOOM_MAX_PREEMPTIONS=3 \
-//!   cargo test -p deadbolt-core --lib --target-dir target/loom -- wait::loom
-//! ```
-//!
-//! (`scripts/test` runs exactly that; a target directory of its own, since
-//! other `RUSTFLAGS` rebuild everything.) In that build only the loom tests
-//! may run: a loom object used outside `loom::model` panics.
-//!
-//! Under loom, [`Notify`] is built here of a loom mutex with tokio's
-//! documented contract (`notify_one` wakes one registered `notified()` or
-//! stores one permit; a permit is taken by the first poll of a
-//! `notified()`; a notified `Notified` dropped unpolled forwards its
-//! notification), and [`notified_or_until`] never times out: a waiter
-//! that only its deadline would end is stuck, which loom reports as a
-//! deadlock. That is how a lost wake-up fails a loom test.
-//!
-//! Under loom, [`AtomicBool`] is a loom mutex around a `bool`, not loom's
-//! atomic. Every access the notifier makes is `SeqCst`, whose single
-//! total order a mutex per flag gives exactly; loom's atomics model
-//! `SeqCst` as acquire/release and, in loom 0.7, let a concurrent store
-//! fall between the read and the write of a `swap` (tokio-rs/loom#254,
-//! #389): `Seat::wait`'s `pending.swap(false)` reading `false` while a
-//! delivery's `store(true)` was lost all the same, a schedule no
-//! `SeqCst` atomic allows. The first loom run of these tests hit exactly
-//! that, before any real interleaving.
+//! The loom build is selected by `--cfg deadbolt_loom` (not `--cfg loom`,
+//! which switches tokio's own internals to loom and breaks them outside
+//! their test suites); `scripts/test` runs it in a target directory of its
+//! own. In that build only the loom tests may run.
 
 pub(crate) use std::sync::atomic::Ordering;
 
@@ -73,8 +42,10 @@ pub(crate) async fn notified_or_until(notify: &Notify, until: Instant) -> bool {
     }
 }
 
-/// Sleep until `notify` fires; in the loom build a deadline never passes
-/// (see the module doc), so this returns true or never.
+/// Sleep until `notify` fires; in the loom build a deadline never passes,
+/// so this returns true or never: a waiter that only its deadline would
+/// end is stuck, which loom reports as a deadlock. That is how a lost
+/// wake-up fails a loom test.
 ///
 /// # Cancel safety
 ///
@@ -93,7 +64,13 @@ mod model {
     use std::task::{Context, Poll, Waker};
 
     /// std's `AtomicBool` surface (the operations the notifier uses, all
-    /// `SeqCst`) over a loom mutex: see the module doc.
+    /// `SeqCst`) over a loom mutex, not loom's atomic: a mutex per flag
+    /// gives exactly `SeqCst`'s single total order, while loom 0.7 models
+    /// `SeqCst` as acquire/release and lets a concurrent store fall between
+    /// the read and the write of a `swap` (tokio-rs/loom#254, #389):
+    /// `Seat::wait`'s `pending.swap(false)` read `false` while a delivery's
+    /// `store(true)` was lost all the same, a schedule no `SeqCst` atomic
+    /// allows. The first loom run of these tests hit exactly that.
     #[derive(Debug)]
     pub(crate) struct AtomicBool(loom::sync::Mutex<bool>);
 
@@ -136,7 +113,10 @@ mod model {
         }
     }
 
-    /// tokio's `Notify` contract, of loom parts (see the module doc).
+    /// tokio's documented `Notify` contract, of loom parts: `notify_one`
+    /// wakes one registered `notified()` or stores one permit; a permit is
+    /// taken by the first poll of a `notified()`; a notified `Notified`
+    /// dropped unpolled forwards its notification.
     #[derive(Debug, Default)]
     pub(crate) struct Notify {
         state: loom::sync::Mutex<State>,
