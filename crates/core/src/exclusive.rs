@@ -4,12 +4,11 @@ use std::time::Duration;
 
 use std::marker::PhantomData;
 
+use crate::composite::PlainLock;
 use crate::guard::HoldGuard as _;
 use crate::handle::{Acquire, Handle};
 use crate::scripts::{ScriptCall, HOLD_INSPECT};
-use crate::{
-    AcquireSpec, Client, ExclusiveGuard as LockGuard, HoldSet, Keys, LeaseMode, Result, WaitMode,
-};
+use crate::{AcquireSpec, Client, ExclusiveGuard as LockGuard, Keys, LeaseMode, Result, WaitMode};
 
 /// What distinguishes one exclusive primitive from another: its key kind,
 /// its scripts and its force-unlock. Implemented by `deadbolt-lock` and
@@ -190,10 +189,13 @@ impl<K: ExclusiveKind> Exclusive<K> {
         let spec = &p.spec;
         Some(PlainLock {
             client: self.inner.client().clone(),
+            kind: K::KIND,
             owner: self.inner.owner().to_string(),
             key: spec.key.clone(),
             fence: p.fence_key.clone(),
             channel: spec.release_extra.first().cloned().unwrap_or_default(),
+            release: spec.release,
+            renew: spec.renew,
             live: spec.live.clone(),
         })
     }
@@ -397,26 +399,6 @@ impl<K: ExclusiveKind> crate::Acquire for Exclusive<K> {
             .await?;
         Ok(hold.map(LockGuard::new))
     }
-}
-
-/// A plain lock as a composite takes it in a script of its own: its
-/// client, owner, hold hash, fencing counter and channel.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct PlainLock {
-    /// The client the lock was made from.
-    pub client: Client,
-    /// The handle's owner id.
-    pub owner: String,
-    /// The hold hash.
-    pub key: String,
-    /// The fencing counter.
-    pub fence: String,
-    /// The channel a release publishes on.
-    pub channel: String,
-    /// The handle's holds (see [`AcquireBuilder::live`](crate::AcquireBuilder::live)): a composite adds the
-    /// holds it takes for this handle and says whether one is active.
-    pub live: Option<Arc<HoldSet>>,
 }
 
 /// An exclusive lock's state, read in one atomic step by

@@ -19,6 +19,7 @@
 
 mod acquire;
 mod client;
+mod composite;
 mod config;
 mod conn;
 pub mod deployment;
@@ -32,7 +33,6 @@ mod handoff;
 mod heartbeat;
 mod hold;
 mod keys;
-mod lockable;
 pub mod message;
 mod metrics;
 mod observe;
@@ -43,26 +43,21 @@ mod wait;
 pub mod wake;
 pub mod watch;
 
-pub use acquire::{
-    attempt_seq, new_attempt_id, AcquireBuilder, AcquireSpec, ConditionBuilder, ConditionSpec,
-    WaitMode,
-};
+pub use acquire::{AcquireBuilder, AcquireSpec, ConditionBuilder, ConditionSpec, WaitMode};
 pub use client::{Client, ClientBuilder};
+pub use composite::{Lockable, PlainLock, PlainLocks};
 pub use config::{
     default_client_name, encode_client_name, holder_name, lease_ms, Config, MAX_CLIENT_NAME,
     MAX_LEASE_MS,
 };
 pub use conn::sentinel_master;
 pub use error::{Cause, Error, Result};
-pub use exclusive::{Exclusive, ExclusiveKind, LockInfo, PlainLock, QueuedWaiter};
+pub use exclusive::{Exclusive, ExclusiveKind, LockInfo, QueuedWaiter};
 pub use guard::{ExclusiveGuard, HoldGuard};
 pub use handle::Acquire;
 pub use heartbeat::HeartbeatSpec;
-pub use hold::{
-    drift, valid_until, Acquiring, Hold, HoldSet, HoldSpec, LeaseMode, LeaseState, PassSpec,
-};
+pub use hold::{drift, Hold, HoldSet, LeaseMode, LeaseState};
 pub use keys::{encode_tag, hash_slot, is_fence_key, slot_tag, Keys};
-pub use lockable::Lockable;
 pub use message::Message;
 pub use observe::{observe, CATCH_UP};
 #[cfg(feature = "tls")]

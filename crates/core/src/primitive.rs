@@ -14,25 +14,26 @@
 //! deadbolt primitive has: `lock`, `try_lock`, `try_lock_for`,
 //! `lock_with_lease` and `try_lock_with`.
 //!
+//! A composite holds other primitives' locks as [`Lockable`]s, and takes
+//! plain locks of one client in one script of its own with [`PlainLocks`].
+//!
 //! `examples/simple_lock.rs` builds a non-reentrant lock on this module
 //! alone, in about forty lines; docs/architecture.md walks through it.
 
-pub use crate::acquire::{new_attempt_id, AcquireBuilder, AcquireSpec, ConditionSpec, WaitMode};
+pub use crate::acquire::{AcquireBuilder, AcquireSpec, ConditionSpec, WaitMode};
 pub use crate::client::Client;
-pub use crate::config::{holder_name, lease_ms, MAX_LEASE_MS};
+pub use crate::composite::{Lockable, PlainLocks};
+pub use crate::config::{holder_name, lease_ms};
 pub use crate::error::{Error, Result};
-pub use crate::exclusive::{Exclusive, ExclusiveKind, PlainLock};
+pub use crate::exclusive::{Exclusive, ExclusiveKind};
 pub use crate::guard::{ExclusiveGuard, HoldGuard};
 pub use crate::guarded::Guarded;
 pub use crate::handle::{Acquire, Handle};
 pub use crate::heartbeat::HeartbeatSpec;
-pub use crate::hold::{
-    drift, lease_lost, Hold, HoldSet, HoldSpec, LeaseMode, LeaseState, Validity,
-};
+pub use crate::hold::{drift, lease_lost, Hold, LeaseMode, LeaseState, Validity};
 pub use crate::keys::Keys;
-pub use crate::lockable::Lockable;
 pub use crate::lua_scripts;
 pub use crate::observe::{observe, CATCH_UP};
-pub use crate::scripts::{ScriptCall, HOLD_RENEW};
+pub use crate::scripts::ScriptCall;
 pub use crate::wake::{WakeAll, WakeAsTold};
 pub use crate::watch::{hold_watch_call, watch, HoldEvent};

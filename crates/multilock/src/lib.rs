@@ -30,11 +30,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    drift, lease_lost, lease_ms, new_attempt_id, Acquire, Client, Error, Guarded, Hold, HoldGuard,
-    HoldSpec, LeaseMode, LeaseState, Lockable, PlainLock, Result, ScriptCall, Validity, WaitMode,
-    HOLD_RENEW,
+    drift, lease_lost, lease_ms, Acquire, Client, Error, Guarded, Hold, HoldGuard, LeaseMode,
+    LeaseState, Lockable, PlainLocks, Result, Validity, WaitMode,
 };
-use deadbolt_lock::scripts::LOCK_RELEASE;
 use deadbolt_lock::Lock;
 
 /// The multi-lock's Lua scripts (files in this crate's `lua/`).
@@ -85,24 +83,9 @@ pub struct MultiLock {
     parts: Arc<Vec<Arc<dyn Lockable>>>,
     /// Every part as a plain lock of one client, when they all are: the
     /// first try of a round takes them in one script.
-    plain: Option<Arc<Vec<PlainLock>>>,
+    plain: Option<PlainLocks>,
     /// An invalid part's error, reported by every call.
     invalid: Option<String>,
-}
-
-/// Hands a one-script acquire's undo to the releaser if dropped armed (the
-/// call may have run: cancelled in flight, or `Indeterminate`).
-struct Undo<'a> {
-    client: &'a Client,
-    call: Option<ScriptCall>,
-}
-
-impl Drop for Undo<'_> {
-    fn drop(&mut self) {
-        if let Some(call) = self.call.take() {
-            self.client.release_in_background(call);
-        }
-    }
 }
 
 impl MultiLock {
@@ -126,152 +109,14 @@ impl MultiLock {
             invalid = Some("a multi-lock needs at least one lock".into());
         }
         let parts: Vec<Arc<dyn Lockable>> = keyed.into_iter().map(|(_, l)| l).collect();
-        let plain: Option<Vec<PlainLock>> = parts.iter().map(|p| p.plain()).collect();
         // One script for the whole set needs one client, and keys that one
         // call may touch (on a cluster: one hash slot).
-        let plain = plain
-            .filter(|ps| {
-                ps.len() > 1
-                    && ps.iter().all(|p| p.client.id() == ps[0].client.id())
-                    && ps[0].client.one_call_for(
-                        &ps.iter()
-                            .flat_map(|p| [p.key.as_str(), p.fence.as_str()])
-                            .collect::<Vec<_>>(),
-                    )
-            })
-            .map(Arc::new);
+        let plain = PlainLocks::of(&parts);
         MultiLock {
             parts: Arc::new(parts),
             plain,
             invalid,
         }
-    }
-
-    /// One try at every part in one script (all plain locks of one client):
-    /// `Ok(Ok(guard))`, or `Ok(Err(i))` when part `i` is held elsewhere.
-    async fn try_in_one_script(
-        plain: &[PlainLock],
-        lease: LeaseMode,
-    ) -> Result<std::result::Result<MultiGuard, usize>> {
-        let client = &plain[0].client;
-        let ms = match lease {
-            LeaseMode::Fixed(d) => lease_ms(d)?,
-            _ => lease_ms(client.config().watchdog_timeout)?,
-        };
-        // Each part's handle counts this acquire as in progress until its
-        // hold is added (see `HoldSet::enter`); entered before the attempt
-        // id is drawn (see `HoldSet::acquire_arg`).
-        let _parts: Vec<_> = plain
-            .iter()
-            .filter_map(|p| p.live.as_ref().map(|s| s.enter()))
-            .collect();
-        let attempt = new_attempt_id();
-        let call = Self::one_script_call(plain, &attempt, ms);
-        let mut undo = Undo {
-            client,
-            call: Some(Self::one_script_undo(plain, &attempt)),
-        };
-        let sent = Instant::now();
-        let reply = match client.run::<Vec<i64>>(&call).await {
-            Ok(v) => v,
-            Err(e) => {
-                if !e.is_indeterminate() {
-                    undo.call = None;
-                }
-                return Err(e);
-            }
-        };
-        if reply.first() == Some(&1) {
-            // Granted: with `sync_replicas`, not kept unless replicated
-            // (on an error the armed undo gives the set back).
-            client.await_replicas(&plain[0].key).await?;
-        }
-        undo.call = None;
-        match reply.as_slice() {
-            [1, rest @ ..] if rest.len() == 2 * plain.len() => {
-                let holds = plain
-                    .iter()
-                    .zip(rest.chunks(2))
-                    .map(|(p, tp)| Self::part_hold(client, p, &attempt, lease, sent, tp))
-                    .collect();
-                Ok(Ok(MultiGuard::new(holds)))
-            }
-            [0, _, i] => Ok(Err(usize::try_from(*i - 1).unwrap_or(0))),
-            other => Err(Error::InvalidArgument(format!(
-                "unexpected multi-lock reply {other:?}"
-            ))),
-        }
-    }
-
-    /// The one-script acquire of every part for `attempt`.
-    fn one_script_call(plain: &[PlainLock], attempt: &str, ms: u64) -> ScriptCall {
-        ScriptCall::new(
-            &MULTI_ACQUIRE,
-            plain
-                .iter()
-                .flat_map(|p| [p.key.clone(), p.fence.clone()])
-                .collect(),
-            [attempt.to_string(), ms.to_string()]
-                .into_iter()
-                .chain(plain.iter().map(|p| p.owner.clone()))
-                // Per part: `0` when its handle may still hold it (a
-                // re-entry is expected), else the attempt's number: a hold
-                // of that owner from older attempts only is stale. A part
-                // whose holds are not known keeps re-entering.
-                .chain(plain.iter().map(|p| {
-                    p.live
-                        .as_ref()
-                        .map_or_else(|| "0".to_string(), |s| s.acquire_arg(attempt))
-                }))
-                .collect(),
-        )
-    }
-
-    /// The release of every part's hold of `attempt` (the undo of a
-    /// one-script acquire whose outcome is not known).
-    fn one_script_undo(plain: &[PlainLock], attempt: &str) -> ScriptCall {
-        ScriptCall::new(
-            &MULTI_RELEASE,
-            plain.iter().map(|p| p.key.clone()).collect(),
-            std::iter::once(attempt.to_string())
-                .chain(plain.iter().map(|p| p.channel.clone()))
-                .collect(),
-        )
-    }
-
-    /// The hold of part `p` granted to `attempt` (`tp`: its token and TTL).
-    fn part_hold(
-        client: &Client,
-        p: &PlainLock,
-        attempt: &str,
-        lease: LeaseMode,
-        sent: Instant,
-        tp: &[i64],
-    ) -> Hold {
-        let hold = Hold::new(
-            client,
-            HoldSpec {
-                kind: "lock",
-                key: p.key.clone(),
-                renew: &HOLD_RENEW,
-                renew_keys: vec![p.key.clone()],
-                release: ScriptCall::new(
-                    &LOCK_RELEASE,
-                    vec![p.key.clone()],
-                    vec![attempt.to_string(), p.channel.clone()],
-                ),
-                pass: None,
-            },
-            attempt.to_string(),
-            tp[0].unsigned_abs(),
-            lease,
-            sent,
-            tp[1].unsigned_abs(),
-        );
-        if let Some(set) = &p.live {
-            set.add(&hold);
-        }
-        hold
     }
 
     /// A multi-lock over plain `Lock`s of `names` on one client (each a new
@@ -309,8 +154,8 @@ impl MultiLock {
                 // Busy part `i`, or the server could not answer (all parts
                 // are on one client: wait through the first part's acquire,
                 // which rides out the outage as `Lock::lock` does).
-                let wait_on = match Self::try_in_one_script(plain, lease).await {
-                    Ok(Ok(guard)) => return Ok(Some(guard)),
+                let wait_on = match plain.try_take(lease, &MULTI_ACQUIRE, &MULTI_RELEASE).await {
+                    Ok(Ok(holds)) => return Ok(Some(MultiGuard::new(holds))),
                     Ok(Err(_)) if wait == WaitMode::Try => return Ok(None),
                     Ok(Err(i)) => i,
                     Err(e) if e.is_retryable() && wait != WaitMode::Try => 0,

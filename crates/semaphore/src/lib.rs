@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use deadbolt_core::primitive::{
     Acquire, AcquireSpec, Client, ConditionSpec, Error, Handle, HeartbeatSpec, Keys, LeaseMode,
-    Result, ScriptCall, WaitMode, WakeAsTold, MAX_LEASE_MS,
+    Result, ScriptCall, WaitMode, WakeAsTold,
 };
 
 mod permits;
@@ -81,7 +81,7 @@ pub const LATCH_KIND: &str = "latch";
 
 /// The largest number of permits (and latch count): 2^53 − 1, the largest
 /// integer Lua numbers carry exactly.
-pub const MAX_PERMITS: u64 = MAX_LEASE_MS;
+pub const MAX_PERMITS: u64 = (1 << 53) - 1;
 
 /// How many holders and waiters [`Semaphore::inspect`] lists.
 const LISTED: usize = 100;

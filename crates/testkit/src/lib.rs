@@ -16,7 +16,7 @@
 //! and certificates generated at start (`TlsCerts`; needs a redis-server
 //! built with TLS, as Debian's is).
 //!
-//! The `client` feature adds [`client`] and [`client_with`]: the one way a
+//! The `client` feature adds `client` and `client_with`: the one way a
 //! deadbolt test makes a connected `deadbolt_core::Client` (deadbolt's
 //! crates enable it for their tests; the published crates drop that
 //! dev-dependency, so the cycle through deadbolt-core never reaches a

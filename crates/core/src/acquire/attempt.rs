@@ -17,23 +17,13 @@ use crate::wait::local::LocalWaiter;
 
 /// A fresh attempt id: 64 random bits in hex, then `s` and the attempt's
 /// sequence number, which rises with every id this process draws (see
-/// [`attempt_seq`]). Short, because registrations carry it and stay in
+/// [`attempt_seq`](crate::hold::attempt_seq)). Short, because registrations carry it and stay in
 /// Redis's compact encodings only while each value is at most 64 bytes.
-pub fn new_attempt_id() -> String {
+pub(crate) fn new_attempt_id() -> String {
     static SEQ: AtomicU64 = AtomicU64::new(1);
     let a: u64 = rand::random();
     let seq = SEQ.fetch_add(1, Ordering::SeqCst);
     format!("{a:016x}s{seq}")
-}
-
-/// The sequence number of an attempt id drawn by [`new_attempt_id`] (0 for
-/// an id without one). An attempt drawn after another has a larger one;
-/// the scripts read it the same way (`hold_seq` in `lua/hold_lib.lua`).
-pub fn attempt_seq(attempt: &str) -> u64 {
-    attempt
-        .rsplit_once('s')
-        .and_then(|(_, n)| n.parse().ok())
-        .unwrap_or(0)
 }
 
 /// The release-by-attempt call of `spec` for `attempt`.
@@ -236,6 +226,7 @@ pub(super) async fn try_once(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hold::attempt_seq;
 
     #[test]
     fn attempt_ids_are_unique_and_numbered_in_order() {

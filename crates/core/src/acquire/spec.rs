@@ -72,7 +72,7 @@ pub struct AcquireSpec {
     /// The primitive's main key (named in tracing and errors).
     pub(crate) key: String,
     /// Script that renews a hold (watchdog rounds, `extend`); its contract
-    /// is in [`HoldSpec::renew`](crate::HoldSpec::renew).
+    /// is on [`AcquireBuilder::renew`].
     pub(crate) renew: &'static LuaScript,
     /// The keys of one hold for the renew script, all in one hash slot.
     pub(crate) renew_keys: Vec<String>,
@@ -105,7 +105,7 @@ pub struct AcquireSpec {
     /// primitives whose holds are counted per owner in one hash. When given, every acquire call sends as its stale-hold bound (`ARGV[6]`)
     /// [`HoldSet::acquire_arg`]: `0` when one of them is still active or
     /// another acquire of the handle (a clone in another task) is in
-    /// progress, else the attempt's sequence number ([`attempt_seq`](crate::attempt_seq)), and
+    /// progress, else the attempt's sequence number (`attempt_seq`), and
     /// the holds it grants are added. With a sequence number, the script
     /// treats a hold recorded for this owner, but neither for this attempt
     /// nor for any attempt drawn after it, as stale (a grant whose reply
@@ -235,8 +235,14 @@ impl AcquireBuilder {
     }
 
     /// The script that renews a hold (watchdog rounds, `extend`), and the
-    /// keys of one hold for it, all in one hash slot; its contract is on
-    /// [`HoldSpec::renew`](crate::HoldSpec::renew).
+    /// keys of one hold for it, all in one hash slot. Contract
+    /// (`hold_renew.lua` is one): `KEYS` = the renew keys of each hold in
+    /// turn, `ARGV[1]` = lease in ms to guarantee from now, `ARGV[1+i]` =
+    /// attempt id of the i-th hold; reply one integer per hold: `>= 0`
+    /// renewed (the TTL after the call), `-1` gone, `-2` taken over,
+    /// `-2 - j` (`j` ≥ 1) the hold's `j`-th renew key has another type and
+    /// nothing was written for it. The watchdog batches the holds that
+    /// share a script and a hash slot into one call.
     pub fn renew(mut self, script: &'static LuaScript, keys: Vec<String>) -> Self {
         self.0.renew = script;
         self.0.renew_keys = keys;
@@ -312,7 +318,7 @@ impl AcquireBuilder {
     /// acquire call then sends as its stale-hold bound (`ARGV[6]`) [`HoldSet::acquire_arg`]: `0`
     /// when one of them is still active or another acquire of the handle
     /// (a clone in another task) is in progress, else the attempt's
-    /// sequence number ([`attempt_seq`](crate::attempt_seq)), and the holds it grants are
+    /// sequence number (`attempt_seq`), and the holds it grants are
     /// added. With a sequence number, the script treats a hold recorded
     /// for this owner, but neither for this attempt nor for any attempt
     /// drawn after it, as stale (a grant whose reply was lost and whose

@@ -139,7 +139,7 @@ pub fn drift(ttl: Duration) -> Duration {
 
 /// The instant until which a hold is known valid, given the instant its
 /// request was sent and the PTTL in the reply.
-pub fn valid_until(sent_at: Instant, pttl_ms: u64) -> Instant {
+pub(crate) fn valid_until(sent_at: Instant, pttl_ms: u64) -> Instant {
     let ttl = Duration::from_millis(pttl_ms);
     crate::config::later(sent_at, ttl.saturating_sub(drift(ttl)))
 }
@@ -168,21 +168,13 @@ impl Renewal {
 
 /// What a primitive tells core about a hold it was granted.
 #[derive(Debug, Clone)]
-pub struct HoldSpec {
+pub(crate) struct HoldSpec {
     /// Primitive kind, for tracing (the kind segment of its keys).
     pub kind: &'static str,
     /// The primitive's main key (named in tracing).
     pub key: String,
-    /// Script that renews holds of this kind. Contract (`hold_renew.lua` is
-    /// one): `KEYS` = the renew keys of each hold in turn (a fixed number
-    /// per hold, all of one hold in one hash slot), `ARGV[1]` = lease in ms
-    /// to guarantee from now, `ARGV[1+i]` = attempt id of the i-th hold;
-    /// reply one integer per hold: `>= 0` renewed (the TTL after the call),
-    /// `-1` gone, `-2` taken over, `-2 - j` (`j` ≥ 1) the hold's `j`-th
-    /// renew key has another type and nothing was written for the hold
-    /// (`extend` reports [`Error::WrongType`](crate::Error::WrongType) naming it; the watchdog
-    /// counts it as a failed renewal of that hold). The watchdog batches
-    /// the holds that share a script and a hash slot into one call.
+    /// Script that renews holds of this kind (contract on
+    /// [`AcquireBuilder::renew`](crate::AcquireBuilder::renew)).
     pub renew: &'static LuaScript,
     /// This hold's keys for the renew script.
     pub renew_keys: Vec<String>,
@@ -198,7 +190,7 @@ pub struct HoldSpec {
 /// (see [`AcquireBuilder::pass`](crate::AcquireBuilder::pass) for the script's
 /// contract).
 #[derive(Debug, Clone)]
-pub struct PassSpec {
+pub(crate) struct PassSpec {
     /// The hand-off script.
     pub script: &'static LuaScript,
     /// Its keys (the acquire script's).

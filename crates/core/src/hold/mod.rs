@@ -18,10 +18,8 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::scripts::ScriptCall;
 
-pub use lease::{
-    drift, lease_lost, valid_until, HoldSpec, LeaseMode, LeaseState, PassSpec, Validity,
-};
-pub(crate) use lease::{HoldInner, Renewal, NEXT_HOLD};
+pub use lease::{drift, lease_lost, LeaseMode, LeaseState, Validity};
+pub(crate) use lease::{valid_until, HoldInner, HoldSpec, PassSpec, Renewal, NEXT_HOLD};
 
 /// Run `work` until `lost` resolves (a guard's `lost()`): the one way
 /// every guard's `run` stops work when its hold can no longer be counted
@@ -55,6 +53,16 @@ pub struct Hold {
     pub(crate) armed: bool,
 }
 
+/// The sequence number of an attempt id drawn by `new_attempt_id` (the acquire module) (0 for
+/// an id without one). An attempt drawn after another has a larger one;
+/// the scripts read it the same way (`hold_seq` in `lua/hold_lib.lua`).
+pub(crate) fn attempt_seq(attempt: &str) -> u64 {
+    attempt
+        .rsplit_once('s')
+        .and_then(|(_, n)| n.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The holds one handle was granted, and its acquires in progress, to tell
 /// whether a hold of the handle's owner on the server may be one the
 /// handle has (or is about to have). See [`AcquireBuilder::live`](crate::AcquireBuilder::live).
@@ -81,7 +89,7 @@ impl HoldSet {
     /// A concurrent acquire of the same handle (a clone in another task)
     /// may be granted a hold this one's script must take for a re-entry,
     /// not for a stale hold. Enter before drawing the attempt id
-    /// ([`new_attempt_id`](crate::new_attempt_id)): see
+    /// (`new_attempt_id`): see
     /// [`acquire_arg`](Self::acquire_arg).
     pub fn enter(&self) -> Acquiring<'_> {
         self.acquiring.fetch_add(1, Ordering::SeqCst);
@@ -99,7 +107,7 @@ impl HoldSet {
     /// [`enter`](Self::enter) (see [`AcquireBuilder::live`](crate::AcquireBuilder::live)):
     /// `0` when one of the remembered holds is still active or another
     /// acquire of the handle is in progress (a re-entry is possible), else
-    /// the attempt's sequence number ([`attempt_seq`](crate::attempt_seq)).
+    /// the attempt's sequence number (`attempt_seq`).
     ///
     /// Why the number: every acquire of the handle whose attempt was drawn
     /// before this one entered before it too, so it is either counted here
@@ -111,7 +119,7 @@ impl HoldSet {
         if self.acquiring.load(Ordering::SeqCst) > 1 || self.any_active() {
             "0".to_string()
         } else {
-            crate::attempt_seq(attempt).to_string()
+            attempt_seq(attempt).to_string()
         }
     }
 
@@ -138,7 +146,7 @@ pub(crate) struct Grant {
 impl Hold {
     /// Record a grant: `sent_at` is when the granting request was sent,
     /// `pttl_ms` the TTL in its reply. Watchdog holds are registered for renewal.
-    pub fn new(
+    pub(crate) fn new(
         client: &Client,
         spec: HoldSpec,
         attempt: String,
