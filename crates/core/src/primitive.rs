@@ -23,7 +23,7 @@
 pub use crate::acquire::{AcquireBuilder, AcquireSpec, ConditionSpec, WaitMode};
 pub use crate::client::Client;
 pub use crate::composite::{Lockable, PlainLocks};
-pub use crate::config::{holder_name, lease_ms};
+pub use crate::config::holder_name;
 pub use crate::error::{Error, Result};
 pub use crate::exclusive::{Exclusive, ExclusiveKind};
 pub use crate::guard::{ExclusiveGuard, HoldGuard};

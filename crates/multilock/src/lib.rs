@@ -30,8 +30,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    drift, lease_lost, lease_ms, Acquire, Client, Error, Guarded, Hold, HoldGuard, LeaseMode,
-    LeaseState, Lockable, PlainLocks, Result, Validity, WaitMode,
+    drift, lease_lost, Acquire, Client, Error, Guarded, Hold, HoldGuard, LeaseMode, LeaseState,
+    Lockable, PlainLocks, Result, Validity, WaitMode,
 };
 use deadbolt_lock::Lock;
 
@@ -421,9 +421,10 @@ impl Redlock {
             LeaseMode::Fixed(d) => d,
             _ => self.ttl,
         };
-        lease_ms(ttl)?;
         // A lease no longer than the clock-drift allowance is never valid
         // once granted: refused, rather than taken and given back for ever.
+        // (One beyond the largest lease is refused by each server's
+        // acquire, before anything is sent.)
         if ttl <= drift(ttl) {
             return Err(Error::InvalidArgument(format!(
                 "a Redlock lease of {ttl:?} leaves no validity after the clock-drift allowance of {:?}",

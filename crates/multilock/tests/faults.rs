@@ -948,6 +948,20 @@ async fn redlock_lock_with_a_lease_that_can_never_be_valid_is_refused() {
             Err(_) => panic!("lock_with_lease({lease:?}) still retrying after 2 s"),
         }
     }
+    // A lease beyond the largest any lock takes is refused the same way,
+    // by each server's acquire before it sends anything: no key anywhere.
+    let beyond = Duration::from_millis(deadbolt_core::MAX_LEASE_MS + 1);
+    match r.lock_with_lease(beyond).await {
+        Err(Error::InvalidArgument(_)) => {}
+        other => panic!("a lease of {beyond:?}: {other:?}"),
+    }
+    for s in &srvs {
+        let n: i64 = redis::cmd("DBSIZE")
+            .query_async(&mut s.conn().await)
+            .await
+            .unwrap();
+        assert_eq!(n, 0, "a refused lease left keys behind");
+    }
 }
 
 /// One of three servers behind a blackholed proxy: a Redlock acquires with
