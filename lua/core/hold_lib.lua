@@ -338,8 +338,8 @@ end
 -- keeps it the largest of the hash's attempts, for hold_is_stale), and any
 -- further field-value pairs. One HSET.
 local function hold_create(key, owner, stoken, attempt, ...)
-  redis.call('HSET', key, 'o', owner, 't', stoken, 'n', 1, 'a:' .. attempt, 1,
-    's', string.match(attempt, 's(%d+)$') or 0, ...)
+  redis.call('HSET', key, 'o', owner, 't', stoken, 'n', '1', 'a:' .. attempt, '1',
+    's', string.match(attempt, 's(%d+)$') or '0', ...)
 end
 
 -- A fresh grant on the hold hash `key` (layout in lock_acquire.lua): the
@@ -437,11 +437,13 @@ local function hold_release_checked(key, attempt, ...)
 end
 
 local function hold_release(key, attempt, ...)
-  local r = {hold_release_checked(key, attempt, ...)}
-  if r[1] == nil then
+  -- At most four fields come back (the callers ask for no more): no table
+  -- is built on the way, as packing the varargs would.
+  local r, a, b, c, d = hold_release_checked(key, attempt, ...)
+  if r == nil then
     return 0
   end
-  return unpack(r)
+  return r, a, b, c, d
 end
 
 -- Record that the hold of hold hash `key` is force-unlocked, not released,

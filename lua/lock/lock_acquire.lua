@@ -78,8 +78,6 @@ if hold_is_stale(KEYS[1], owner, ARGV[1], ARGV[2], ARGV[6]) then
   owner = false
 end
 
-local client = string.match(ARGV[1], '^(.*):')
-
 if not owner then
   -- Free: a fresh grant advances the fencing counter (hold_advance_fence):
   -- a key of another type or a value out of range is refused with nothing
@@ -93,7 +91,7 @@ if not owner then
     -- waiting clients: a later release must not name it while it no
     -- longer waits (best effort, as the queueing). A first try has not
     -- queued (unless another waiter of its client did, which still waits).
-    redis.pcall('ZREM', KEYS[3], client)
+    redis.pcall('ZREM', KEYS[3], string.match(ARGV[1], '^(.*):'))
   end
   return {1, token, ARGV[3]}
 end
@@ -110,6 +108,7 @@ if owner ~= ARGV[1] then
   -- a mark refused under maxmemory leaves the waiter to its timer.
   local pttl = redis.call('PTTL', KEYS[1])
   if ARGV[4] ~= 'try' then
+    local client = string.match(ARGV[1], '^(.*):')
     if string.match(owner, '^(.*):') ~= client then
       redis.pcall('HSET', KEYS[1], 'x', 1)
       -- Queue this caller's client (once: NX keeps its place) so that a

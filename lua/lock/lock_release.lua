@@ -65,45 +65,46 @@ if r ~= 2 then
   return r
 end
 -- The last hold.
--- The registration (d:<client>, reg_read) of a waiting client; nil
--- without one.
-local function registration(c)
-  local e = redis.pcall('HGET', KEYS[1], 'd:' .. c)
-  if type(e) == 'string' then
-    return reg_read(e)
-  end
-end
--- Grant the lock to the registered waiter (owner o, attempt a) of client
--- `named`, whose grant message was just published: the registered waiter
--- of the client that waits next hears when the claim ends at the latest,
--- in case the taker is gone (a client queued without one has its waiters
--- sleep to their own bounds); the hash records the new hold with the
--- claim's TTL.
-local function grant_to(named, o, a, stoken, claim)
-  local after = redis.pcall('ZRANGE', KEYS[2], 0, 0)
-  local next_client = type(after) == 'table' and after[1]
-  local next_reg = next_client and registration(next_client)
-  if next_reg then
-    msg_publish(ARGV[2], msg_turn(next_reg.attempt, claim))
-  end
-  -- A waiting MultiLock listens on the unlock channel alone: it tries
-  -- (and marks the new hold again if it is still busy for it).
-  if multi then
-    msg_publish(ARGV[2], msg_one())
-  end
-  -- x stays while other clients wait (one is queued next, or the
-  -- releasing client's own waiters, w: they are another client's now).
-  local more = waited or next_client
-  redis.call('HDEL', KEYS[1], 'a:' .. ARGV[1], 'd:' .. named, 'w', 'm', more and 'w' or 'x')
-  redis.call('HSET', KEYS[1], 'o', o, 't', stoken, 'n', 1, 'a:' .. a, 1, 's', hold_seq(a))
-  redis.call('PEXPIRE', KEYS[1], claim)
-end
 -- Only a hold that a waiter of another client found busy (x) looks at the
 -- queue of clients: an uncontended release does not. The releasing client
 -- is skipped (its waiters were served by local hand-offs; they queue
 -- again if they still wait): at most two clients are looked at, O(log n)
 -- each.
 if KEYS[2] and marked then
+  -- (Defined here: an unmarked release, the common one, makes no closure.)
+  -- The registration (d:<client>, reg_read) of a waiting client; nil
+  -- without one.
+  local function registration(c)
+    local e = redis.pcall('HGET', KEYS[1], 'd:' .. c)
+    if type(e) == 'string' then
+      return reg_read(e)
+    end
+  end
+  -- Grant the lock to the registered waiter (owner o, attempt a) of client
+  -- `named`, whose grant message was just published: the registered waiter
+  -- of the client that waits next hears when the claim ends at the latest,
+  -- in case the taker is gone (a client queued without one has its waiters
+  -- sleep to their own bounds); the hash records the new hold with the
+  -- claim's TTL.
+  local function grant_to(named, o, a, stoken, claim)
+    local after = redis.pcall('ZRANGE', KEYS[2], 0, 0)
+    local next_client = type(after) == 'table' and after[1]
+    local next_reg = next_client and registration(next_client)
+    if next_reg then
+      msg_publish(ARGV[2], msg_turn(next_reg.attempt, claim))
+    end
+    -- A waiting MultiLock listens on the unlock channel alone: it tries
+    -- (and marks the new hold again if it is still busy for it).
+    if multi then
+      msg_publish(ARGV[2], msg_one())
+    end
+    -- x stays while other clients wait (one is queued next, or the
+    -- releasing client's own waiters, w: they are another client's now).
+    local more = waited or next_client
+    redis.call('HDEL', KEYS[1], 'a:' .. ARGV[1], 'd:' .. named, 'w', 'm', more and 'w' or 'x')
+    redis.call('HSET', KEYS[1], 'o', o, 't', stoken, 'n', '1', 'a:' .. a, '1', 's', hold_seq(a))
+    redis.call('PEXPIRE', KEYS[1], claim)
+  end
   local me = string.match(holder, '^(.*):')
   for _ = 1, 2 do
     local head = redis.pcall('ZPOPMIN', KEYS[2])
