@@ -184,11 +184,13 @@ local function hold_clock()
   return t[1] .. string.sub('00000' .. t[2], -6)
 end
 
--- Server time as milliseconds and microseconds.
+-- Server time as milliseconds and microseconds, and the µs as
+-- hold_clock's string (for hold_advance_fence, without a formatted
+-- number).
 local function hold_now()
   local t = redis.call('TIME')
   local s, us = tonumber(t[1]), tonumber(t[2])
-  return s * 1000 + math.floor(us / 1000), s * 1000000 + us
+  return s * 1000 + math.floor(us / 1000), s * 1000000 + us, t[1] .. string.sub('00000' .. t[2], -6)
 end
 
 -- The opening of a script on a primitive's keys: keys(base) as a table,

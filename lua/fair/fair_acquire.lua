@@ -19,7 +19,9 @@
 --          a hand-off, its liveness window); stored with the queue entry
 --
 -- Reply:
---   {1, token, pttl}      granted: fresh (queue empty or we are its live head),
+--   {1, token, pttl}      granted (token an integer, or its decimal string
+--                         for a fresh grant on an empty queue): fresh
+--                         (queue empty or we are its live head),
 --                         re-entry by the holder, pick-up of a hand-off (the
 --                         claim lease becomes our lease), or a replay.
 --                         When a queued waiter becomes the holder, the next
@@ -46,7 +48,7 @@ local holder, err = hold_first(K.hold, 'HGET', K.hold, 'o')
 if err then
   return err
 end
-local now_ms, now_us = hold_now()
+local now_ms, now_us, sclock = hold_now()
 -- A stale hold of this owner (hold_is_stale) is dropped, not re-entered:
 -- the lock is free, and the live head of the queue, if any, gets it below.
 -- A repair, the only write before the reads below (as in lock_acquire.lua).
@@ -127,17 +129,35 @@ if holder then
   return enqueue(pttl)
 end
 
--- Free. Any grant below needs a token: the counter is read and checked
--- before the first write.
+-- Free. An empty queue, the common case: the lock is this caller's, and
+-- the fencing counter advances in one SET ... GET (hold_advance_fence: a
+-- key of another type or an unusable value is refused with nothing
+-- written). The queue is read first, so its type is known too.
+local top
+top, err = hold_first(K.q, 'ZRANGE', K.q, 0, 0)
+if err then
+  return err
+end
+if not top[1] then
+  local stoken, _, bad = hold_advance_fence(K.fence, sclock)
+  if bad then
+    return bad
+  end
+  hold_create(K.hold, owner, stoken, attempt)
+  redis.call('PEXPIRE', K.hold, lease)
+  return {1, stoken, tonumber(lease)}
+end
+-- Waiters queue. Any grant below needs a token: the counter is read and
+-- checked before the first write.
 local last
 last, err = hold_read_fence(K.fence)
 if err then
   return err
 end
 -- The live head of the queue has the first right to it (q, qo and alive
--- are read before any dead head is dropped).
+-- are read before any dead head is dropped; q's head was read above).
 local head, e
-head, e, err = fair_live_head(K, now_ms)
+head, e, err = fair_live_head(K, now_ms, top)
 if err then
   return err
 end

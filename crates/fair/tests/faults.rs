@@ -290,8 +290,8 @@ async fn wrong_type_queue_keys_write_nothing() {
     assert_eq!(n, 1, "the hold was not deleted by a refused release");
 }
 
-/// A fencing counter out of range is refused by name, with
-/// nothing written.
+/// A fencing counter out of range, or of another type, is refused by
+/// name, with nothing written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unusable_fencing_counter_is_refused() {
     let srv = server();
@@ -310,6 +310,19 @@ async fn unusable_fencing_counter_is_refused() {
         let n: i64 = cmd(&srv, &["EXISTS", l.key().unwrap()]).await;
         assert_eq!(n, 0);
     }
+    // A counter of another type: refused by name, nothing written.
+    let _: () = cmd(&srv, &["DEL", &fence]).await;
+    let _: () = cmd(&srv, &["RPUSH", &fence, "x"]).await;
+    let err = l.try_lock().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::WrongType { key } if *key == fence),
+        "{err:?}"
+    );
+    let n: i64 = cmd(&srv, &["EXISTS", l.key().unwrap()]).await;
+    assert_eq!(n, 0);
+    let kind: String = cmd(&srv, &["TYPE", &fence]).await;
+    assert_eq!(kind, "list");
+    let _: () = cmd(&srv, &["DEL", &fence]).await;
     let _: () = cmd(&srv, &["SET", &fence, "9007199254740000"]).await;
     let g = l.try_lock().await.unwrap().unwrap();
     assert_eq!(g.fencing_token(), 9007199254740001);
