@@ -23,11 +23,11 @@ use crate::scripts::{LuaScript, ScriptCall};
 /// of one name. The script's contract: `KEYS` = the keys of many names, one
 /// group after another; `ARGV = [client id, waiter_timeout_ms]`.
 #[derive(Debug, Clone)]
-pub struct HeartbeatSpec {
+pub(crate) struct HeartbeatSpec {
     /// The heartbeat script.
-    pub script: &'static LuaScript,
+    pub(crate) script: &'static LuaScript,
     /// The keys of this name, passed as one group.
-    pub keys: Vec<String>,
+    pub(crate) keys: Vec<String>,
 }
 
 /// Groups of keys per call (the script runs O(log n) work per group).

@@ -55,7 +55,6 @@ pub use error::{Cause, Error, Result};
 pub use exclusive::{Exclusive, ExclusiveKind, LockInfo, QueuedWaiter};
 pub use guard::{ExclusiveGuard, HoldGuard};
 pub use handle::Acquire;
-pub use heartbeat::HeartbeatSpec;
 pub use hold::{drift, Hold, HoldSet, LeaseMode, LeaseState};
 pub use keys::{encode_tag, hash_slot, is_fence_key, slot_tag, Keys};
 pub use message::Message;

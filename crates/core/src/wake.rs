@@ -3,7 +3,8 @@
 //!
 //! Every message says whom it wakes ([`Message`]): a grant names its
 //! waiters, a turn its waiter, `1` asks one waiter per client to try, `*`
-//! every waiter (of a class: `*:write`). So the engine needs no policy per
+//! every waiter (of a class: `*:write`), a new term every waiter. So the
+//! engine needs no policy per
 //! primitive: [`WakeAsTold`] decodes every primitive's channel. A channel
 //! that carries messages deadbolt does not write (keyspace notifications)
 //! uses [`WakeAll`]: any message wakes everyone on it, who then look at the
@@ -70,7 +71,8 @@ pub trait WakePolicy: Send + Sync + fmt::Debug + 'static {
 /// (`g:` lines) goes to the waiters it names, a turn (`t:`) to its waiter,
 /// with its sleep bound (`t:<attempt> <ms>`) or to try now, `1`
 /// wakes one waiter per client, `*` every waiter (`*:<class>`: of that
-/// class). Anything else wakes nobody.
+/// class), a new term (`l:<term>`) every waiter. Anything else wakes
+/// nobody.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WakeAsTold;
 
@@ -91,6 +93,8 @@ impl WakePolicy for WakeAsTold {
             Message::TryAll { class } => Wake::All {
                 class: class.clone(),
             },
+            // A new term: everyone who waits for a change looks again.
+            Message::Term(_) => Wake::All { class: None },
             _ => Wake::Nothing,
         }
     }
@@ -118,6 +122,8 @@ mod tests {
         let p = WakeAsTold;
         assert_eq!(p.decode(b"1"), Wake::One);
         assert_eq!(p.decode(b"*"), Wake::All { class: None });
+        // A new term (an election's): every waiter looks again.
+        assert_eq!(p.decode(b"l:3"), Wake::All { class: None });
         assert_eq!(
             p.decode(b"*:write"),
             Wake::All {
@@ -167,7 +173,8 @@ mod tests {
             b"t:ab 1e9",
             b"t:",
             b"h:x",
-            b"l:3",
+            b"l:",
+            b"l:x",
         ] {
             assert_eq!(p.decode(junk), Wake::Nothing, "{junk:?}");
         }

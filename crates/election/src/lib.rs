@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use deadbolt_core::primitive::{
     AcquireSpec, Client, ConditionSpec, Error, Handle, Hold, HoldGuard, LeaseMode, LeaseState,
-    Result, ScriptCall, WaitMode, WakeAll, WakeAsTold,
+    Result, ScriptCall, WaitMode, WakeAsTold,
 };
 use futures::Stream;
 
@@ -237,7 +237,7 @@ impl Election {
     /// [`CATCH_UP`]. Returns whether it saw a change.
     async fn wait_change(&self, seen: u64) -> Result<bool> {
         let p = self.inner.parts()?;
-        let spec = ConditionSpec::builder(KIND, &p.keys, &ELECT_CHANGED, &WakeAll)
+        let spec = ConditionSpec::builder(KIND, &p.keys, &ELECT_CHANGED, &WakeAsTold)
             .keys(vec![p.key.clone()])
             .channel(p.observers.clone())
             .extra_args(vec![seen.to_string()])

@@ -22,7 +22,7 @@
 //! ```
 
 use deadbolt_core::primitive::{
-    AcquireSpec, Client, Exclusive, ExclusiveKind, HeartbeatSpec, Keys, ScriptCall, WakeAsTold,
+    AcquireSpec, Client, Exclusive, ExclusiveKind, Keys, ScriptCall, WakeAsTold,
 };
 
 /// The fair lock's Lua scripts (files in this crate's `lua/`; the queue
@@ -88,10 +88,7 @@ impl ExclusiveKind for Fifo {
             // One channel per (client, name); hand-offs name the attempt.
             .channel(format!("{}:ch:{}", k.main(), client.id()))
             .grants_by_name_only()
-            .heartbeat(HeartbeatSpec {
-                script: &FAIR_HEARTBEAT,
-                keys,
-            })
+            .heartbeat(&FAIR_HEARTBEAT, keys)
             .build()
     }
 

@@ -36,8 +36,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    Acquire, AcquireSpec, Client, Error, ExclusiveGuard, Handle, HeartbeatSpec, Hold, HoldGuard,
-    Keys, LeaseMode, LeaseState, Lockable, Result, ScriptCall, WaitMode, WakeAsTold,
+    Acquire, AcquireSpec, Client, Error, ExclusiveGuard, Handle, Hold, HoldGuard, Keys, LeaseMode,
+    LeaseState, Lockable, Result, ScriptCall, WaitMode, WakeAsTold,
 };
 use futures::future::BoxFuture;
 
@@ -621,10 +621,7 @@ fn parts(client: &Client, k: &Keys) -> Parts {
     // One set per handle (`parts` runs in `RwLock::new`): a stale write
     // hold of this owner is not re-entered (see `AcquireBuilder::live`).
     .live(Arc::default())
-    .heartbeat(HeartbeatSpec {
-        script: &RW_HEARTBEAT,
-        keys: keys.clone(),
-    })
+    .heartbeat(&RW_HEARTBEAT, keys.clone())
     .build();
     Parts {
         keys,

@@ -36,8 +36,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadbolt_core::primitive::{
-    Acquire, AcquireSpec, Client, ConditionSpec, Error, Handle, HeartbeatSpec, Keys, LeaseMode,
-    Result, ScriptCall, WaitMode, WakeAsTold,
+    Acquire, AcquireSpec, Client, ConditionSpec, Error, Handle, Keys, LeaseMode, Result,
+    ScriptCall, WaitMode, WakeAsTold,
 };
 
 mod permits;
@@ -222,10 +222,7 @@ impl Semaphore {
                     // One channel per (client, semaphore); wakes name the waiter.
                     .channel(format!("{}:ch:{}", k.main(), client.id()))
                     .grants_by_name_only()
-                    .heartbeat(HeartbeatSpec {
-                        script: &SEM_HEARTBEAT,
-                        keys: keys.clone(),
-                    })
+                    .heartbeat(&SEM_HEARTBEAT, keys.clone())
                     .build();
             (keys, spec)
         });

@@ -291,9 +291,12 @@ impl AcquireBuilder {
     }
 
     /// A liveness heartbeat kept while the attempt is queued (primitives
-    /// with a server-side queue).
-    pub fn heartbeat(mut self, heartbeat: HeartbeatSpec) -> Self {
-        self.0.heartbeat = Some(heartbeat);
+    /// with a server-side queue): `script` refreshes the liveness records
+    /// of many names at once. Its contract: `KEYS` = the keys of many
+    /// names, one group of `keys.len()` after another (this name's group
+    /// is `keys`); `ARGV = [client id, waiter_timeout_ms]`.
+    pub fn heartbeat(mut self, script: &'static LuaScript, keys: Vec<String>) -> Self {
+        self.0.heartbeat = Some(HeartbeatSpec { script, keys });
         self
     }
 
