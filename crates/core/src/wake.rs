@@ -122,7 +122,7 @@ mod tests {
         let p = WakeAsTold;
         assert_eq!(p.decode(b"1"), Wake::One);
         assert_eq!(p.decode(b"*"), Wake::All { class: None });
-        // A new term (an election's): every waiter looks again.
+        // A new term: every waiter looks again.
         assert_eq!(p.decode(b"l:3"), Wake::All { class: None });
         assert_eq!(
             p.decode(b"*:write"),
